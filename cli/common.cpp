@@ -1,0 +1,131 @@
+#include "cli/common.hpp"
+
+#include "core/errors.hpp"
+#include "core/load.hpp"
+
+namespace cleave::cli {
+
+void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus) {
+    sub.add_option("MODEL", f.model, "Model: cleave TOML or Hugging Face config.json")
+        ->required()
+        ->check(CLI::ExistingFile);
+    sub.add_option("CLUSTER", f.cluster, "Hardware profile: shipped name or TOML path")
+        ->required();
+    auto* gpus = sub.add_option("--gpus", f.gpus, "Number of GPUs")->check(CLI::PositiveNumber);
+    if (require_gpus) {
+        gpus->required();
+    }
+    sub.add_option("--gbs", f.gbs, "Global batch size in sequences")->check(CLI::PositiveNumber);
+    sub.add_option("--seq", f.seq, "Sequence length (default: the model's)")
+        ->check(CLI::NonNegativeNumber);
+    sub.add_option("--dtype", f.dtype, "Compute and weight dtype")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp32"}))
+        ->capture_default_str();
+    sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+    sub.add_option("--job", f.job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
+}
+
+void add_plan_flags(CLI::App& sub, PlanFlags& f) {
+    sub.add_option("--tp", f.tp, "Tensor-parallel size")->capture_default_str();
+    sub.add_option("--pp", f.pp, "Pipeline-parallel size")->capture_default_str();
+    sub.add_option("--dp", f.dp, "Data-parallel size (0 = gpus / (tp*pp*cp))")
+        ->capture_default_str();
+    sub.add_option("--cp", f.cp, "Context-parallel size")->capture_default_str();
+    sub.add_option("--ep", f.ep, "Expert-parallel size")->capture_default_str();
+    sub.add_option("--mbs", f.mbs, "Micro-batch size (sequences)")->capture_default_str();
+    sub.add_option("--vpp", f.vpp, "Virtual stages per pipeline rank")->capture_default_str();
+    sub.add_option("--schedule", f.schedule, "Pipeline schedule (default 1f1b, interleaved if vpp>1)")
+        ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}));
+    sub.add_option("--recompute", f.recompute, "Activation recomputation")
+        ->check(CLI::IsMember({"none", "selective", "full"}))
+        ->capture_default_str();
+    sub.add_flag("--sp", f.sp, "Megatron sequence parallelism");
+    sub.add_option("--zero", f.zero, "ZeRO stage (1 = distributed optimizer)")
+        ->check(CLI::Range(0, 3))
+        ->capture_default_str();
+}
+
+Dtype parse_dtype(const std::string& s) {
+    if (s == "fp32") {
+        return Dtype::fp32;
+    }
+    if (s == "bf16") {
+        return Dtype::bf16;
+    }
+    if (s == "fp16") {
+        return Dtype::fp16;
+    }
+    if (s == "fp8") {
+        return Dtype::fp8;
+    }
+    throw ConfigError("unknown dtype '" + s + "' (expected fp32, bf16, fp16 or fp8)");
+}
+
+Inputs load_inputs(const JobFlags& f) {
+    Inputs in;
+    in.model = load_model(f.model);
+    in.cluster = load_cluster(f.cluster);
+    if (!f.job_file.empty()) {
+        in.job = load_job(f.job_file);
+    }
+    if (f.gpus > 0) {
+        in.job.gpus = f.gpus;
+    }
+    if (f.gbs > 0) {
+        in.job.global_batch = f.gbs;
+    }
+    in.job.seq_len = f.seq > 0 ? f.seq : (in.job.seq_len > 0 ? in.job.seq_len : in.model.seq_len);
+    const Dtype d = parse_dtype(f.dtype);
+    in.job.compute = d;
+    // fp8 training keeps bf16 weights for the optimizer (Transformer Engine); fp32 stays fp32.
+    in.job.weights = d == Dtype::fp8 ? Dtype::bf16 : d;
+    if (!f.grad_dtype.empty()) {
+        in.job.grads = parse_dtype(f.grad_dtype);
+    }
+    if (in.job.global_batch <= 0) {
+        throw ConfigError("--gbs: the global batch size is required (or give it in --job)");
+    }
+    return in;
+}
+
+Plan make_plan(const PlanFlags& f, const Inputs& in) {
+    Plan p;
+    p.tp = f.tp;
+    p.pp = f.pp;
+    p.cp = f.cp;
+    p.ep = f.ep;
+    p.mbs = f.mbs;
+    p.vpp = f.vpp;
+    const int64_t mp = f.tp * f.pp * f.cp;
+    p.dp = f.dp > 0 ? f.dp : (mp > 0 ? in.job.gpus / mp : 0);
+    if (f.schedule.empty()) {
+        p.schedule = f.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+    } else if (f.schedule == "gpipe") {
+        p.schedule = Schedule::gpipe;
+    } else if (f.schedule == "interleaved") {
+        p.schedule = Schedule::interleaved;
+    } else {
+        p.schedule = Schedule::one_f_one_b;
+    }
+    p.recompute = f.recompute == "full"        ? Recompute::full
+                  : f.recompute == "selective" ? Recompute::selective
+                                               : Recompute::none;
+    p.sp = f.sp;
+    p.zero = f.zero;
+    if (f.dp <= 0 && mp > 0 && in.job.gpus % mp != 0) {
+        throw ConfigError("tp*pp*cp=" + std::to_string(mp) + " does not divide gpus=" +
+                          std::to_string(in.job.gpus));
+    }
+    const auto broken = check_plan(in.model, in.job, p);
+    if (!broken.empty()) {
+        std::vector<Diagnostic> ds;
+        for (const auto& b : broken) {
+            ds.push_back({{}, "plan cannot be expressed: " + b});
+        }
+        throw ConfigError(std::move(ds));
+    }
+    return p;
+}
+
+}  // namespace cleave::cli

@@ -1,0 +1,65 @@
+#pragma once
+// Flags shared by several subcommands (DESIGN §3): job flags and plan flags, and turning them
+// into the library's value types.
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/cluster.hpp"
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+
+namespace cleave::cli {
+
+struct JobFlags {
+    std::string model;    // model TOML or HF config.json
+    std::string cluster;  // profile name or TOML path
+    int64_t gpus = 0;
+    int64_t gbs = 0;
+    int64_t seq = 0;  // 0 = the model's seq_len
+    std::string dtype = "bf16";
+    std::string grad_dtype;  // "" = Megatron's default (fp32 main grads)
+    std::string job_file;    // optional job TOML; flags override its values
+};
+
+struct PlanFlags {
+    int64_t tp = 1;
+    int64_t pp = 1;
+    int64_t dp = 0;  // 0 = gpus / (tp * pp * cp)
+    int64_t cp = 1;
+    int64_t ep = 1;
+    int64_t mbs = 1;
+    int64_t vpp = 1;
+    std::string schedule = "";  // "" = interleaved when vpp > 1, else 1f1b
+    std::string recompute = "none";
+    bool sp = false;
+    int zero = 0;
+};
+
+/// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job.
+/// With `require_gpus` the --gpus flag is required (explain, plan, simulate); run and validate
+/// take the rank count from MPI instead.
+void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus = true);
+
+/// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero.
+void add_plan_flags(CLI::App& sub, PlanFlags& f);
+
+struct Inputs {
+    ModelSpec model;
+    ClusterSpec cluster;
+    JobSpec job;
+};
+
+/// Loads model, cluster and job; throws ConfigError naming the file and key on bad input.
+[[nodiscard]] Inputs load_inputs(const JobFlags& f);
+
+/// The plan the flags describe for `job` (dp derived when 0). Throws ConfigError when
+/// check_plan() finds a broken constraint, listing every one.
+[[nodiscard]] Plan make_plan(const PlanFlags& f, const Inputs& in);
+
+[[nodiscard]] Dtype parse_dtype(const std::string& s);  // throws ConfigError
+
+}  // namespace cleave::cli

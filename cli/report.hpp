@@ -1,0 +1,21 @@
+#pragma once
+// JSON for one priced plan: the interface of DESIGN §3 shared by explain, plan and validate.
+
+#include <nlohmann/json.hpp>
+
+#include "cli/common.hpp"
+#include "costmodel/estimate.hpp"
+
+namespace cleave::cli {
+
+/// The plan's flags as JSON: tp, pp, dp, cp, ep, vpp, mbs, schedule, recompute, sp, zero,
+/// microbatches, and "flags" (the command-line form).
+[[nodiscard]] nlohmann::json plan_to_json(const Plan& p, const JobSpec& job);
+
+/// explain's object: iteration_time_s, tokens_per_s, tflops_per_gpu, mfu, hfu, bubble_ratio,
+/// memory_gib {weights, grads, optimizer, activations, logits, comm_buffers, reserved, total},
+/// comm_bytes_per_gpu {dp, tp, pp, cp, ep}, time_s {...}, fits, usable_memory_gib,
+/// peak_memory_stage, stages [...], risks [{kind, message, fix}], plan {...}.
+[[nodiscard]] nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e);
+
+}  // namespace cleave::cli

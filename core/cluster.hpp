@@ -1,0 +1,101 @@
+#pragma once
+// Hardware profile: one GPU type, one node design, one scale-out network. All SI units.
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/units.hpp"
+
+namespace cleave {
+
+enum class Dtype { fp32, tf32, bf16, fp16, fp8 };
+
+/// Bytes per element of `d` (tf32 is stored as fp32).
+[[nodiscard]] constexpr double bytes_of(Dtype d) {
+    switch (d) {
+    case Dtype::fp32:
+    case Dtype::tf32:
+        return 4.0;
+    case Dtype::bf16:
+    case Dtype::fp16:
+        return 2.0;
+    case Dtype::fp8:
+        return 1.0;
+    }
+    return 4.0;
+}
+
+enum class IntraLink {
+    nvswitch,     // NVLink through NVSwitch: every GPU pair at full per-GPU bandwidth
+    nvlink_mesh,  // NVLink hybrid cube-mesh (DGX-1): not all pairs directly linked
+    xgmi,         // AMD Infinity Fabric full mesh
+    pcie          // PCIe through the host (and possibly the CPU socket interconnect)
+};
+
+struct GemmEfficiencyPoint {
+    Flops size;         // FLOPs of one GEMM (2*M*N*K)
+    double efficiency;  // achieved / peak at that size, 0..1
+
+    bool operator==(const GemmEfficiencyPoint&) const = default;
+};
+
+struct GpuSpec {
+    std::string name;
+    Bytes memory;             // HBM capacity as the runtime reports it
+    BytesPerSecond hbm_bw;    // peak memory bandwidth
+    FlopsPerSecond peak_fp32;
+    FlopsPerSecond peak_tf32;
+    FlopsPerSecond peak_bf16;  // dense tensor-core peak; 0 = unsupported
+    FlopsPerSecond peak_fp16;
+    FlopsPerSecond peak_fp8;
+    /// Achieved fraction of peak for one GEMM as a function of its FLOPs, sorted by size;
+    /// interpolated log-linearly, clamped at both ends. One point = constant efficiency.
+    std::vector<GemmEfficiencyPoint> gemm_efficiency;
+    double hbm_efficiency = 0.0;  // achieved / peak HBM bandwidth for streaming kernels
+    Bytes reserved_memory;        // CUDA/HIP context + allocator fragmentation + framework
+
+    bool operator==(const GpuSpec&) const = default;
+};
+
+struct NodeSpec {
+    int64_t gpus_per_node = 0;
+    IntraLink intra_link = IntraLink::nvswitch;
+    BytesPerSecond intra_bw;     // achievable ring bus bandwidth per GPU inside the node (busbw)
+    Seconds intra_latency;       // per-step latency of a ring collective inside the node
+    BytesPerSecond pcie_bw;      // host PCIe per GPU, one direction
+
+    bool operator==(const NodeSpec&) const = default;
+};
+
+struct NetworkSpec {
+    std::string kind;            // "infiniband-hdr", "roce", "ethernet-1g", ...
+    BytesPerSecond inter_bw;     // achievable bus bandwidth per GPU across nodes (NIC share)
+    Seconds inter_latency;       // per-step latency of a ring collective across nodes
+    bool operator==(const NetworkSpec&) const = default;
+};
+
+struct ClusterSpec {
+    std::string name;          // short id, e.g. "dgx-a100-80g"
+    std::string display_name;  // human description
+    GpuSpec gpu;
+    NodeSpec node;
+    NetworkSpec network;
+    double price_per_gpu_hour_usd = 0.0;  // 0 = unknown
+    std::string source;  // file the profile was read from ("" when built in code)
+
+    bool operator==(const ClusterSpec&) const = default;
+};
+
+/// Dense peak of `gpu` for `d`; 0 when the GPU has no such path.
+[[nodiscard]] FlopsPerSecond peak_flops(const GpuSpec& gpu, Dtype d);
+
+/// Memory the model may use: capacity minus reserved.
+[[nodiscard]] Bytes usable_memory(const GpuSpec& gpu);
+
+/// GEMM efficiency at `size` FLOPs from the profile's curve (log-linear interpolation,
+/// clamped). Returns 0 for an empty curve.
+[[nodiscard]] double gemm_efficiency(const GpuSpec& gpu, Flops size);
+
+}  // namespace cleave
