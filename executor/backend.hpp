@@ -1,0 +1,378 @@
+#pragma once
+// The executor's one backend interface (STYLE S5.1): memory, the math a transformer training step
+// needs, collectives on per-group communicators, and a clock. The workload (executor/workload.*)
+// is written against this interface only, so every backend runs the very same training step and
+// is checked against the CPU reference (ggml test-backend-ops style).
+//
+// Conventions, for every backend:
+// * Element type is fp32 everywhere. Matrices are row-major and contiguous.
+// * A `View` is a non-owning (pointer, element count) pair into backend memory: host memory on the
+//   CPU backend, device memory on the CUDA backend. The workload never dereferences a View's
+//   pointer; it moves data with upload()/download().
+// * Operations are stream-ordered: a backend may queue them and return early (CUDA), or run them
+//   at once (CPU). download(), clock_s(), synchronize() and every communication call that returns
+//   a host value observe all previously issued work.
+// * "accumulate" outputs (weight gradients) are added to: out += result. Everything else is
+//   overwritten.
+// * Activations use Megatron's [seq, batch, hidden] layout ("sbh"): row r = s * batch + b. A
+//   sequence-parallel shard is therefore a contiguous block of rows.
+// * Shapes are preconditions: a backend checks View sizes with CLEAVE_ASSERT (a programming error,
+//   never user input). Runtime failures of MPI / CUDA / cuBLAS / NCCL throw BackendError whose
+//   message holds the failed call, file:line and the library's error string.
+
+#include "core/errors.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace cleave::executor {
+
+/// A non-owning window of `size` fp32 elements of backend memory.
+struct View {
+    float* data = nullptr;
+    int64_t size = 0;
+
+    /// Elements [offset, offset + count) of this view. Precondition: the range lies inside.
+    [[nodiscard]] View slice(int64_t offset, int64_t count) const {
+        CLEAVE_ASSERT(offset >= 0 && count >= 0 && offset + count <= size,
+                      "View::slice out of range");
+        return {data + offset, count};
+    }
+};
+
+enum class Trans { no, yes };
+enum class ReduceOp { sum, max };
+enum class NormType { layernorm, rmsnorm };
+
+/// A communicator for one process group (one DP, TP, PP or embedding group), created by
+/// Backend::create_group(). `id` indexes the backend's table of communicators; groups are never
+/// shared between different kinds of traffic (STYLE S5.5).
+struct Group {
+    int id = -1;
+};
+
+/// Thrown when a collective or transfer does not complete within BackendOptions::timeout_s. The
+/// message names the world rank, the group, the operation and the peer; the caller (cleave run)
+/// prints it and aborts the whole job (MPI_Abort). Before throwing, a GPU backend aborts its
+/// NCCL communicators (ncclCommAbort) so no kernel stays blocked.
+class CommTimeout : public BackendError {
+public:
+    using BackendError::BackendError;
+};
+
+struct BackendOptions {
+    /// Seconds any single collective / send / recv may take before CommTimeout; <= 0 = no limit.
+    double timeout_s = 0.0;
+};
+
+/// Abstract backend. One instance per process (one rank per process under mpirun / srun).
+/// Preconditions for construction: MPI is initialised (MPI_Init_thread) by the caller and stays
+/// initialised for the backend's lifetime; the backend uses MPI_COMM_WORLD only to split groups
+/// and to bootstrap device communicators, never for workload traffic.
+class Backend {
+public:
+    virtual ~Backend() = default;
+    Backend() = default;
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+
+    // ---- identity ------------------------------------------------------------------------------
+
+    /// "cpu" or "cuda".
+    [[nodiscard]] virtual std::string name() const = 0;
+    /// Devices this process can see (CPU: 1). The CUDA backend binds to local_rank % count.
+    [[nodiscard]] virtual int device_count() const = 0;
+    /// Human-readable device name ("x86_64 CPU, 2 threads", "NVIDIA H100 80GB HBM3").
+    [[nodiscard]] virtual std::string device_name() const = 0;
+    [[nodiscard]] virtual int world_rank() const = 0;
+    [[nodiscard]] virtual int world_size() const = 0;
+
+    // ---- memory (every allocation is tracked) --------------------------------------------------
+
+    /// Allocates `count` fp32 elements, zero-filled. Throws BackendError when out of memory.
+    [[nodiscard]] virtual View alloc(int64_t count) = 0;
+    /// Releases a view returned by alloc() (the whole view, not a slice). Null views are ignored.
+    /// Must not throw: it runs in destructors (a GPU backend uses its _NOEXCEPT check, S4.3).
+    virtual void free(View v) = 0;
+    /// Bytes currently allocated through alloc().
+    [[nodiscard]] virtual int64_t bytes_in_use() const = 0;
+    /// High-water mark of bytes_in_use() since construction or reset_peak() (GPU: the caching
+    /// allocator's high-water mark if it keeps one, else the tracked figure).
+    [[nodiscard]] virtual int64_t peak_bytes() const = 0;
+    virtual void reset_peak() = 0;
+
+    /// dst <- src (host to backend). Precondition: src.size() == dst.size.
+    virtual void upload(View dst, std::span<const float> src) = 0;
+    /// dst <- src (backend to host); waits for prior work. Precondition: sizes equal.
+    virtual void download(std::span<float> dst, View src) = 0;
+    /// dst <- src, backend to backend. Precondition: sizes equal.
+    virtual void copy(View dst, View src) = 0;
+    /// Every element of x <- value.
+    virtual void fill(View x, float value) = 0;
+
+    // ---- dense math ----------------------------------------------------------------------------
+
+    /// C[m,n] = alpha * op(A) * op(B) + beta * C, row-major and contiguous. op(A) is m x k (A is
+    /// stored m x k, or k x m when ta == yes); op(B) is k x n (stored k x n, or n x k). beta == 0
+    /// overwrites C even if it held NaN.
+    virtual void gemm(Trans ta,
+                      Trans tb,
+                      int64_t m,
+                      int64_t n,
+                      int64_t k,
+                      float alpha,
+                      View a,
+                      View b,
+                      float beta,
+                      View c) = 0;
+    /// y += alpha * x (element-wise). Precondition: equal sizes.
+    virtual void axpy(float alpha, View x, View y) = 0;
+    /// x *= alpha.
+    virtual void scale(View x, float alpha) = 0;
+    /// x[r, :] += bias for every row r of the rows x cols matrix x.
+    virtual void add_bias(View x, int64_t rows, int64_t cols, View bias) = 0;
+    /// dbias += sum over rows of dy (rows x cols); the gradient of add_bias.
+    virtual void bias_grad(View dy, int64_t rows, int64_t cols, View dbias) = 0;
+
+    // ---- embeddings (also used for learned position tables) ------------------------------------
+
+    /// For each row i of out (ids.size() x cols): when ids[i] lies in [row_begin, row_begin +
+    /// table_rows), out[i] (+)= table[ids[i] - row_begin]; otherwise out[i] = 0 (or unchanged when
+    /// accumulating). This is Megatron's vocab-parallel embedding: each TP rank holds the rows
+    /// [row_begin, row_begin + table_rows) and the partial results are summed across TP. `ids` is
+    /// host memory.
+    virtual void embedding_fwd(std::span<const int32_t> ids,
+                               View table,
+                               int64_t row_begin,
+                               int64_t table_rows,
+                               int64_t cols,
+                               View out,
+                               bool accumulate) = 0;
+    /// dtable[ids[i] - row_begin] += dy[i] for the ids in range (the gradient of embedding_fwd).
+    virtual void embedding_bwd(std::span<const int32_t> ids,
+                               View dy,
+                               int64_t row_begin,
+                               int64_t table_rows,
+                               int64_t cols,
+                               View dtable) = 0;
+
+    // ---- normalisation -------------------------------------------------------------------------
+
+    /// Row-wise norm of x (rows x cols) into y. layernorm: y = (x - mean) * rstd * gamma + beta;
+    /// rmsnorm: y = x * rstd * gamma with rstd = 1/sqrt(mean(x^2) + eps) and beta unused (may be
+    /// an empty View). Saves mean (layernorm; rows elements, untouched for rmsnorm) and rstd (rows
+    /// elements) for the backward.
+    virtual void norm_fwd(NormType type,
+                          View x,
+                          int64_t rows,
+                          int64_t cols,
+                          View gamma,
+                          View beta,
+                          float eps,
+                          View y,
+                          View mean,
+                          View rstd) = 0;
+    /// Gradient of norm_fwd: dx = d/dx (overwritten); dgamma += ...; dbeta += ... (layernorm only).
+    virtual void norm_bwd(NormType type,
+                          View dy,
+                          View x,
+                          int64_t rows,
+                          int64_t cols,
+                          View gamma,
+                          View mean,
+                          View rstd,
+                          View dx,
+                          View dgamma,
+                          View dbeta) = 0;
+
+    // ---- activations ---------------------------------------------------------------------------
+
+    /// y = gelu(x), tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+    virtual void gelu_fwd(View x, View y) = 0;
+    /// dx = dy * gelu'(x).
+    virtual void gelu_bwd(View x, View dy, View dx) = 0;
+    /// y = silu(gate) * up, silu(g) = g / (1 + exp(-g)).
+    virtual void swiglu_fwd(View gate, View up, View y) = 0;
+    /// dgate = dy * up * silu'(gate); dup = dy * silu(gate).
+    virtual void swiglu_bwd(View gate, View up, View dy, View dgate, View dup) = 0;
+
+    // ---- attention -----------------------------------------------------------------------------
+
+    /// Rotary position embedding in place on x, laid out [seq, batch, heads * head_dim] (rows =
+    /// seq * batch). Row r has position first_pos + r / batch. Pairs (2i, 2i+1) of each head rotate
+    /// by angle pos * 10000^(-2i/head_dim); inverse == true rotates by the negative angle (the
+    /// backward of the forward rotation). Precondition: head_dim even.
+    virtual void rope(View x,
+                      int64_t seq,
+                      int64_t batch,
+                      int64_t heads,
+                      int64_t head_dim,
+                      int64_t first_pos,
+                      bool inverse) = 0;
+
+    /// Causal scaled dot-product attention, out = softmax(q k^T / sqrt(head_dim) + causal mask) v,
+    /// per batch element and head. q and out: [seq, batch, heads * head_dim]; k and v: [seq,
+    /// batch, kv_heads * head_dim]; query head h reads kv head h / (heads / kv_heads) (GQA).
+    /// Saves the probabilities in probs: [batch, heads, seq, seq] (upper triangle zero).
+    virtual void attention_fwd(View q,
+                               View k,
+                               View v,
+                               int64_t seq,
+                               int64_t batch,
+                               int64_t heads,
+                               int64_t kv_heads,
+                               int64_t head_dim,
+                               View probs,
+                               View out) = 0;
+    /// Gradient of attention_fwd given dout; dq, dk, dv are overwritten (dk, dv summed over the
+    /// query heads that share a kv head).
+    virtual void attention_bwd(View q,
+                               View k,
+                               View v,
+                               View probs,
+                               View dout,
+                               int64_t seq,
+                               int64_t batch,
+                               int64_t heads,
+                               int64_t kv_heads,
+                               int64_t head_dim,
+                               View dq,
+                               View dk,
+                               View dv) = 0;
+
+    // ---- vocab-parallel cross-entropy (Megatron) ----------------------------------------------
+    // logits: rows x cols, this rank's vocabulary columns [col_begin, col_begin + cols). The
+    // caller all-reduces row_max (max) between xent_row_max and xent_partial, and sum_exp and
+    // target_logit (sum) after xent_partial, over the TP group. Loss per row =
+    // log(sum_exp) + row_max - target_logit, computed on the host.
+
+    /// row_max[r] = max over this rank's columns of logits[r, :].
+    virtual void xent_row_max(View logits, int64_t rows, int64_t cols, View row_max) = 0;
+    /// sum_exp[r] = sum_c exp(logits[r, c] - row_max[r]); target_logit[r] = logits[r, targets[r]
+    /// - col_begin] when the target is one of this rank's columns, else 0. targets: host memory.
+    virtual void xent_partial(View logits,
+                              int64_t rows,
+                              int64_t cols,
+                              int64_t col_begin,
+                              std::span<const int32_t> targets,
+                              View row_max,
+                              View sum_exp,
+                              View target_logit) = 0;
+    /// dlogits[r, c] = scale * (exp(logits[r, c] - row_max[r]) / sum_exp[r] - [c is the target])
+    /// with the globally reduced row_max and sum_exp. May alias logits (in-place).
+    virtual void xent_bwd(View logits,
+                          int64_t rows,
+                          int64_t cols,
+                          int64_t col_begin,
+                          std::span<const int32_t> targets,
+                          View row_max,
+                          View sum_exp,
+                          float scale,
+                          View dlogits) = 0;
+
+    // ---- optimizer -----------------------------------------------------------------------------
+
+    /// One Adam step (Kingma & Ba 2015, Alg. 1, bias-corrected; decoupled weight decay as AdamW,
+    /// Loshchilov & Hutter 2019) on n = w.size elements: m = b1 m + (1-b1) g; v = b2 v + (1-b2)
+    /// g^2; w -= lr (m / (1-b1^step) / (sqrt(v / (1-b2^step)) + eps) + weight_decay w).
+    /// step >= 1.
+    virtual void adam(View w,
+                      View g,
+                      View m,
+                      View v,
+                      float lr,
+                      float beta1,
+                      float beta2,
+                      float eps,
+                      float weight_decay,
+                      int64_t step) = 0;
+
+    // ---- communication -------------------------------------------------------------------------
+    // Every call below is checked and bounded by BackendOptions::timeout_s (CommTimeout). Groups
+    // are communicators of their own (CPU: MPI_Comm_split; CUDA: an NCCL communicator whose
+    // ncclUniqueId is broadcast over that MPI sub-communicator).
+
+    /// Collective over the whole world: ranks passing the same `color` form one group, ordered by
+    /// `key`. `label` names the group in error messages ("tp", "dp", "pp", "embedding"). Every
+    /// rank must call it, in the same order. Returns the handle used by the calls below.
+    [[nodiscard]] virtual Group create_group(int color, int key, const std::string& label) = 0;
+    [[nodiscard]] virtual int group_size(Group g) const = 0;
+    [[nodiscard]] virtual int group_rank(Group g) const = 0;
+
+    /// In-place all-reduce of x over the group.
+    virtual void all_reduce(Group g, View x, ReduceOp op) = 0;
+    /// out = concat over group ranks (in rank order) of in; out.size == in.size * group_size.
+    virtual void all_gather(Group g, View in, View out) = 0;
+    /// out = rank's block of the element-wise sum of in over the group; in.size == out.size *
+    /// group_size, blocks in rank order.
+    virtual void reduce_scatter(Group g, View in, View out) = 0;
+    /// x on every rank <- x on group rank `root`.
+    virtual void broadcast(Group g, View x, int root) = 0;
+    /// Sends x to group rank `peer`. Returns as soon as x may be reused (the backend stages a
+    /// copy); it never waits for the matching recv, so two ranks may send to each other first
+    /// without deadlock. Messages between a pair are matched by `tag` (>= 0, < 32768).
+    virtual void send(Group g, View x, int peer, int tag) = 0;
+    /// Receives into x from group rank `peer` with `tag`; blocks (bounded by the timeout).
+    virtual void recv(Group g, View x, int peer, int tag) = 0;
+
+    // ---- time ----------------------------------------------------------------------------------
+
+    /// Waits for all queued work on this rank, including outstanding sends (bounded by the
+    /// timeout).
+    virtual void synchronize() = 0;
+    /// Waits for queued compute (not for outstanding sends), then returns a monotonic wall clock
+    /// in seconds. Differences of two calls time the work issued between them.
+    [[nodiscard]] virtual double clock_s() = 0;
+};
+
+/// RAII owner of one allocation of `backend`.
+class Buffer {
+public:
+    Buffer() = default;
+
+    Buffer(Backend& backend, int64_t count)
+        : backend_(&backend)
+        , view_(backend.alloc(count)) {}
+
+    ~Buffer() { reset(); }
+
+    Buffer(const Buffer&) = delete;
+    Buffer& operator=(const Buffer&) = delete;
+
+    Buffer(Buffer&& o) noexcept
+        : backend_(o.backend_)
+        , view_(o.view_) {
+        o.view_ = {};
+    }
+
+    Buffer& operator=(Buffer&& o) noexcept {
+        if (this != &o) {
+            reset();
+            backend_ = o.backend_;
+            view_ = o.view_;
+            o.view_ = {};
+        }
+        return *this;
+    }
+
+    [[nodiscard]] View view() const { return view_; }
+
+    [[nodiscard]] int64_t size() const { return view_.size; }
+
+    operator View() const { return view_; }  // NOLINT(google-explicit-constructor)
+
+private:
+    void reset() noexcept {
+        if (backend_ != nullptr && view_.data != nullptr) {
+            backend_->free(view_);
+        }
+        view_ = {};
+    }
+
+    Backend* backend_ = nullptr;
+    View view_;
+};
+
+}  // namespace cleave::executor
