@@ -1,42 +1,66 @@
-// TODO(#2): the real loaders replace this file (helper in progress).
+// Job TOML ([job]) -> JobSpec. Model and cluster loading live in load_model.cpp,
+// load_hf.cpp and load_cluster.cpp; the shared TOML machinery in load_toml.cpp.
 #include "core/load.hpp"
 
-#include "core/errors.hpp"
+#include "core/load_detail.hpp"
 
 namespace cleave {
 
-ModelSpec load_model(const std::filesystem::path& file) {
-    throw ConfigError(file.string() + ": loader not implemented yet");
+namespace {
+
+using detail::Choice;
+using detail::Need;
+using detail::TableReader;
+
+template <class T>
+void set(T& field, const std::optional<T>& v) {
+    if (v) {
+        field = *v;
+    }
 }
 
-ModelSpec parse_model_toml(std::string_view, const std::string& source_name) {
-    throw ConfigError(source_name + ": loader not implemented yet");
+const std::vector<Choice<Dtype>>& dtype_choices() {
+    static const std::vector<Choice<Dtype>> choices = {{"fp32", Dtype::fp32},
+                                                       {"tf32", Dtype::tf32},
+                                                       {"bf16", Dtype::bf16},
+                                                       {"fp16", Dtype::fp16},
+                                                       {"fp8", Dtype::fp8}};
+    return choices;
 }
 
-ModelSpec parse_model_hf_json(std::string_view, const std::string& source_name) {
-    throw ConfigError(source_name + ": loader not implemented yet");
+void read_job(TableReader& r, JobSpec& job) {
+    set(job.gpus, r.count("gpus", Need::required));
+    set(job.global_batch, r.count("global_batch", Need::required));
+    set(job.seq_len, r.count("seq_len", Need::optional));
+    set(job.compute, r.choice("dtype_compute", Need::optional, dtype_choices()));
+    set(job.weights, r.choice("dtype_weights", Need::optional, dtype_choices()));
+    set(job.grads, r.choice("dtype_grads", Need::optional, dtype_choices()));
+    set(job.optimizer_states, r.choice("dtype_optimizer_states", Need::optional, dtype_choices()));
+    set(job.master_weights, r.flag("master_weights", Need::optional));
+    set(job.optimizer,
+        r.choice<Optimizer>(
+            "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));
 }
 
-ClusterSpec load_cluster(const std::string& name_or_path) {
-    throw ConfigError(name_or_path + ": loader not implemented yet");
-}
+}  // namespace
 
-ClusterSpec parse_cluster_toml(std::string_view, const std::string& source_name) {
-    throw ConfigError(source_name + ": loader not implemented yet");
+JobSpec parse_job_toml(std::string_view text, const std::string& source_name) {
+    const toml::table root = detail::parse_toml(text, source_name);
+    detail::DiagnosticSink sink(source_name);
+    TableReader top(root, "", sink);
+    JobSpec job;
+    if (const toml::table* t = top.table("job", Need::required)) {
+        TableReader r(*t, "job", sink);
+        read_job(r, job);
+        r.finish();
+    }
+    top.finish();
+    sink.throw_if_any();
+    return job;
 }
 
 JobSpec load_job(const std::filesystem::path& file) {
-    throw ConfigError(file.string() + ": loader not implemented yet");
+    return parse_job_toml(detail::read_text_file(file), file.string());
 }
-
-JobSpec parse_job_toml(std::string_view, const std::string& source_name) {
-    throw ConfigError(source_name + ": loader not implemented yet");
-}
-
-std::vector<std::string> validate(const ModelSpec&) { return {}; }
-
-std::vector<std::filesystem::path> hwprofile_dirs() { return {}; }
-
-std::vector<std::string> shipped_profiles() { return {}; }
 
 }  // namespace cleave

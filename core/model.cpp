@@ -2,7 +2,9 @@
 
 namespace cleave {
 
-int64_t head_dim(const ModelSpec& m) { return m.heads > 0 ? m.hidden / m.heads : 0; }
+int64_t head_dim(const ModelSpec& m) {
+    return m.heads > 0 ? m.hidden / m.heads : 0;
+}
 
 bool is_moe_layer(const ModelSpec& m, int64_t index) {
     if (!m.moe.enabled() || index < m.moe.first_dense_layers) {
@@ -13,11 +15,13 @@ bool is_moe_layer(const ModelSpec& m, int64_t index) {
 }
 
 // Q and O are h x h; K and V are h x (kv_heads * head_dim) (GQA, Ainslie et al. 2023).
+// Qwen2 has biases on Q, K and V but not on O (qkv_bias without linear_bias).
 int64_t params_attention(const ModelSpec& m) {
     const int64_t h = m.hidden;
     const int64_t kv = m.kv_heads * head_dim(m);
     const int64_t weights = 2 * h * h + 2 * h * kv;
-    const int64_t biases = m.linear_bias ? (h + 2 * kv + h) : 0;
+    const int64_t qkv_biases = (m.linear_bias || m.qkv_bias) ? h + 2 * kv : 0;
+    const int64_t biases = qkv_biases + (m.linear_bias ? h : 0);
     return weights + biases;
 }
 

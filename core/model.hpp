@@ -6,16 +6,16 @@
 
 namespace cleave {
 
-enum class MlpKind { gelu, swiglu };  // swiglu: three matrices (gate, up, down)
+enum class MlpKind { gelu, swiglu };         // swiglu: three matrices (gate, up, down)
 enum class NormKind { layernorm, rmsnorm };  // layernorm has a bias, rmsnorm does not
 enum class PositionKind { learned, rope };   // learned adds a seq_len x hidden table
 
 struct MoeSpec {
-    int64_t experts = 0;            // routed experts per MoE layer; 0 = dense model
-    int64_t top_k = 0;              // experts each token is routed to
-    int64_t expert_ffn_hidden = 0;  // inner size of one expert's MLP (one branch for SwiGLU)
-    int64_t layer_freq = 1;         // every layer_freq-th layer is MoE (1 = every layer)
-    int64_t first_dense_layers = 0; // leading dense layers before MoE layers start
+    int64_t experts = 0;             // routed experts per MoE layer; 0 = dense model
+    int64_t top_k = 0;               // experts each token is routed to
+    int64_t expert_ffn_hidden = 0;   // inner size of one expert's MLP (one branch for SwiGLU)
+    int64_t layer_freq = 1;          // every layer_freq-th layer is MoE (1 = every layer)
+    int64_t first_dense_layers = 0;  // leading dense layers before MoE layers start
 
     [[nodiscard]] bool enabled() const { return experts > 0; }
 
@@ -27,7 +27,7 @@ struct ModelSpec {
     int64_t layers = 0;
     int64_t hidden = 0;
     int64_t heads = 0;
-    int64_t kv_heads = 0;  // == heads for multi-head attention; fewer for GQA/MQA
+    int64_t kv_heads = 0;    // == heads for multi-head attention; fewer for GQA/MQA
     int64_t ffn_hidden = 0;  // MLP inner size (one branch for SwiGLU)
     int64_t vocab = 0;
     int64_t seq_len = 0;  // default training sequence length (learned positions use it too)
@@ -36,6 +36,7 @@ struct ModelSpec {
     PositionKind positions = PositionKind::learned;
     bool tied_embeddings = true;
     bool linear_bias = true;  // biases on QKV / output / MLP matrices (GPT: yes, Llama: no)
+    bool qkv_bias = false;    // biases on Q, K and V only (Qwen2); implied by linear_bias
     MoeSpec moe;
 
     bool operator==(const ModelSpec&) const = default;

@@ -1,0 +1,211 @@
+// Hardware-profile TOML -> ClusterSpec, and finding shipped profiles by name.
+// Keys carry their unit as a suffix (STYLE S3.3); only this file converts them to SI.
+#include "core/load.hpp"
+#include "core/load_detail.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+
+namespace cleave {
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::Need;
+using detail::TableReader;
+
+template <class T>
+void set(T& field, const std::optional<T>& v) {
+    if (v) {
+        field = *v;
+    }
+}
+
+void read_curve(TableReader& r, GpuSpec& g) {
+    const auto sizes = r.numbers("size_gflop", Need::required, false);
+    const auto effs = r.numbers("efficiency", Need::required, true);
+    if (!sizes || !effs) {
+        return;
+    }
+    if (sizes->empty()) {
+        r.bad_value("size_gflop", "must hold at least one point");
+        return;
+    }
+    if (sizes->size() != effs->size()) {
+        r.bad_value("efficiency",
+                    "has " + std::to_string(effs->size()) + " values but " +
+                        r.quoted("size_gflop") + " has " + std::to_string(sizes->size()));
+        return;
+    }
+    for (size_t i = 0; i < sizes->size(); ++i) {
+        if (i > 0 && (*sizes)[i] <= (*sizes)[i - 1]) {
+            r.bad_value("size_gflop", "must be strictly increasing");
+            return;
+        }
+        g.gemm_efficiency.push_back({flop((*sizes)[i] * 1e9), (*effs)[i]});
+    }
+}
+
+FlopsPerSecond peak(TableReader& r, std::string_view key, Need need) {
+    const auto v = r.quantity(key, need, need == Need::optional);
+    return v ? tflops(*v) : FlopsPerSecond{};
+}
+
+void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
+    set(g.name, r.text("name", Need::required));
+    const auto capacity = r.quantity("hbm_capacity_gib", Need::required);
+    const auto reserved = r.quantity("reserved_memory_gib", Need::required, true);
+    g.memory = gib(capacity.value_or(0.0));
+    g.reserved_memory = gib(reserved.value_or(0.0));
+    if (capacity && reserved && *reserved >= *capacity) {
+        r.bad_value("reserved_memory_gib", "must be less than " + r.quoted("hbm_capacity_gib"));
+    }
+    if (const auto bw = r.quantity("hbm_bandwidth_gbps", Need::required)) {
+        g.hbm_bw = gbps(*bw);
+    }
+    set(g.hbm_efficiency, r.fraction("hbm_efficiency", Need::required));
+    g.peak_fp32 = peak(r, "peak_tflops_fp32", Need::required);
+    g.peak_tf32 = peak(r, "peak_tflops_tf32", Need::optional);
+    g.peak_bf16 = peak(r, "peak_tflops_bf16", Need::optional);
+    g.peak_fp16 = peak(r, "peak_tflops_fp16", Need::optional);
+    g.peak_fp8 = peak(r, "peak_tflops_fp8", Need::optional);
+    if (const toml::table* t = r.table("gemm_efficiency", Need::required)) {
+        TableReader c(*t, "gpu.gemm_efficiency", sink);
+        read_curve(c, g);
+        c.finish();
+    }
+}
+
+void read_node(TableReader& r, NodeSpec& n) {
+    set(n.gpus_per_node, r.count("gpus_per_node", Need::required));
+    set(n.intra_link,
+        r.choice<IntraLink>("intra_link",
+                            Need::required,
+                            {{"nvswitch", IntraLink::nvswitch},
+                             {"nvlink-mesh", IntraLink::nvlink_mesh},
+                             {"xgmi", IntraLink::xgmi},
+                             {"pcie", IntraLink::pcie}}));
+    if (const auto bw = r.quantity("intra_bandwidth_gbps", Need::required)) {
+        n.intra_bw = gbps(*bw);
+    }
+    if (const auto lat = r.quantity("intra_latency_us", Need::required, true)) {
+        n.intra_latency = us(*lat);
+    }
+    if (const auto bw = r.quantity("pcie_bandwidth_gbps", Need::required)) {
+        n.pcie_bw = gbps(*bw);
+    }
+}
+
+// The per-GPU inter-node bandwidth is given in GB/s or, for Ethernet-class links that are
+// quoted in bits, in Gbit/s: exactly one of the two keys.
+void read_network(TableReader& r, NetworkSpec& n) {
+    set(n.kind, r.text("kind", Need::required));
+    const bool has_bytes = r.has("inter_bandwidth_gbps");
+    const bool has_bits = r.has("inter_bandwidth_gbit_s");
+    if (has_bytes && has_bits) {
+        r.bad_value("inter_bandwidth_gbit_s",
+                    "and " + r.quoted("inter_bandwidth_gbps") + " both set: give exactly one");
+        r.accept("inter_bandwidth_gbps");
+    } else if (has_bits) {
+        if (const auto bw = r.quantity("inter_bandwidth_gbit_s", Need::required)) {
+            n.inter_bw = gbit_per_s(*bw);
+        }
+    } else if (const auto bw = r.quantity("inter_bandwidth_gbps", Need::required)) {
+        n.inter_bw = gbps(*bw);
+    }
+    if (const auto lat = r.quantity("inter_latency_us", Need::required, true)) {
+        n.inter_latency = us(*lat);
+    }
+}
+
+bool is_toml_file(const fs::path& p) {
+    std::error_code ec;
+    return p.extension() == ".toml" && fs::is_regular_file(p, ec);
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source_name) {
+    const toml::table root = detail::parse_toml(text, source_name);
+    detail::DiagnosticSink sink(source_name);
+    TableReader top(root, "", sink);
+    ClusterSpec c;
+    c.source = source_name;
+    c.name = fs::path(source_name).stem().string();
+    if (const toml::table* t = top.table("cluster", Need::required)) {
+        TableReader r(*t, "cluster", sink);
+        set(c.name, r.text("name", Need::required));
+        c.display_name = c.name;
+        set(c.display_name, r.text("display_name", Need::optional));
+        set(c.price_per_gpu_hour_usd, r.quantity("price_per_gpu_hour_usd", Need::optional, true));
+        r.finish();
+    }
+    if (const toml::table* t = top.table("gpu", Need::required)) {
+        TableReader r(*t, "gpu", sink);
+        read_gpu(r, c.gpu, sink);
+        r.finish();
+    }
+    if (const toml::table* t = top.table("node", Need::required)) {
+        TableReader r(*t, "node", sink);
+        read_node(r, c.node);
+        r.finish();
+    }
+    if (const toml::table* t = top.table("network", Need::required)) {
+        TableReader r(*t, "network", sink);
+        read_network(r, c.network);
+        r.finish();
+    }
+    top.finish();
+    sink.throw_if_any();
+    return c;
+}
+
+std::vector<fs::path> hwprofile_dirs() {
+    std::vector<fs::path> dirs;
+    if (const char* env = std::getenv("CLEAVE_HWPROFILES"); env != nullptr && *env != '\0') {
+        dirs.emplace_back(env);
+    }
+    dirs.emplace_back(CLEAVE_SOURCE_HWPROFILES);
+    dirs.emplace_back(CLEAVE_INSTALL_HWPROFILES);
+    return dirs;
+}
+
+std::vector<std::string> shipped_profiles() {
+    std::vector<std::string> names;
+    for (const auto& dir : hwprofile_dirs()) {
+        std::error_code ec;
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+            if (is_toml_file(it->path())) {
+                names.push_back(it->path().stem().string());
+            }
+        }
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+}
+
+ClusterSpec load_cluster(const std::string& name_or_path) {
+    const fs::path p(name_or_path);
+    std::error_code ec;
+    if (fs::exists(p, ec) || p.extension() == ".toml" || p.has_parent_path()) {
+        return parse_cluster_toml(detail::read_text_file(p), p.string());
+    }
+    for (const auto& dir : hwprofile_dirs()) {
+        const fs::path candidate = dir / (name_or_path + ".toml");
+        if (is_toml_file(candidate)) {
+            return parse_cluster_toml(detail::read_text_file(candidate), candidate.string());
+        }
+    }
+    std::string names;
+    for (const auto& n : shipped_profiles()) {
+        names += (names.empty() ? "" : ", ") + n;
+    }
+    throw ConfigError("unknown hardware profile '" + name_or_path +
+                      "': not a file, and not one of " + "the shipped profiles (" +
+                      (names.empty() ? "none found" : names) +
+                      "); set CLEAVE_HWPROFILES to a folder of profiles");
+}
+
+}  // namespace cleave

@@ -1,0 +1,201 @@
+// Model TOML ([model] and [model.moe]) and the value checks every model loader shares.
+#include "core/load.hpp"
+#include "core/load_detail.hpp"
+
+#include <filesystem>
+
+namespace cleave {
+
+namespace detail {
+
+namespace {
+
+std::string eq(const char* name, int64_t v) {
+    return std::string("'") + name + "' = " + std::to_string(v);
+}
+
+void positive(std::vector<ModelProblem>& out, const char* field, int64_t v) {
+    if (v <= 0) {
+        out.push_back(
+            {field, "'" + std::string(field) + "' must be positive, got " + std::to_string(v)});
+    }
+}
+
+void moe_problems(const ModelSpec& m, std::vector<ModelProblem>& out) {
+    const MoeSpec& e = m.moe;
+    if (e.experts < 0) {
+        out.push_back({"moe.experts", eq("experts", e.experts) + " is negative"});
+    }
+    if (!e.enabled()) {
+        return;
+    }
+    if (e.top_k < 1 || e.top_k > e.experts) {
+        out.push_back(
+            {"moe.top_k",
+             eq("top_k", e.top_k) + " must be between 1 and " + eq("experts", e.experts)});
+    }
+    if (e.expert_ffn_hidden <= 0) {
+        out.push_back({"moe.expert_ffn_hidden",
+                       eq("expert_ffn_hidden", e.expert_ffn_hidden) + " must be positive"});
+    }
+    if (e.layer_freq < 1) {
+        out.push_back({"moe.layer_freq", eq("layer_freq", e.layer_freq) + " must be at least 1"});
+    }
+    if (m.layers > 0 && (e.first_dense_layers < 0 || e.first_dense_layers >= m.layers)) {
+        out.push_back({"moe.first_dense_layers",
+                       eq("first_dense_layers", e.first_dense_layers) +
+                           " leaves no MoE layer: it must be in [0, " + eq("layers", m.layers) +
+                           ")"});
+    }
+}
+
+}  // namespace
+
+std::vector<ModelProblem> model_problems(const ModelSpec& m) {
+    std::vector<ModelProblem> out;
+    positive(out, "layers", m.layers);
+    positive(out, "hidden", m.hidden);
+    positive(out, "heads", m.heads);
+    positive(out, "kv_heads", m.kv_heads);
+    positive(out, "ffn_hidden", m.ffn_hidden);
+    positive(out, "vocab", m.vocab);
+    positive(out, "seq_len", m.seq_len);
+    if (m.heads > 0 && m.hidden > 0 && m.hidden % m.heads != 0) {
+        out.push_back(
+            {"heads", eq("heads", m.heads) + " does not divide " + eq("hidden", m.hidden)});
+    }
+    if (m.kv_heads > 0 && m.heads > 0 && m.heads % m.kv_heads != 0) {
+        out.push_back(
+            {"kv_heads", eq("kv_heads", m.kv_heads) + " does not divide " + eq("heads", m.heads)});
+    }
+    moe_problems(m, out);
+    return out;
+}
+
+}  // namespace detail
+
+std::vector<std::string> validate(const ModelSpec& m) {
+    std::vector<std::string> out;
+    for (auto& p : detail::model_problems(m)) {
+        out.push_back(std::move(p.message));
+    }
+    return out;
+}
+
+namespace {
+
+using detail::Choice;
+using detail::Need;
+using detail::TableReader;
+
+void apply_arch(ModelSpec& m, const std::string& arch) {
+    const bool gpt = arch == "gpt";
+    m.mlp = gpt ? MlpKind::gelu : MlpKind::swiglu;
+    m.norm = gpt ? NormKind::layernorm : NormKind::rmsnorm;
+    m.positions = gpt ? PositionKind::learned : PositionKind::rope;
+    m.tied_embeddings = gpt;
+    m.linear_bias = gpt;
+}
+
+template <class T>
+void set(T& field, const std::optional<T>& v) {
+    if (v) {
+        field = *v;
+    }
+}
+
+void read_style(TableReader& r, ModelSpec& m) {
+    const auto arch =
+        r.choice<std::string>("arch", Need::required, {{"gpt", "gpt"}, {"llama", "llama"}});
+    if (arch) {
+        apply_arch(m, *arch);
+    }
+    set(m.mlp,
+        r.choice<MlpKind>(
+            "mlp", Need::optional, {{"gelu", MlpKind::gelu}, {"swiglu", MlpKind::swiglu}}));
+    set(m.norm,
+        r.choice<NormKind>("norm",
+                           Need::optional,
+                           {{"layernorm", NormKind::layernorm}, {"rmsnorm", NormKind::rmsnorm}}));
+    set(m.positions,
+        r.choice<PositionKind>("positions",
+                               Need::optional,
+                               {{"learned", PositionKind::learned}, {"rope", PositionKind::rope}}));
+    set(m.tied_embeddings, r.flag("tied_embeddings", Need::optional));
+    set(m.linear_bias, r.flag("linear_bias", Need::optional));
+    set(m.qkv_bias, r.flag("qkv_bias", Need::optional));
+}
+
+void read_sizes(TableReader& r, ModelSpec& m) {
+    set(m.layers, r.count("layers", Need::required));
+    set(m.hidden, r.count("hidden", Need::required));
+    set(m.heads, r.count("heads", Need::required));
+    m.kv_heads = m.heads;
+    set(m.kv_heads, r.count("kv_heads", Need::optional));
+    set(m.ffn_hidden, r.count("ffn_hidden", Need::required));
+    set(m.vocab, r.count("vocab", Need::required));
+    set(m.seq_len, r.count("seq_len", Need::required));
+}
+
+void read_moe(TableReader& r, ModelSpec& m) {
+    set(m.moe.experts, r.count("experts", Need::required));
+    set(m.moe.top_k, r.count("top_k", Need::required));
+    m.moe.expert_ffn_hidden = m.ffn_hidden;
+    set(m.moe.expert_ffn_hidden, r.count("expert_ffn_hidden", Need::optional));
+    set(m.moe.layer_freq, r.count("layer_freq", Need::optional));
+    set(m.moe.first_dense_layers, r.count("first_dense_layers", Need::optional, true));
+    r.finish();
+}
+
+// Value checks (divisibility, MoE consistency) at the key they are about; skipped for keys that
+// already have a diagnostic so each problem is reported once.
+void check_values(const ModelSpec& m,
+                  TableReader& model,
+                  TableReader* moe,
+                  detail::DiagnosticSink& sink) {
+    for (const auto& p : detail::model_problems(m)) {
+        const bool in_moe = p.field.rfind("moe.", 0) == 0;
+        TableReader* r = in_moe ? moe : &model;
+        const std::string key = in_moe ? p.field.substr(4) : p.field;
+        if (r == nullptr || r->failed(key) || (key == "kv_heads" && model.failed("heads"))) {
+            continue;
+        }
+        sink.error(r->where(key), p.message);
+    }
+}
+
+}  // namespace
+
+ModelSpec parse_model_toml(std::string_view text, const std::string& source_name) {
+    const toml::table root = detail::parse_toml(text, source_name);
+    detail::DiagnosticSink sink(source_name);
+    TableReader top(root, "", sink);
+    ModelSpec m;
+    m.name = std::filesystem::path(source_name).stem().string();
+    if (const toml::table* t = top.table("model", Need::required)) {
+        TableReader r(*t, "model", sink);
+        set(m.name, r.text("name", Need::optional));
+        read_style(r, m);
+        read_sizes(r, m);
+        std::optional<TableReader> moe;
+        if (const toml::table* mt = r.table("moe", Need::optional)) {
+            moe.emplace(*mt, "model.moe", sink);
+            read_moe(*moe, m);
+        }
+        r.finish();
+        check_values(m, r, moe ? &*moe : nullptr, sink);
+    }
+    top.finish();
+    sink.throw_if_any();
+    return m;
+}
+
+ModelSpec load_model(const std::filesystem::path& file) {
+    const std::string text = detail::read_text_file(file);
+    if (file.extension() == ".json") {
+        return parse_model_hf_json(text, file.string());
+    }
+    return parse_model_toml(text, file.string());
+}
+
+}  // namespace cleave

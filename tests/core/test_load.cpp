@@ -1,0 +1,314 @@
+// Model and job TOML loaders: good files, and every class of bad input with the exact line and
+// column of each diagnostic (STYLE S4, S7.3).
+#include "core/errors.hpp"
+#include "core/load.hpp"
+#include "tests/core/diag_helpers.hpp"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+using cleave::test::diagnostics_of;
+using cleave::test::Expect;
+using cleave::test::expect_diagnostics;
+
+namespace {
+
+const char* const gpt_small = R"(# a small GPT
+[model]
+name = "gpt-small"
+arch = "gpt"
+layers = 12
+hidden = 768
+heads = 12
+ffn_hidden = 3072
+vocab = 50257
+seq_len = 1024
+)";
+
+}  // namespace
+
+TEST_SUITE("core") {
+    TEST_CASE("load: a GPT model TOML takes the GPT defaults") {
+        const ModelSpec m = parse_model_toml(gpt_small, "inline.toml");
+        CHECK(m.name == "gpt-small");
+        CHECK(m.layers == 12);
+        CHECK(m.hidden == 768);
+        CHECK(m.heads == 12);
+        CHECK(m.kv_heads == 12);  // defaults to heads
+        CHECK(m.ffn_hidden == 3072);
+        CHECK(m.vocab == 50257);
+        CHECK(m.seq_len == 1024);
+        CHECK(m.mlp == MlpKind::gelu);
+        CHECK(m.norm == NormKind::layernorm);
+        CHECK(m.positions == PositionKind::learned);
+        CHECK(m.tied_embeddings);
+        CHECK(m.linear_bias);
+        CHECK_FALSE(m.moe.enabled());
+        // GPT-2 small: V*h 38,597,376 + s*h 786,432 + 12 * (12h^2 + 13h = 7,087,872) + 2h 1,536
+        CHECK(params_total(m) == 124439808);
+    }
+
+    TEST_CASE("load: the llama arch sets SwiGLU, RMSNorm, RoPE, untied, no bias; keys override") {
+        const ModelSpec m = parse_model_toml(R"([model]
+arch = "llama"
+layers = 2
+hidden = 64
+heads = 8
+kv_heads = 2
+ffn_hidden = 96
+vocab = 100
+seq_len = 16
+tied_embeddings = true
+)",
+                                             "dir/tiny-llama.toml");
+        CHECK(m.name == "tiny-llama");  // the file stem when no name is given
+        CHECK(m.kv_heads == 2);
+        CHECK(m.mlp == MlpKind::swiglu);
+        CHECK(m.norm == NormKind::rmsnorm);
+        CHECK(m.positions == PositionKind::rope);
+        CHECK(m.tied_embeddings);  // overridden
+        CHECK_FALSE(m.linear_bias);
+    }
+
+    TEST_CASE("load: an MoE table is read; expert_ffn_hidden defaults to ffn_hidden") {
+        const ModelSpec m = parse_model_toml(R"([model]
+arch = "llama"
+layers = 4
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+seq_len = 16
+[model.moe]
+experts = 8
+top_k = 2
+layer_freq = 2
+first_dense_layers = 1
+)",
+                                             "inline.toml");
+        CHECK(m.moe.experts == 8);
+        CHECK(m.moe.top_k == 2);
+        CHECK(m.moe.expert_ffn_hidden == 128);
+        CHECK(m.moe.layer_freq == 2);
+        CHECK(m.moe.first_dense_layers == 1);
+        CHECK_FALSE(is_moe_layer(m, 0));
+        CHECK(is_moe_layer(m, 1));
+        CHECK_FALSE(is_moe_layer(m, 2));
+        CHECK(is_moe_layer(m, 3));
+    }
+
+    TEST_CASE("load: a TOML syntax error is reported at its line and column") {
+        const auto ds = diagnostics_of(
+            [] { (void)parse_model_toml("[model]\nlayers = 12\nhidden = = 4\n", "bad.toml"); });
+        REQUIRE(ds.size() == 1);
+        CHECK(ds[0].where.file == "bad.toml");
+        CHECK(ds[0].where.line == 3);
+        CHECK(ds[0].where.column == 10);
+        CHECK(ds[0].message.find("TOML syntax") != std::string::npos);
+    }
+
+    TEST_CASE("load: a missing required key points at its table header") {
+        // Line 2 is the [model] header; 'vocab' is absent.
+        expect_diagnostics(
+            [] {
+                (void)parse_model_toml(R"(
+[model]
+arch = "gpt"
+layers = 2
+hidden = 64
+heads = 4
+ffn_hidden = 256
+seq_len = 32
+)",
+                                       "m.toml");
+            },
+            {{2, 1, "missing required key 'model.vocab' in [model]"}});
+    }
+
+    TEST_CASE("load: a missing [model] table points at the top of the file") {
+        expect_diagnostics([] { (void)parse_model_toml("[modle]\nlayers = 1\n", "m.toml"); },
+                           {{1, 1, "missing required key 'model' at the top level"},
+                            {1, 2, "unknown key 'modle' (did you mean 'model'?)"}});
+    }
+
+    TEST_CASE("load: wrong types, bad sizes, bad enums and unknown keys come together, by line") {
+        const auto ds = diagnostics_of([] {
+            (void)parse_model_toml(R"([model]
+arch = "gpt"
+layers = "twelve"
+hidden = 64.0
+heads = 0
+ffn_hidden = -4
+vocab = 512
+seq_len = 32
+mlp = "relu"
+tied_embeddings = 1
+layrs = 12
+)",
+                                   "m.toml");
+        });
+        REQUIRE(ds.size() == 7);
+        // layers is a string -> the value's position (line 3, column 10).
+        CHECK(ds[0].where.line == 3);
+        CHECK(ds[0].where.column == 10);
+        CHECK(ds[0].message == "'model.layers' must be an integer, got a string");
+        CHECK(ds[1].where.line == 4);
+        CHECK(ds[1].message == "'model.hidden' must be an integer, got a float");
+        CHECK(ds[2].where.line == 5);
+        CHECK(ds[2].where.column == 9);
+        CHECK(ds[2].message == "'model.heads' must be positive, got 0");
+        CHECK(ds[3].where.line == 6);
+        CHECK(ds[3].message == "'model.ffn_hidden' must be positive, got -4");
+        CHECK(ds[4].where.line == 9);
+        CHECK(ds[4].where.column == 7);
+        CHECK(ds[4].message == R"('model.mlp' must be one of "gelu", "swiglu", got "relu")");
+        CHECK(ds[5].where.line == 10);
+        CHECK(ds[5].message == "'model.tied_embeddings' must be a boolean (true or false), got "
+                               "an integer");
+        // The unknown key points at the key itself (line 11, column 1) and suggests a fix.
+        CHECK(ds[6].where.line == 11);
+        CHECK(ds[6].where.column == 1);
+        CHECK(ds[6].message == "unknown key 'model.layrs' (did you mean 'layers'?)");
+    }
+
+    TEST_CASE("load: heads must divide hidden and kv_heads must divide heads") {
+        expect_diagnostics(
+            [] {
+                (void)parse_model_toml(R"([model]
+arch = "llama"
+layers = 2
+hidden = 100
+heads = 8
+kv_heads = 3
+ffn_hidden = 256
+vocab = 512
+seq_len = 32
+)",
+                                       "m.toml");
+            },
+            {{5, 9, "'heads' = 8 does not divide 'hidden' = 100"},
+             {6, 12, "'kv_heads' = 3 does not divide 'heads' = 8"}});
+    }
+
+    TEST_CASE("load: MoE inconsistencies point at the MoE keys") {
+        expect_diagnostics(
+            [] {
+                (void)parse_model_toml(R"([model]
+arch = "llama"
+layers = 4
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+seq_len = 16
+[model.moe]
+experts = 4
+top_k = 6
+first_dense_layers = 4
+capacity = 1.0
+)",
+                                       "m.toml");
+            },
+            {{11, 9, "'top_k' = 6 must be between 1 and 'experts' = 4"},
+             {12,
+              22,
+              "'first_dense_layers' = 4 leaves no MoE layer: it must be in [0, 'layers' = 4)"},
+             {13, 1, "unknown key 'model.moe.capacity'"}});
+    }
+
+    TEST_CASE("load: an MoE table without experts reports the missing key at its header") {
+        expect_diagnostics(
+            [] {
+                (void)parse_model_toml(R"([model]
+arch = "llama"
+layers = 4
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+seq_len = 16
+moe = { top_k = 2 }
+)",
+                                       "m.toml");
+            },
+            {{9, 7, "missing required key 'model.moe.experts' in [model.moe]"}});
+    }
+
+    TEST_CASE("load: the rendered message is file:line:col: error: ... 'key'") {
+        try {
+            (void)parse_model_toml("[model]\narch = \"gpt\"\nlayers = 0\n", "x.toml");
+            FAIL("expected ConfigError");
+        } catch (const ConfigError& e) {
+            const std::string what = e.what();
+            CHECK(what.find("x.toml:3:10: error: 'model.layers' must be positive, got 0") !=
+                  std::string::npos);
+            CHECK(what.find("x.toml:1:1: error: missing required key 'model.hidden' in [model]") !=
+                  std::string::npos);
+        }
+    }
+
+    TEST_CASE("load: validate() lists every problem of a ModelSpec") {
+        ModelSpec m;
+        m.layers = 2;
+        m.hidden = 64;
+        m.heads = 6;
+        m.kv_heads = 4;
+        m.ffn_hidden = 128;
+        m.vocab = 0;
+        m.seq_len = 16;
+        const auto problems = validate(m);
+        REQUIRE(problems.size() == 3);
+        CHECK(problems[0] == "'vocab' must be positive, got 0");
+        CHECK(problems[1] == "'heads' = 6 does not divide 'hidden' = 64");
+        CHECK(problems[2] == "'kv_heads' = 4 does not divide 'heads' = 6");
+    }
+
+    TEST_CASE("load: a job TOML maps dtypes and optimizer") {
+        const JobSpec j = parse_job_toml(R"([job]
+gpus = 32
+global_batch = 128
+seq_len = 2048
+dtype_compute = "bf16"
+dtype_weights = "bf16"
+dtype_grads = "bf16"
+dtype_optimizer_states = "fp32"
+master_weights = true
+optimizer = "sgd"
+)",
+                                         "job.toml");
+        CHECK(j.gpus == 32);
+        CHECK(j.global_batch == 128);
+        CHECK(j.seq_len == 2048);
+        CHECK(j.grads == Dtype::bf16);
+        CHECK(j.optimizer == Optimizer::sgd);
+        // 2 (bf16 weights) + 2 (bf16 grads) + 4 (master) + 1 moment * 4 = 12
+        CHECK(model_state_bytes_per_param(j) == 12.0);
+    }
+
+    TEST_CASE("load: job errors (bad dtype, missing gpus, unknown key) come together") {
+        expect_diagnostics(
+            [] {
+                (void)parse_job_toml(R"([job]
+global_batch = 128
+dtype_compute = "int4"
+optimiser = "adam"
+)",
+                                     "job.toml");
+            },
+            {{1, 1, "missing required key 'job.gpus' in [job]"},
+             {3,
+              17,
+              R"('job.dtype_compute' must be one of "fp32", "tf32", "bf16", "fp16", "fp8", got "int4")"},
+             {4, 1, "unknown key 'job.optimiser' (did you mean 'optimizer'?)"}});
+    }
+
+    TEST_CASE("load: load_model on a missing file names the file") {
+        const auto ds = diagnostics_of([] { (void)load_model("/nonexistent/model.toml"); });
+        REQUIRE(ds.size() == 1);
+        CHECK(ds[0].message.find("/nonexistent/model.toml") != std::string::npos);
+    }
+}
