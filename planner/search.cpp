@@ -1,0 +1,614 @@
+#include "planner/search.hpp"
+
+#include "core/errors.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <string_view>
+
+namespace cleave {
+
+const char* to_string(RejectReason r) {
+    switch (r) {
+    case RejectReason::limit:
+        return "limit";
+    case RejectReason::tp_split:
+        return "tp_split";
+    case RejectReason::layers:
+        return "layers";
+    case RejectReason::batch:
+        return "batch";
+    case RejectReason::seq:
+        return "seq";
+    case RejectReason::experts:
+        return "experts";
+    case RejectReason::interleave:
+        return "interleave";
+    case RejectReason::zero_pipeline:
+        return "zero_pipeline";
+    case RejectReason::tp_cross_node:
+        return "tp_cross_node";
+    case RejectReason::heuristic:
+        return "heuristic";
+    case RejectReason::memory:
+        return "memory";
+    case RejectReason::target:
+        return "target";
+    case RejectReason::count:
+        break;
+    }
+    return "?";
+}
+
+const char* to_string(Objective o) {
+    switch (o) {
+    case Objective::time:
+        return "time";
+    case Objective::memory:
+        return "memory";
+    case Objective::gpus:
+        return "gpus";
+    }
+    return "?";
+}
+
+int64_t SearchResult::rejected_total() const {
+    int64_t n = 0;
+    for (const Rejection& r : rejected) {
+        n += r.count;
+    }
+    return n;
+}
+
+namespace {
+
+void put(std::array<char, 128>& buf, std::size_t& n, std::string_view s) {
+    for (char c : s) {
+        buf[n++] = c;
+    }
+}
+
+void put(std::array<char, 128>& buf, std::size_t& n, int64_t v) {
+    auto [end, ec] = std::to_chars(buf.data() + n, buf.data() + buf.size(), v);
+    CLEAVE_ASSERT(ec == std::errc(), "plan key buffer too small");
+    n = static_cast<std::size_t>(end - buf.data());
+}
+
+}  // namespace
+
+std::size_t plan_key(const Plan& p, std::array<char, 128>& buf) {
+    std::size_t n = 0;
+    put(buf, n, "dp");
+    put(buf, n, p.dp);
+    put(buf, n, " tp");
+    put(buf, n, p.tp);
+    put(buf, n, " pp");
+    put(buf, n, p.pp);
+    put(buf, n, " cp");
+    put(buf, n, p.cp);
+    put(buf, n, " ep");
+    put(buf, n, p.ep);
+    put(buf, n, " vpp");
+    put(buf, n, p.vpp);
+    put(buf, n, " mbs");
+    put(buf, n, p.mbs);
+    put(buf, n, " ");
+    put(buf, n, to_string(p.schedule));
+    put(buf, n, " ");
+    put(buf, n, to_string(p.recompute));
+    put(buf, n, p.sp ? " sp1" : " sp0");
+    put(buf, n, " zero");
+    put(buf, n, static_cast<int64_t>(p.zero));
+    return n;
+}
+
+namespace {
+
+int compare_keys(const Plan& a, const Plan& b) {
+    std::array<char, 128> ka{};
+    std::array<char, 128> kb{};
+    const std::string_view sa(ka.data(), plan_key(a, ka));
+    const std::string_view sb(kb.data(), plan_key(b, kb));
+    return sa.compare(sb) < 0 ? -1 : (sa == sb ? 0 : 1);
+}
+
+int cmp(double a, double b) {
+    return a < b ? -1 : (b < a ? 1 : 0);
+}
+
+/// -1 when (pa, ea) ranks ahead of (pb, eb) under `o`, 1 when behind, 0 for the same plan.
+int compare(const Plan& pa, const Estimate& ea, const Plan& pb, const Estimate& eb, Objective o) {
+    int c = 0;
+    if (o == Objective::memory) {
+        c = cmp(ea.memory.total.value(), eb.memory.total.value());
+    } else if (o == Objective::gpus) {
+        c = cmp(static_cast<double>(plan_gpus(pa)), static_cast<double>(plan_gpus(pb)));
+    }
+    if (c == 0) {
+        c = cmp(ea.iteration_time.value(), eb.iteration_time.value());
+    }
+    return c != 0 ? c : compare_keys(pa, pb);
+}
+
+bool divides(int64_t a, int64_t b) {
+    return a > 0 && b % a == 0;
+}
+
+std::vector<int64_t> divisors(int64_t n) {
+    std::vector<int64_t> out;
+    for (int64_t d = 1; d * d <= n; ++d) {
+        if (n % d == 0) {
+            out.push_back(d);
+        }
+    }
+    const std::size_t half = out.size();
+    for (std::size_t i = half; i-- > 0;) {
+        const int64_t q = n / out[i];
+        if (q != out[i]) {
+            out.push_back(q);
+        }
+    }
+    return out;
+}
+
+bool over(int64_t v, int64_t limit) {
+    return limit > 0 && v > limit;
+}
+
+/// A TP group of `tp` consecutive ranks stays inside a node when it tiles the node.
+bool tp_crosses_node(int64_t tp, int64_t gpus_per_node) {
+    return gpus_per_node > 0 && (tp > gpus_per_node || gpus_per_node % tp != 0);
+}
+
+constexpr int64_t heuristic_min_cp_seq = 8192;
+
+/// Keeps the top k, counts feasible plans and priced rejections.
+class TopSink {
+public:
+    TopSink(const SearchOptions& o, SearchResult& r)
+        : o_(o)
+        , r_(r) {
+        r_.plans.reserve(static_cast<std::size_t>(o.top_k));
+    }
+
+    void feasible(const Plan& p, const Estimate& e) {
+        ++r_.feasible;
+        auto& h = r_.plans;
+        const auto worse = [this](const RankedPlan& a, const RankedPlan& b) {
+            return compare(a.plan, a.estimate, b.plan, b.estimate, o_.objective) < 0;
+        };
+        if (h.size() < static_cast<std::size_t>(o_.top_k)) {
+            h.push_back({p, e});
+            std::push_heap(h.begin(), h.end(), worse);
+            return;
+        }
+        const RankedPlan& last = h.front();  // the worst kept
+        if (compare(p, e, last.plan, last.estimate, o_.objective) >= 0) {
+            return;
+        }
+        std::pop_heap(h.begin(), h.end(), worse);
+        h.back() = {p, e};
+        std::push_heap(h.begin(), h.end(), worse);
+    }
+
+    void finish() {
+        std::sort_heap(r_.plans.begin(), r_.plans.end(), [this](const auto& a, const auto& b) {
+            return compare(a.plan, a.estimate, b.plan, b.estimate, o_.objective) < 0;
+        });
+    }
+
+    [[nodiscard]] bool full() const {
+        return r_.plans.size() >= static_cast<std::size_t>(o_.top_k);
+    }
+
+private:
+    const SearchOptions& o_;
+    SearchResult& r_;
+};
+
+/// Counts feasible plans that rank ahead of a reference plan (rank_of).
+class CountSink {
+public:
+    CountSink(const Plan& p, const Estimate& e, Objective o)
+        : p_(p)
+        , e_(e)
+        , o_(o) {}
+
+    void feasible(const Plan& p, const Estimate& e) {
+        if (compare(p, e, p_, e_, o_) < 0) {
+            ++ahead;
+        }
+    }
+
+    int64_t ahead = 0;
+
+private:
+    const Plan& p_;
+    const Estimate& e_;
+    Objective o_;
+};
+
+template <class Sink>
+class Enumerator {
+public:
+    Enumerator(const ModelSpec& m,
+               const ClusterSpec& c,
+               const JobSpec& job,
+               const SearchOptions& o,
+               PriceFn price,
+               SearchResult& r,
+               Sink& sink)
+        : m_(m)
+        , c_(c)
+        , job_(job)
+        , o_(o)
+        , price_(price)
+        , r_(r)
+        , sink_(sink)
+        , gpu_divs_(divisors(job.gpus))
+        , gbs_divs_(divisors(job.global_batch)) {}
+
+    void run() {
+        for (int64_t tp : gpu_divs_) {
+            for (int64_t pp : gpu_divs_) {
+                if (!divides(tp * pp, job_.gpus)) {
+                    continue;
+                }
+                for (int64_t cp : gpu_divs_) {
+                    if (divides(tp * pp * cp, job_.gpus)) {
+                        factorization(tp, pp, cp);
+                    }
+                }
+            }
+        }
+    }
+
+private:
+    void reject(RejectReason why, const Plan& p, int64_t n = 1) {
+        Rejection& rj = r_.rejected[static_cast<std::size_t>(why)];
+        rj.count += n;
+        if (!rj.has_example) {
+            rj.has_example = true;
+            rj.example = p;
+            rj.gpus = job_.gpus;
+        }
+    }
+
+    void reject_priced(RejectReason why, const Plan& p, const Estimate& e) {
+        Rejection& rj = r_.rejected[static_cast<std::size_t>(why)];
+        ++rj.count;
+        bool better = !rj.has_example;
+        if (!better && why == RejectReason::target) {
+            const int c = cmp(rj.estimate.tokens_per_s, e.tokens_per_s);
+            better = c < 0 || (c == 0 && compare_keys(p, rj.example) < 0);
+        } else if (!better) {
+            better = compare(p, e, rj.example, rj.estimate, o_.objective) < 0;
+        }
+        if (better) {
+            rj.has_example = true;
+            rj.priced = true;
+            rj.example = p;
+            rj.estimate = e;
+            rj.gpus = job_.gpus;
+        }
+    }
+
+    /// First failing hard constraint of a (tp, pp, cp) split, in check_plan's order.
+    [[nodiscard]] RejectReason split_problem(const Plan& p) const {
+        if (over(p.tp, o_.max_tp) || over(p.pp, o_.max_pp) || over(p.cp, o_.max_cp)) {
+            return RejectReason::limit;
+        }
+        if (!divides(p.tp, m_.heads) || !divides(p.tp, m_.kv_heads) ||
+            !divides(p.tp, m_.ffn_hidden)) {
+            return RejectReason::tp_split;
+        }
+        if (!divides(p.pp, m_.layers)) {
+            return RejectReason::layers;
+        }
+        if (!divides(p.dp, job_.global_batch)) {
+            return RejectReason::batch;
+        }
+        if (p.cp > 1 && !divides(2 * p.cp, job_.seq_len)) {
+            return RejectReason::seq;
+        }
+        const bool crosses = tp_crosses_node(p.tp, c_.node.gpus_per_node);
+        if (crosses && !o_.allow_tp_cross_node) {
+            return RejectReason::tp_cross_node;
+        }
+        if (o_.heuristics && (crosses || (p.cp > 1 && job_.seq_len < heuristic_min_cp_seq))) {
+            return RejectReason::heuristic;
+        }
+        return RejectReason::count;
+    }
+
+    void factorization(int64_t tp, int64_t pp, int64_t cp) {
+        Plan p;
+        p.tp = tp;
+        p.pp = pp;
+        p.cp = cp;
+        p.dp = job_.gpus / (tp * pp * cp);
+        const RejectReason why = split_problem(p);
+        if (why != RejectReason::count) {
+            reject(why, p);
+            return;
+        }
+        if (!m_.moe.enabled()) {
+            micro_batches(p);
+            return;
+        }
+        for (int64_t ep : gpu_divs_) {
+            if (!divides(ep, p.dp * p.cp)) {
+                continue;
+            }
+            p.ep = ep;
+            if (over(ep, o_.max_ep)) {
+                reject(RejectReason::limit, p);
+            } else if (!divides(ep, m_.moe.experts)) {
+                reject(RejectReason::experts, p);
+            } else {
+                micro_batches(p);
+            }
+        }
+    }
+
+    void micro_batches(Plan p) {
+        const int64_t per_dp = job_.global_batch / p.dp;
+        for (int64_t mbs : gbs_divs_) {
+            if (mbs > per_dp) {
+                break;
+            }
+            if (per_dp % mbs == 0) {
+                p.mbs = mbs;
+                schedules(p, per_dp / mbs);
+            }
+        }
+    }
+
+    void schedules(Plan p, int64_t microbatches) {
+        p.vpp = 1;
+        p.schedule = Schedule::one_f_one_b;
+        knobs(p);
+        if (p.pp == 1) {
+            return;  // a single stage has no schedule: 1f1b stands for all of them
+        }
+        p.schedule = Schedule::gpipe;
+        if (o_.heuristics) {
+            reject(RejectReason::heuristic, p);
+        } else {
+            knobs(p);
+        }
+        p.schedule = Schedule::interleaved;
+        for (int64_t v = 2; v * p.pp <= m_.layers; ++v) {
+            if (m_.layers % (v * p.pp) != 0) {
+                continue;
+            }
+            p.vpp = v;
+            if (microbatches % p.pp != 0) {
+                reject(RejectReason::interleave, p);
+            } else {
+                knobs(p);
+            }
+        }
+    }
+
+    void knobs(Plan p) {
+        // ZeRO shards over the data-parallel ranks; with none, stages 1..3 equal stage 0.
+        const bool shardable = p.dp * p.cp > 1;
+        const int zero_max = !shardable ? 0 : (p.pp == 1 ? 3 : 1);
+        const bool sp_ok = p.tp > 1 && divides(p.tp * p.cp, job_.seq_len);
+        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+            p.recompute = rc;
+            for (int sp = 0; sp <= (p.tp > 1 ? 1 : 0); ++sp) {
+                p.sp = sp == 1;
+                if (p.sp && !sp_ok) {
+                    p.zero = 0;
+                    reject(RejectReason::seq, p, zero_max + 1);
+                    continue;
+                }
+                for (int z = 0; z <= zero_max; ++z) {
+                    p.zero = z;
+                    evaluate(p);
+                }
+                if (shardable && p.pp > 1) {
+                    p.zero = 2;
+                    reject(RejectReason::zero_pipeline, p, 2);
+                }
+            }
+        }
+    }
+
+    void evaluate(const Plan& p) {
+        ++r_.candidates_evaluated;
+        const Estimate e = price_(m_, c_, job_, p);
+        if (!e.fits) {
+            reject_priced(RejectReason::memory, p, e);
+        } else if (o_.objective == Objective::gpus && e.tokens_per_s < o_.target_tokens_per_s) {
+            reject_priced(RejectReason::target, p, e);
+        } else {
+            sink_.feasible(p, e);
+        }
+    }
+
+    const ModelSpec& m_;
+    const ClusterSpec& c_;
+    const JobSpec& job_;
+    const SearchOptions& o_;
+    PriceFn price_;
+    SearchResult& r_;
+    Sink& sink_;
+    std::vector<int64_t> gpu_divs_;  // ascending
+    std::vector<int64_t> gbs_divs_;  // ascending
+};
+
+void check_options(const JobSpec& job, const SearchOptions& o) {
+    if (o.top_k < 1) {
+        throw ConfigError("--top: must be at least 1 (got " + std::to_string(o.top_k) + ")");
+    }
+    if (o.objective == Objective::gpus && !(o.target_tokens_per_s > 0.0)) {
+        throw ConfigError("--objective gpus needs --target-tokens-per-s > 0");
+    }
+    if (job.gpus < 1 || job.global_batch < 1 || job.seq_len < 1) {
+        throw ConfigError("the job needs gpus, global batch and sequence length of at least 1");
+    }
+}
+
+/// Job sizes tried for Objective::gpus: 1..gpus_per_node, then whole nodes, up to job.gpus.
+std::vector<int64_t> gpu_counts(const ClusterSpec& c, const JobSpec& job) {
+    const int64_t gpn = std::max<int64_t>(c.node.gpus_per_node, 1);
+    std::vector<int64_t> out;
+    for (int64_t n = 1; n <= job.gpus && n <= gpn; ++n) {
+        out.push_back(n);
+    }
+    for (int64_t n = 2 * gpn; n <= job.gpus; n += gpn) {
+        out.push_back(n);
+    }
+    if (out.back() != job.gpus) {
+        out.push_back(job.gpus);
+    }
+    return out;
+}
+
+}  // namespace
+
+bool ranks_before(const RankedPlan& a, const RankedPlan& b, Objective objective) {
+    return compare(a.plan, a.estimate, b.plan, b.estimate, objective) < 0;
+}
+
+SearchResult search_with(const ModelSpec& model,
+                         const ClusterSpec& cluster,
+                         const JobSpec& job,
+                         const SearchOptions& options,
+                         PriceFn price) {
+    check_options(job, options);
+    SearchResult r;
+    TopSink sink(options, r);
+    const std::vector<int64_t> sizes = options.objective == Objective::gpus
+                                           ? gpu_counts(cluster, job)
+                                           : std::vector<int64_t>{job.gpus};
+    for (int64_t n : sizes) {
+        JobSpec j = job;
+        j.gpus = n;
+        Enumerator<TopSink>(model, cluster, j, options, price, r, sink).run();
+        r.gpu_counts_searched.push_back(n);
+        if (options.objective == Objective::gpus && sink.full()) {
+            break;  // later sizes use more GPUs, so none can enter a full list
+        }
+    }
+    sink.finish();
+    return r;
+}
+
+SearchResult search(const ModelSpec& model,
+                    const ClusterSpec& cluster,
+                    const JobSpec& job,
+                    const SearchOptions& options) {
+    return search_with(model, cluster, job, options, &estimate);
+}
+
+int64_t rank_of(const ModelSpec& model,
+                const ClusterSpec& cluster,
+                const JobSpec& job,
+                const SearchOptions& options,
+                const Plan& plan) {
+    check_options(job, options);
+    if (!check_plan(model, job, plan).empty()) {
+        return 0;
+    }
+    const Estimate e = estimate(model, cluster, job, plan);
+    if (!e.fits) {
+        return 0;
+    }
+    SearchResult r;
+    CountSink sink(plan, e, options.objective);
+    Enumerator<CountSink>(model, cluster, job, options, &estimate, r, sink).run();
+    return sink.ahead + 1;
+}
+
+std::string plan_label(const Plan& p) {
+    const std::string key = to_string(p);
+    if (p.tp == 1 && p.pp == 1 && p.cp == 1 && p.ep == 1) {
+        return (p.zero == 0 ? std::string("pure DP") : "pure DP + ZeRO-" + std::to_string(p.zero)) +
+               " (" + key + ")";
+    }
+    return key;
+}
+
+namespace {
+
+std::string fmt(const char* f, double v) {
+    std::array<char, 64> b{};
+    std::snprintf(b.data(), b.size(), f, v);
+    return b.data();
+}
+
+std::string heuristic_why(const ModelSpec& /*model*/, const JobSpec& job, const Plan& p) {
+    if (p.schedule == Schedule::gpipe) {
+        return "GPipe skipped (1F1B has the same bubble and holds fewer micro-batches)";
+    }
+    if (p.cp > 1 && job.seq_len < heuristic_min_cp_seq) {
+        return "context parallelism skipped for seq=" + std::to_string(job.seq_len) + " < " +
+               std::to_string(heuristic_min_cp_seq);
+    }
+    return "tp=" + std::to_string(p.tp) + " would leave the node";
+}
+
+std::string structural_why(const ModelSpec& model,
+                           const JobSpec& job,
+                           const SearchOptions& o,
+                           RejectReason reason,
+                           const Rejection& r) {
+    const Plan& p = r.example;
+    if (reason == RejectReason::limit) {
+        std::string s;
+        const auto lim = [&s](const char* n, int64_t v, int64_t l) {
+            if (over(v, l)) {
+                s += (s.empty() ? "" : "; ") + std::string(n) + "=" + std::to_string(v) +
+                     " is above --max-" + n + " " + std::to_string(l);
+            }
+        };
+        lim("tp", p.tp, o.max_tp);
+        lim("pp", p.pp, o.max_pp);
+        lim("cp", p.cp, o.max_cp);
+        lim("ep", p.ep, o.max_ep);
+        return s;
+    }
+    if (reason == RejectReason::tp_cross_node) {
+        return "tp=" + std::to_string(p.tp) + " leaves the node (TP across nodes is disallowed)";
+    }
+    if (reason == RejectReason::heuristic) {
+        return heuristic_why(model, job, p);
+    }
+    JobSpec j = job;
+    j.gpus = r.gpus;
+    std::string s;
+    for (const std::string& m : check_plan(model, j, p)) {
+        s += (s.empty() ? "" : "; ") + m;
+    }
+    return s;
+}
+
+}  // namespace
+
+std::string describe_rejection(const ModelSpec& model,
+                               const JobSpec& job,
+                               const SearchOptions& options,
+                               RejectReason reason,
+                               const Rejection& r) {
+    if (r.count == 0 || !r.has_example) {
+        return "";
+    }
+    const std::string label = plan_label(r.example);
+    if (reason == RejectReason::memory && r.priced) {
+        return label + ": needs " + fmt("%.1f", to_gib(r.estimate.memory.total)) +
+               " GiB per GPU, has " + fmt("%.1f", to_gib(r.estimate.memory_usable));
+    }
+    if (reason == RejectReason::target && r.priced) {
+        return label + " on " + std::to_string(r.gpus) + " GPUs: reaches " +
+               fmt("%.0f", r.estimate.tokens_per_s) + " tokens/s, target " +
+               fmt("%.0f", options.target_tokens_per_s);
+    }
+    return label + ": " + structural_why(model, job, options, reason, r);
+}
+
+}  // namespace cleave
