@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 
 namespace cleave {
 
@@ -25,11 +26,16 @@ void set(T& field, const std::optional<T>& v) {
 void read_curve(TableReader& r, GpuSpec& g) {
     const auto sizes = r.numbers("size_gflop", Need::required, false);
     const auto effs = r.numbers("efficiency", Need::required, true);
-    if (!sizes || !effs) {
+    if (sizes && sizes->empty()) {
+        r.bad_value("size_gflop", "must hold at least one point");
         return;
     }
-    if (sizes->empty()) {
-        r.bad_value("size_gflop", "must hold at least one point");
+    if (sizes &&
+        std::adjacent_find(sizes->begin(), sizes->end(), std::greater_equal<>()) != sizes->end()) {
+        r.bad_value("size_gflop", "must be strictly increasing");
+        return;
+    }
+    if (!sizes || !effs) {
         return;
     }
     if (sizes->size() != effs->size()) {
@@ -39,10 +45,6 @@ void read_curve(TableReader& r, GpuSpec& g) {
         return;
     }
     for (size_t i = 0; i < sizes->size(); ++i) {
-        if (i > 0 && (*sizes)[i] <= (*sizes)[i - 1]) {
-            r.bad_value("size_gflop", "must be strictly increasing");
-            return;
-        }
         g.gemm_efficiency.push_back({flop((*sizes)[i] * 1e9), (*effs)[i]});
     }
 }
@@ -107,6 +109,7 @@ void read_network(TableReader& r, NetworkSpec& n) {
         r.bad_value("inter_bandwidth_gbit_s",
                     "and " + r.quoted("inter_bandwidth_gbps") + " both set: give exactly one");
         r.accept("inter_bandwidth_gbps");
+        r.accept("inter_bandwidth_gbit_s");
     } else if (has_bits) {
         if (const auto bw = r.quantity("inter_bandwidth_gbit_s", Need::required)) {
             n.inter_bw = gbit_per_s(*bw);
