@@ -1,0 +1,143 @@
+#include "simulator/schedule.hpp"
+
+#include "core/errors.hpp"
+
+#include <algorithm>
+
+namespace cleave::detail {
+
+namespace {
+
+SimOp make_op(int64_t mb, int64_t chunk, OpKind kind) {
+    return SimOp{static_cast<int32_t>(mb), static_cast<int16_t>(chunk), kind};
+}
+
+// Megatron-LM forward_backward_pipelining_with_interleaving, get_model_chunk_id: the k-th
+// forward of a rank runs chunk (k mod p v) / p; backwards walk the chunks in reverse. Each
+// chunk consumes its micro-batches in order, so the k-th op's micro-batch is the count of
+// earlier ops on that chunk: (k / (p v)) p + k mod p.
+SimOp interleaved_op(int64_t k, int64_t p, int64_t v, bool forward) {
+    const int64_t in_group = k % (p * v);
+    const int64_t chunk = forward ? in_group / p : v - 1 - in_group / p;
+    const int64_t mb = (k / (p * v)) * p + k % p;
+    return make_op(mb, chunk, forward ? OpKind::forward : OpKind::backward);
+}
+
+void append_interleaved(int64_t p, int64_t v, int64_t m, int64_t rank, std::vector<SimOp>& out) {
+    const int64_t total = v * m;
+    const int64_t warmup = warmup_forwards(SimSchedule::interleaved, p, v, m, rank);
+    const int64_t steady = total - warmup;
+    for (int64_t k = 0; k < warmup; ++k) {
+        out.push_back(interleaved_op(k, p, v, true));
+    }
+    for (int64_t k = 0; k < steady; ++k) {
+        out.push_back(interleaved_op(warmup + k, p, v, true));
+        out.push_back(interleaved_op(k, p, v, false));
+    }
+    for (int64_t k = steady; k < total; ++k) {
+        out.push_back(interleaved_op(k, p, v, false));
+    }
+}
+
+// 1F1B (PipeDream-flush, Narayanan et al. 2021 Fig. 4 top): warm-up forwards, then one
+// forward and one backward alternating, then the remaining backwards.
+void append_1f1b(int64_t p, int64_t m, int64_t rank, std::vector<SimOp>& out) {
+    const int64_t warmup = warmup_forwards(SimSchedule::one_f_one_b, p, 1, m, rank);
+    for (int64_t i = 0; i < warmup; ++i) {
+        out.push_back(make_op(i, 0, OpKind::forward));
+    }
+    for (int64_t i = 0; i < m - warmup; ++i) {
+        out.push_back(make_op(warmup + i, 0, OpKind::forward));
+        out.push_back(make_op(i, 0, OpKind::backward));
+    }
+    for (int64_t i = m - warmup; i < m; ++i) {
+        out.push_back(make_op(i, 0, OpKind::backward));
+    }
+}
+
+// ZB-H1 (Qi et al. 2024, "Zero Bubble Pipeline Parallelism", Sec. 2.1): the 1F1B order with
+// each backward split into B (input gradient) and W (weight gradient); rank s delays its W
+// passes by s micro-batches, so every rank holds p - 1 micro-batches between warm-up forwards
+// and deferred Ws, and the delayed Ws fill the cool-down where 1F1B idles.
+void append_zb_h1(int64_t p, int64_t m, int64_t rank, std::vector<SimOp>& out) {
+    const int64_t warmup = warmup_forwards(SimSchedule::zb_h1, p, 1, m, rank);
+    const int64_t delay = rank;
+    int64_t next_w = 0;
+    const auto backward = [&](int64_t i) {
+        out.push_back(make_op(i, 0, OpKind::backward));
+        if (i - next_w >= delay) {
+            out.push_back(make_op(next_w++, 0, OpKind::backward_weight));
+        }
+    };
+    for (int64_t i = 0; i < warmup; ++i) {
+        out.push_back(make_op(i, 0, OpKind::forward));
+    }
+    for (int64_t i = 0; i < m - warmup; ++i) {
+        out.push_back(make_op(warmup + i, 0, OpKind::forward));
+        backward(i);
+    }
+    for (int64_t i = m - warmup; i < m; ++i) {
+        backward(i);
+    }
+    while (next_w < m) {
+        out.push_back(make_op(next_w++, 0, OpKind::backward_weight));
+    }
+}
+
+}  // namespace
+
+int64_t warmup_forwards(SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t rank) {
+    CLEAVE_ASSERT(p >= 1 && v >= 1 && m >= 1 && rank >= 0 && rank < p, "bad pipeline shape");
+    switch (s) {
+    case SimSchedule::gpipe:
+        return m;
+    case SimSchedule::one_f_one_b:
+    case SimSchedule::zb_h1:
+        return std::min(p - rank - 1, m);
+    case SimSchedule::interleaved:
+        if (v == 1) {
+            return std::min(p - rank - 1, m);
+        }
+        if (m == p) {
+            return v * m;  // Megatron: all forwards first when m equals the pipeline depth
+        }
+        return std::min(2 * (p - rank - 1) + (v - 1) * p, v * m);
+    }
+    return m;
+}
+
+void append_rank_ops(
+    SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t rank, std::vector<SimOp>& out) {
+    switch (s) {
+    case SimSchedule::gpipe:
+        for (int64_t c = 0; c < v; ++c) {
+            for (int64_t i = 0; i < m; ++i) {
+                out.push_back(make_op(i, c, OpKind::forward));
+            }
+        }
+        for (int64_t c = v - 1; c >= 0; --c) {
+            for (int64_t i = 0; i < m; ++i) {
+                out.push_back(make_op(i, c, OpKind::backward));
+            }
+        }
+        return;
+    case SimSchedule::one_f_one_b:
+        CLEAVE_ASSERT(v == 1, "1F1B has one chunk per rank");
+        append_1f1b(p, m, rank, out);
+        return;
+    case SimSchedule::zb_h1:
+        CLEAVE_ASSERT(v == 1, "ZB-H1 has one chunk per rank");
+        append_zb_h1(p, m, rank, out);
+        return;
+    case SimSchedule::interleaved:
+        if (v == 1) {
+            append_1f1b(p, m, rank, out);
+        } else {
+            CLEAVE_ASSERT(m % p == 0, "interleaved needs microbatches divisible by pp");
+            append_interleaved(p, v, m, rank, out);
+        }
+        return;
+    }
+}
+
+}  // namespace cleave::detail
