@@ -20,7 +20,9 @@ FlopsPerSecond peak_flops(const GpuSpec& gpu, Dtype d) {
     return {};
 }
 
-Bytes usable_memory(const GpuSpec& gpu) { return gpu.memory - gpu.reserved_memory; }
+Bytes usable_memory(const GpuSpec& gpu) {
+    return gpu.memory - gpu.reserved_memory;
+}
 
 double gemm_efficiency(const GpuSpec& gpu, Flops size) {
     const auto& c = gpu.gemm_efficiency;

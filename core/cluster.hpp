@@ -1,12 +1,12 @@
 #pragma once
 // Hardware profile: one GPU type, one node design, one scale-out network. All SI units.
 
+#include "core/units.hpp"
+
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "core/units.hpp"
 
 namespace cleave {
 
@@ -43,8 +43,8 @@ struct GemmEfficiencyPoint {
 
 struct GpuSpec {
     std::string name;
-    Bytes memory;             // HBM capacity as the runtime reports it
-    BytesPerSecond hbm_bw;    // peak memory bandwidth
+    Bytes memory;           // HBM capacity as the runtime reports it
+    BytesPerSecond hbm_bw;  // peak memory bandwidth
     FlopsPerSecond peak_fp32;
     FlopsPerSecond peak_tf32;
     FlopsPerSecond peak_bf16;  // dense tensor-core peak; 0 = unsupported
@@ -62,17 +62,17 @@ struct GpuSpec {
 struct NodeSpec {
     int64_t gpus_per_node = 0;
     IntraLink intra_link = IntraLink::nvswitch;
-    BytesPerSecond intra_bw;     // achievable ring bus bandwidth per GPU inside the node (busbw)
-    Seconds intra_latency;       // per-step latency of a ring collective inside the node
-    BytesPerSecond pcie_bw;      // host PCIe per GPU, one direction
+    BytesPerSecond intra_bw;  // achievable ring bus bandwidth per GPU inside the node (busbw)
+    Seconds intra_latency;    // per-step latency of a ring collective inside the node
+    BytesPerSecond pcie_bw;   // host PCIe per GPU, one direction
 
     bool operator==(const NodeSpec&) const = default;
 };
 
 struct NetworkSpec {
-    std::string kind;            // "infiniband-hdr", "roce", "ethernet-1g", ...
-    BytesPerSecond inter_bw;     // achievable bus bandwidth per GPU across nodes (NIC share)
-    Seconds inter_latency;       // per-step latency of a ring collective across nodes
+    std::string kind;         // "infiniband-hdr", "roce", "ethernet-1g", ...
+    BytesPerSecond inter_bw;  // achievable bus bandwidth per GPU across nodes (NIC share)
+    Seconds inter_latency;    // per-step latency of a ring collective across nodes
     bool operator==(const NetworkSpec&) const = default;
 };
 
@@ -83,7 +83,7 @@ struct ClusterSpec {
     NodeSpec node;
     NetworkSpec network;
     double price_per_gpu_hour_usd = 0.0;  // 0 = unknown
-    std::string source;  // file the profile was read from ("" when built in code)
+    std::string source;                   // file the profile was read from ("" when built in code)
 
     bool operator==(const ClusterSpec&) const = default;
 };

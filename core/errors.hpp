@@ -54,8 +54,8 @@ public:
 #define CLEAVE_ASSERT(cond, msg)                                                                   \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            std::fprintf(stderr, "%s:%d: assertion failed: %s: %s\n", __FILE__, __LINE__, #cond,   \
-                         msg);                                                                     \
+            std::fprintf(                                                                          \
+                stderr, "%s:%d: assertion failed: %s: %s\n", __FILE__, __LINE__, #cond, msg);      \
             std::abort();                                                                          \
         }                                                                                          \
     } while (0)

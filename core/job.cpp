@@ -2,7 +2,9 @@
 
 namespace cleave {
 
-int optimizer_moments(Optimizer o) { return o == Optimizer::adam ? 2 : 1; }
+int optimizer_moments(Optimizer o) {
+    return o == Optimizer::adam ? 2 : 1;
+}
 
 double model_state_bytes_per_param(const JobSpec& job) {
     const double master = (job.master_weights && bytes_of(job.weights) < 4.0) ? 4.0 : 0.0;

@@ -1,9 +1,9 @@
 #pragma once
 // The training job: how many GPUs, what batch, what precision, what optimizer.
 
-#include <cstdint>
-
 #include "core/cluster.hpp"
+
+#include <cstdint>
 
 namespace cleave {
 
@@ -11,11 +11,11 @@ enum class Optimizer { adam, sgd };
 
 struct JobSpec {
     int64_t gpus = 0;
-    int64_t global_batch = 0;  // sequences per iteration
-    int64_t seq_len = 0;       // tokens per sequence
-    Dtype compute = Dtype::bf16;        // GEMM / activation dtype
-    Dtype weights = Dtype::bf16;        // model weights as the forward pass reads them
-    Dtype grads = Dtype::fp32;          // gradient buffer (Megatron keeps fp32 main grads for bf16)
+    int64_t global_batch = 0;     // sequences per iteration
+    int64_t seq_len = 0;          // tokens per sequence
+    Dtype compute = Dtype::bf16;  // GEMM / activation dtype
+    Dtype weights = Dtype::bf16;  // model weights as the forward pass reads them
+    Dtype grads = Dtype::fp32;    // gradient buffer (Megatron keeps fp32 main grads for bf16)
     Dtype optimizer_states = Dtype::fp32;  // Adam m and v
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;

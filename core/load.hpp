@@ -2,14 +2,14 @@
 // Loading models, hardware profiles and jobs from files. Every function throws ConfigError
 // holding every problem of the file (file:line:col and the key) at once.
 
+#include "core/cluster.hpp"
+#include "core/job.hpp"
+#include "core/model.hpp"
+
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include "core/cluster.hpp"
-#include "core/job.hpp"
-#include "core/model.hpp"
 
 namespace cleave {
 

@@ -7,7 +7,9 @@ int64_t num_microbatches(const Plan& p, const JobSpec& job) {
     return per_step > 0 ? job.global_batch / per_step : 0;
 }
 
-int64_t plan_gpus(const Plan& p) { return p.dp * p.tp * p.pp * p.cp; }
+int64_t plan_gpus(const Plan& p) {
+    return p.dp * p.tp * p.pp * p.cp;
+}
 
 const char* to_string(Schedule s) {
     switch (s) {
@@ -87,13 +89,17 @@ void need(std::vector<std::string>& out, bool ok, const std::string& what) {
     }
 }
 
-std::string n(const char* name, int64_t v) { return std::string(name) + "=" + std::to_string(v); }
+std::string n(const char* name, int64_t v) {
+    return std::string(name) + "=" + std::to_string(v);
+}
 
-bool divides(int64_t a, int64_t b) { return a > 0 && b % a == 0; }
+bool divides(int64_t a, int64_t b) {
+    return a > 0 && b % a == 0;
+}
 
 void check_sizes(const Plan& p, std::vector<std::string>& out) {
-    need(out, p.dp >= 1 && p.tp >= 1 && p.pp >= 1 && p.cp >= 1 && p.ep >= 1 && p.vpp >= 1 &&
-                  p.mbs >= 1,
+    need(out,
+         p.dp >= 1 && p.tp >= 1 && p.pp >= 1 && p.cp >= 1 && p.ep >= 1 && p.vpp >= 1 && p.mbs >= 1,
          "every parallel size and the micro-batch size must be at least 1");
     need(out, p.zero >= 0 && p.zero <= 3, n("zero", p.zero) + " is not a ZeRO stage (0..3)");
 }
@@ -131,11 +137,14 @@ void check_schedule(const JobSpec& job, const Plan& p, std::vector<std::string>&
              "interleaved: pp=" + std::to_string(p.pp) + " does not divide the " +
                  std::to_string(m) + " micro-batches (Megatron requires it)");
     } else {
-        need(out, p.vpp == 1, std::string("vpp > 1 needs --schedule interleaved, not ") +
-                                  to_string(p.schedule));
+        need(out,
+             p.vpp == 1,
+             std::string("vpp > 1 needs --schedule interleaved, not ") + to_string(p.schedule));
     }
     if (p.zero >= 2) {
-        need(out, p.pp == 1, n("zero", p.zero) + " cannot be combined with pipeline parallelism (pp > 1)");
+        need(out,
+             p.pp == 1,
+             n("zero", p.zero) + " cannot be combined with pipeline parallelism (pp > 1)");
     }
 }
 

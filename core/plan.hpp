@@ -1,12 +1,12 @@
 #pragma once
 // One way to split a job: the parallel sizes and the knobs around them.
 
+#include "core/job.hpp"
+#include "core/model.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
-
-#include "core/job.hpp"
-#include "core/model.hpp"
 
 namespace cleave {
 
@@ -24,7 +24,8 @@ struct Plan {
     Schedule schedule = Schedule::one_f_one_b;
     Recompute recompute = Recompute::none;
     bool sp = false;  // Megatron sequence parallelism (needs tp > 1)
-    int zero = 0;     // 0 none; 1 optimizer states (Megatron distributed optimizer); 2 + grads; 3 + weights
+    int zero =
+        0;  // 0 none; 1 optimizer states (Megatron distributed optimizer); 2 + grads; 3 + weights
 
     bool operator==(const Plan&) const = default;
 };
@@ -48,7 +49,7 @@ struct Plan {
 
 /// Every hard constraint the plan breaks for this model and job, one sentence each naming the
 /// constraint ("tp=3 does not divide heads=32"). Empty when the plan can be expressed.
-[[nodiscard]] std::vector<std::string> check_plan(const ModelSpec& m, const JobSpec& job,
-                                                  const Plan& p);
+[[nodiscard]] std::vector<std::string>
+check_plan(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
 }  // namespace cleave

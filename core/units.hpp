@@ -73,39 +73,99 @@ using Flops = Quantity<struct FlopsTag>;  // a count of floating-point operation
 using BytesPerSecond = Quantity<struct BytesPerSecondTag>;
 using FlopsPerSecond = Quantity<struct FlopsPerSecondTag>;
 
-constexpr Seconds operator/(Bytes b, BytesPerSecond r) { return {b.si / r.si}; }
+constexpr Seconds operator/(Bytes b, BytesPerSecond r) {
+    return {b.si / r.si};
+}
 
-constexpr Seconds operator/(Flops f, FlopsPerSecond r) { return {f.si / r.si}; }
+constexpr Seconds operator/(Flops f, FlopsPerSecond r) {
+    return {f.si / r.si};
+}
 
-constexpr BytesPerSecond operator/(Bytes b, Seconds t) { return {b.si / t.si}; }
+constexpr BytesPerSecond operator/(Bytes b, Seconds t) {
+    return {b.si / t.si};
+}
 
-constexpr FlopsPerSecond operator/(Flops f, Seconds t) { return {f.si / t.si}; }
+constexpr FlopsPerSecond operator/(Flops f, Seconds t) {
+    return {f.si / t.si};
+}
 
-constexpr Bytes operator*(BytesPerSecond r, Seconds t) { return {r.si * t.si}; }
+constexpr Bytes operator*(BytesPerSecond r, Seconds t) {
+    return {r.si * t.si};
+}
 
-constexpr Flops operator*(FlopsPerSecond r, Seconds t) { return {r.si * t.si}; }
+constexpr Flops operator*(FlopsPerSecond r, Seconds t) {
+    return {r.si * t.si};
+}
 
 // Capacities: binary.
-constexpr Bytes bytes(double x) { return {x}; }
-constexpr Bytes kib(double x) { return {x * 1024.0}; }
-constexpr Bytes mib(double x) { return {x * 1048576.0}; }
-constexpr Bytes gib(double x) { return {x * 1073741824.0}; }
-constexpr double to_gib(Bytes b) { return b.si / 1073741824.0; }
-constexpr double to_mib(Bytes b) { return b.si / 1048576.0; }
+constexpr Bytes bytes(double x) {
+    return {x};
+}
+
+constexpr Bytes kib(double x) {
+    return {x * 1024.0};
+}
+
+constexpr Bytes mib(double x) {
+    return {x * 1048576.0};
+}
+
+constexpr Bytes gib(double x) {
+    return {x * 1073741824.0};
+}
+
+constexpr double to_gib(Bytes b) {
+    return b.si / 1073741824.0;
+}
+
+constexpr double to_mib(Bytes b) {
+    return b.si / 1048576.0;
+}
 
 // Rates: decimal.
-constexpr BytesPerSecond gbps(double gigabytes_per_s) { return {gigabytes_per_s * 1e9}; }
-constexpr BytesPerSecond gbit_per_s(double gigabits_per_s) { return {gigabits_per_s * 1e9 / 8.0}; }
-constexpr double to_gbps(BytesPerSecond r) { return r.si / 1e9; }
-constexpr FlopsPerSecond tflops(double x) { return {x * 1e12}; }
-constexpr double to_tflops(FlopsPerSecond r) { return r.si / 1e12; }
-constexpr Flops flop(double x) { return {x}; }
+constexpr BytesPerSecond gbps(double gigabytes_per_s) {
+    return {gigabytes_per_s * 1e9};
+}
+
+constexpr BytesPerSecond gbit_per_s(double gigabits_per_s) {
+    return {gigabits_per_s * 1e9 / 8.0};
+}
+
+constexpr double to_gbps(BytesPerSecond r) {
+    return r.si / 1e9;
+}
+
+constexpr FlopsPerSecond tflops(double x) {
+    return {x * 1e12};
+}
+
+constexpr double to_tflops(FlopsPerSecond r) {
+    return r.si / 1e12;
+}
+
+constexpr Flops flop(double x) {
+    return {x};
+}
 
 // Times.
-constexpr Seconds seconds(double x) { return {x}; }
-constexpr Seconds ms(double x) { return {x * 1e-3}; }
-constexpr Seconds us(double x) { return {x * 1e-6}; }
-constexpr double to_ms(Seconds t) { return t.si * 1e3; }
-constexpr double to_us(Seconds t) { return t.si * 1e6; }
+constexpr Seconds seconds(double x) {
+    return {x};
+}
+
+constexpr Seconds ms(double x) {
+    return {x * 1e-3};
+}
+
+constexpr Seconds us(double x) {
+    return {x * 1e-6};
+}
+
+constexpr double to_ms(Seconds t) {
+    return t.si * 1e3;
+}
+
+constexpr double to_us(Seconds t) {
+    return t.si * 1e6;
+}
 
 }  // namespace cleave
