@@ -5,16 +5,16 @@
 // Interface contract (used by planner/, simulator/, cli/ and executor validate): fields may be
 // added; existing names and meanings stay.
 
-#include <array>
-#include <cstdint>
-#include <string>
-#include <vector>
-
 #include "core/cluster.hpp"
 #include "core/job.hpp"
 #include "core/model.hpp"
 #include "core/plan.hpp"
 #include "core/units.hpp"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace cleave {
 
@@ -35,25 +35,25 @@ struct MemoryBreakdown {
 struct StageCost {
     int64_t layers = 0;
     MemoryBreakdown memory;
-    Seconds fwd;          // forward compute of one micro-batch, including exposed TP/CP/EP comm
-    Seconds bwd;          // backward (with any recomputation) of one micro-batch, ditto
-    Seconds fwd_comm;     // the exposed TP/CP/EP communication inside fwd
-    Seconds bwd_comm;     // the exposed TP/CP/EP communication inside bwd
-    Seconds dp_grad_sync; // this stage's DP gradient reduce-scatter / all-reduce, unoverlapped
-    Seconds optimizer;    // this stage's optimizer step (+ ZeRO all-gather of updated weights)
+    Seconds fwd;           // forward compute of one micro-batch, including exposed TP/CP/EP comm
+    Seconds bwd;           // backward (with any recomputation) of one micro-batch, ditto
+    Seconds fwd_comm;      // the exposed TP/CP/EP communication inside fwd
+    Seconds bwd_comm;      // the exposed TP/CP/EP communication inside bwd
+    Seconds dp_grad_sync;  // this stage's DP gradient reduce-scatter / all-reduce, unoverlapped
+    Seconds optimizer;     // this stage's optimizer step (+ ZeRO all-gather of updated weights)
 
     bool operator==(const StageCost&) const = default;
 };
 
 struct TimeBreakdown {
-    Seconds compute;     // forward + backward + recompute math of the slowest stage, all micro-batches
-    Seconds tp_comm;     // exposed tensor-parallel collectives
-    Seconds cp_comm;     // exposed context-parallel (ring attention) transfers
-    Seconds ep_comm;     // exposed expert-parallel all-to-all
-    Seconds pp_comm;     // exposed pipeline send/recv
-    Seconds bubble;      // pipeline fill and drain
-    Seconds dp_comm;     // exposed data-parallel gradient reduction (what backward does not hide)
-    Seconds optimizer;   // optimizer step
+    Seconds compute;  // forward + backward + recompute math of the slowest stage, all micro-batches
+    Seconds tp_comm;  // exposed tensor-parallel collectives
+    Seconds cp_comm;  // exposed context-parallel (ring attention) transfers
+    Seconds ep_comm;  // exposed expert-parallel all-to-all
+    Seconds pp_comm;  // exposed pipeline send/recv
+    Seconds bubble;   // pipeline fill and drain
+    Seconds dp_comm;  // exposed data-parallel gradient reduction (what backward does not hide)
+    Seconds optimizer;  // optimizer step
 
     bool operator==(const TimeBreakdown&) const = default;
 };
@@ -91,17 +91,21 @@ struct Estimate {
 
     TimeBreakdown time;
     Seconds iteration_time;
-    Seconds pp_p2p;        // one activation transfer across one stage boundary
+    Seconds pp_p2p;             // one activation transfer across one stage boundary
     double bubble_ratio = 0.0;  // (p-1)/(m+p-1), or (p-1)/(v*m+p-1) interleaved
     double tokens_per_s = 0.0;
     double tflops_per_gpu = 0.0;  // model FLOPs / time / GPUs, in TFLOP/s
-    double mfu = 0.0;  // model FLOPs (Korthikanti App. A) / (time * gpus * peak)
-    double hfu = 0.0;  // hardware FLOPs (incl. recomputation) / (time * gpus * peak)
-    Flops model_flops;     // per iteration, whole job
-    Flops hardware_flops;  // per iteration, whole job, with recomputation
+    double mfu = 0.0;             // model FLOPs (Korthikanti App. A) / (time * gpus * peak)
+    double hfu = 0.0;             // hardware FLOPs (incl. recomputation) / (time * gpus * peak)
+    Flops model_flops;            // per iteration, whole job
+    Flops hardware_flops;         // per iteration, whole job, with recomputation
 
     CommBytes comm_bytes_per_gpu;
-    uint32_t risk_mask = 0;  // bit (1u << RiskKind) set per risk found
+    int64_t microbatches = 0;    // m = global_batch / (mbs * dp)
+    Seconds dp_sync;             // whole DP gradient reduction of the slowest stage, unoverlapped
+    Seconds longest_collective;  // longest single blocking NCCL call: a collective, or (pp > 1)
+                                 // stage 1's p2p recv waiting out stage 0's grad sync + optimizer
+    uint32_t risk_mask = 0;      // bit (1u << RiskKind) set per risk found
 
     [[nodiscard]] bool has(RiskKind k) const {
         return (risk_mask >> static_cast<unsigned>(k)) & 1u;
@@ -130,10 +134,8 @@ struct Risk {
 
 /// Prices one plan. Pure (STYLE S2.2): no I/O, no allocation. Precondition: check_plan() is
 /// empty for (model, job, plan) and plan_gpus(plan) == job.gpus.
-[[nodiscard]] Estimate estimate(const ModelSpec& model,
-                                const ClusterSpec& cluster,
-                                const JobSpec& job,
-                                const Plan& plan);
+[[nodiscard]] Estimate
+estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, const Plan& plan);
 
 /// One Risk per bit of e.risk_mask, with cause and fix in words and numbers.
 [[nodiscard]] std::vector<Risk> describe_risks(const ModelSpec& model,

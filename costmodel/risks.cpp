@@ -1,4 +1,7 @@
-#include "costmodel/estimate.hpp"
+#include "costmodel/risks.hpp"
+
+#include <cstdio>
+#include <string>
 
 namespace cleave {
 
@@ -24,6 +27,178 @@ const char* to_string(RiskKind k) {
         break;
     }
     return "?";
+}
+
+namespace {
+
+uint32_t bit(RiskKind k) {
+    return 1u << static_cast<unsigned>(k);
+}
+
+}  // namespace
+
+uint32_t detect_risks(const ModelSpec&,
+                      const ClusterSpec&,
+                      const JobSpec&,
+                      const Plan& plan,
+                      const PlanLinks& links,
+                      const Estimate& e) {
+    uint32_t mask = 0;
+    if (!e.fits) {
+        mask |= bit(RiskKind::oom);
+    }
+    if (e.longest_collective.value() >= nccl_timeout_fraction * nccl_watchdog_s) {
+        mask |= bit(RiskKind::nccl_timeout);
+    }
+    if (e.iteration_time.value() > 0 &&
+        e.time.dp_comm.value() > slow_network_fraction * e.iteration_time.value()) {
+        mask |= bit(RiskKind::slow_network);
+    }
+    if (plan.tp > 1 && links.tp.crosses_nodes()) {
+        mask |= bit(RiskKind::tp_cross_node);
+    }
+    if (plan.tp > 1 && links.tp.kind == LinkKind::pcie) {
+        mask |= bit(RiskKind::tp_over_pcie);
+    }
+    if (plan.pp > 1 && e.microbatches < plan.pp) {
+        mask |= bit(RiskKind::few_microbatches);
+    }
+    if (e.bubble_ratio > large_bubble_fraction) {
+        mask |= bit(RiskKind::large_bubble);
+    }
+    if (plan.pp > 1 && plan.dp > 1) {
+        mask |= bit(RiskKind::shared_communicator);
+    }
+    return mask;
+}
+
+namespace {
+
+std::string fmt(const char* f, double a) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, a);
+    return buf;
+}
+
+std::string gib_str(Bytes b) {
+    return fmt("%.1f", to_gib(b)) + " GiB";
+}
+
+std::string secs(Seconds t) {
+    return t.value() >= 1.0 ? fmt("%.1f", t.value()) + " s" : fmt("%.2f", to_ms(t)) + " ms";
+}
+
+std::string num(int64_t v) {
+    return std::to_string(v);
+}
+
+Risk oom_risk(const Plan& plan, const Estimate& e) {
+    const Bytes over = e.memory.total - e.memory_usable;
+    return {RiskKind::oom,
+            "stage " + num(e.peak_memory_stage) + " of " + num(plan.pp) + " needs " +
+                gib_str(e.memory.total) + " per GPU but only " + gib_str(e.memory_usable) +
+                " is usable (" + gib_str(over) + " over: weights " + gib_str(e.memory.weights) +
+                ", grads " + gib_str(e.memory.grads) + ", optimizer " +
+                gib_str(e.memory.optimizer) + ", activations " + gib_str(e.memory.activations) +
+                ")",
+            "shard the model states (--zero 1, or more --tp/--pp), recompute activations "
+            "(--recompute selective|full), or lower --mbs"};
+}
+
+Risk timeout_risk(const ClusterSpec& c, const Plan& plan, const PlanLinks& l, const Estimate& e) {
+    return {RiskKind::nccl_timeout,
+            "one blocking NCCL call takes " + secs(e.longest_collective) + " (DP gradient sync " +
+                secs(e.dp_sync) + " over " + to_string(l.dp.kind) + " at " +
+                fmt("%.3g", to_gbps(l.dp.busbw)) + " GB/s busbw on " + c.network.kind +
+                (plan.pp > 1 ? "; stage 1 waits on it in a p2p recv" : "") +
+                "), over half of PyTorch's 10-min NCCL watchdog",
+            "use a faster network or fewer DP ranks across it (more TP/PP inside nodes), and "
+            "raise init_process_group(timeout=) while diagnosing"};
+}
+
+Risk slow_network_risk(const ClusterSpec& c, const PlanLinks& l, const Estimate& e) {
+    return {RiskKind::slow_network,
+            "exposed DP gradient communication is " + secs(e.time.dp_comm) + " of a " +
+                secs(e.iteration_time) + " iteration (" +
+                fmt("%.0f", 100.0 * e.time.dp_comm.value() / e.iteration_time.value()) +
+                " %; DP group at " + fmt("%.3g", to_gbps(l.dp.busbw)) + " GB/s busbw on " +
+                c.network.kind + ")",
+            "keep the DP group inside nodes (larger --tp/--pp, smaller --dp), raise --gbs to "
+            "amortise the sync, or move to an RDMA network"};
+}
+
+}  // namespace
+
+std::vector<Risk> describe_risks(const ModelSpec&,
+                                 const ClusterSpec& cluster,
+                                 const JobSpec&,
+                                 const Plan& plan,
+                                 const Estimate& e) {
+    const PlanLinks l = plan_links(cluster, plan);
+    std::vector<Risk> out;
+    for (unsigned k = 0; k < static_cast<unsigned>(RiskKind::count); ++k) {
+        const auto kind = static_cast<RiskKind>(k);
+        if (!e.has(kind)) {
+            continue;
+        }
+        switch (kind) {
+        case RiskKind::oom:
+            out.push_back(oom_risk(plan, e));
+            break;
+        case RiskKind::nccl_timeout:
+            out.push_back(timeout_risk(cluster, plan, l, e));
+            break;
+        case RiskKind::slow_network:
+            out.push_back(slow_network_risk(cluster, l, e));
+            break;
+        case RiskKind::tp_cross_node:
+            out.push_back({kind,
+                           "tp=" + num(plan.tp) + " spans " + num(l.tp.nodes) + " nodes of " +
+                               num(cluster.node.gpus_per_node) +
+                               " GPUs: every layer's TP collectives run at " +
+                               fmt("%.3g", to_gbps(l.tp.busbw)) + " GB/s instead of " +
+                               fmt("%.3g", to_gbps(cluster.node.intra_bw)) + " GB/s",
+                           "keep --tp <= " + num(cluster.node.gpus_per_node) +
+                               " (GPUs per node) and scale with --pp or --dp"});
+            break;
+        case RiskKind::tp_over_pcie:
+            out.push_back({kind,
+                           "tp=" + num(plan.tp) + " talks over PCIe at " +
+                               fmt("%.3g", to_gbps(l.tp.busbw)) + " GB/s: " + secs(e.time.tp_comm) +
+                               " of exposed TP communication",
+                           "use --tp 1 and split with --pp (one activation per micro-batch) "
+                           "or shard with --zero"});
+            break;
+        case RiskKind::few_microbatches:
+            out.push_back({kind,
+                           num(e.microbatches) + " micro-batches for " + num(plan.pp) +
+                               " pipeline stages (m < p): stages idle " +
+                               fmt("%.0f", 100.0 * e.bubble_ratio) + " % of the iteration",
+                           "raise --gbs or lower --mbs / --dp so that m >= p (m >= 4p is better)"});
+            break;
+        case RiskKind::large_bubble:
+            out.push_back({kind,
+                           "pipeline bubble " + fmt("%.1f", 100.0 * e.bubble_ratio) +
+                               " % (p=" + num(plan.pp) + ", m=" + num(e.microbatches) +
+                               ", v=" + num(plan.vpp) + ") costs " + secs(e.time.bubble),
+                           "more micro-batches (raise --gbs, lower --mbs), fewer stages, or "
+                           "--schedule interleaved --vpp 2+"});
+            break;
+        case RiskKind::shared_communicator:
+            out.push_back({kind,
+                           "pp=" + num(plan.pp) + " and dp=" + num(plan.dp) +
+                               ": pipeline send/recv and DP all-reduce must not share one NCCL "
+                               "communicator, or a large all-reduce blocks the p2p and they "
+                               "deadlock (cleave's executor and its Megatron/DeepSpeed output "
+                               "always create separate PP and DP groups)",
+                           "in hand-written launchers create PP and DP groups with separate "
+                           "torch.distributed.new_group() calls"});
+            break;
+        case RiskKind::count:
+            break;
+        }
+    }
+    return out;
 }
 
 }  // namespace cleave

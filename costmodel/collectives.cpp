@@ -1,0 +1,154 @@
+#include "costmodel/collectives.hpp"
+
+#include <algorithm>
+
+namespace cleave {
+
+const char* to_string(Collective c) {
+    switch (c) {
+    case Collective::all_reduce:
+        return "all_reduce";
+    case Collective::all_gather:
+        return "all_gather";
+    case Collective::reduce_scatter:
+        return "reduce_scatter";
+    case Collective::all_to_all:
+        return "all_to_all";
+    case Collective::send_recv:
+        return "send_recv";
+    case Collective::broadcast:
+        return "broadcast";
+    }
+    return "?";
+}
+
+const char* to_string(LinkKind k) {
+    switch (k) {
+    case LinkKind::none:
+        return "none";
+    case LinkKind::nvlink:
+        return "nvlink";
+    case LinkKind::xgmi:
+        return "xgmi";
+    case LinkKind::pcie:
+        return "pcie";
+    case LinkKind::network:
+        return "network";
+    }
+    return "?";
+}
+
+// nccl-tests doc/PERFORMANCE.md: an all-reduce moves 2(n-1) chunks of S/n per rank (n-1
+// reductions, n-1 copies); all-gather / reduce-scatter / all-to-all move n-1 chunks of S/n.
+double busbw_factor(Collective c, int64_t n) {
+    const double nd = static_cast<double>(n);
+    switch (c) {
+    case Collective::all_reduce:
+        return n > 1 ? 2.0 * (nd - 1.0) / nd : 0.0;
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all:
+        return n > 1 ? (nd - 1.0) / nd : 0.0;
+    case Collective::send_recv:
+    case Collective::broadcast:
+        return 1.0;
+    }
+    return 0.0;
+}
+
+int64_t ring_steps(Collective c, int64_t n) {
+    switch (c) {
+    case Collective::all_reduce:
+        return 2 * (n - 1);
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all:
+    case Collective::broadcast:
+        return n - 1;
+    case Collective::send_recv:
+        return 1;
+    }
+    return 0;
+}
+
+GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
+    GroupLink g;
+    if (size <= 1) {
+        g.kind = LinkKind::none;
+        g.busbw = c.node.intra_bw;
+        g.step_latency = c.node.intra_latency;
+        return g;
+    }
+    const int64_t gpn = std::max<int64_t>(1, c.node.gpus_per_node);
+    // Groups tile the nodes when stride * size divides gpus_per_node; otherwise (worst case, and
+    // always when stride * size > gpus_per_node) some group straddles a node boundary.
+    if (stride * size <= gpn && gpn % (stride * size) == 0) {
+        g.members_per_node = size;
+        g.nodes = 1;
+        g.busbw = c.node.intra_bw;
+        g.step_latency = c.node.intra_latency;
+        switch (c.node.intra_link) {
+        case IntraLink::pcie:
+            g.kind = LinkKind::pcie;
+            break;
+        case IntraLink::xgmi:
+            g.kind = LinkKind::xgmi;
+            break;
+        default:
+            g.kind = LinkKind::nvlink;
+        }
+        return g;
+    }
+    g.members_per_node = stride >= gpn ? 1 : std::max<int64_t>(1, gpn / stride);
+    g.members_per_node = std::min(g.members_per_node, size);
+    g.nodes = (size + g.members_per_node - 1) / g.members_per_node;
+    g.kind = LinkKind::network;
+    const double k = static_cast<double>(g.members_per_node);
+    g.busbw = min(c.node.intra_bw, c.network.inter_bw * k);
+    g.step_latency = c.network.inter_latency;
+    return g;
+}
+
+PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
+    PlanLinks l;
+    l.tp = group_link(c, p.tp, 1);
+    l.cp = group_link(c, p.cp, p.tp);
+    l.ep = group_link(c, p.ep, p.tp * p.cp);
+    l.dp = group_link(c, p.dp * p.cp, p.tp);
+    const int64_t ep = std::max<int64_t>(1, p.ep);
+    l.dp_expert = group_link(c, std::max<int64_t>(1, p.dp * p.cp / ep), p.tp * ep);
+    // A stage boundary: two ranks tp*cp*dp apart.
+    l.pp = p.pp > 1 ? group_link(c, 2, p.tp * p.cp * p.dp) : GroupLink{};
+    if (l.pp.crosses_nodes()) {
+        l.pp.busbw = min(c.node.intra_bw, c.network.inter_bw);  // one pair, one NIC
+    }
+    return l;
+}
+
+Seconds collective_time(Collective c, Bytes size, int64_t n, const GroupLink& link) {
+    if (n <= 1 && c != Collective::send_recv) {
+        return {};
+    }
+    if (link.busbw.value() <= 0.0) {
+        return seconds(1e30);
+    }
+    const Seconds alpha = link.step_latency * static_cast<double>(ring_steps(c, n));
+    return alpha + (size * busbw_factor(c, n)) / link.busbw;
+}
+
+Bytes collective_bytes_sent(Collective c, Bytes size, int64_t n) {
+    if (n <= 1 && c != Collective::send_recv) {
+        return {};
+    }
+    return size * busbw_factor(c, n);
+}
+
+Bandwidths bandwidths(Collective c, Bytes size, int64_t n, Seconds t) {
+    if (t.value() <= 0.0) {
+        return {};
+    }
+    const BytesPerSecond alg = size / t;
+    return {alg, alg * busbw_factor(c, n)};
+}
+
+}  // namespace cleave

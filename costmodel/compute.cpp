@@ -1,0 +1,266 @@
+#include "costmodel/compute.hpp"
+
+#include <algorithm>
+
+namespace cleave {
+
+namespace {
+
+double d(int64_t x) {
+    return static_cast<double>(x);
+}
+
+// Attention-core GEMMs (Q K^T, softmax V) stay in 16-bit under fp8 training (Transformer Engine
+// runs only the linear layers in fp8).
+Dtype core_dtype(Dtype compute) {
+    return compute == Dtype::fp8 ? Dtype::bf16 : compute;
+}
+
+Seconds collective(Collective k, Bytes s, int64_t n, const GroupLink& l) {
+    return collective_time(k, s, n, l);
+}
+
+}  // namespace
+
+double activation_bytes(const JobSpec& job) {
+    return job.compute == Dtype::fp32 ? 4.0 : 2.0;
+}
+
+Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
+    const Flops f = gemm_flops(g);
+    if (f.value() <= 0.0) {
+        return {};
+    }
+    FlopsPerSecond peak = peak_flops(gpu, dtype);
+    if (peak.value() <= 0.0) {
+        peak = dtype == Dtype::fp8 ? peak_flops(gpu, Dtype::bf16) : gpu.peak_fp32;
+    }
+    if (peak.value() <= 0.0) {
+        peak = gpu.peak_fp32;
+    }
+    double eff = gemm_efficiency(gpu, f);
+    if (eff <= 0.0) {
+        eff = 1.0;  // no curve in the profile: peak
+    }
+    return f / (peak * eff);
+}
+
+Seconds memory_time(const GpuSpec& gpu, Bytes b) {
+    const double eff = gpu.hbm_efficiency > 0.0 ? gpu.hbm_efficiency : 1.0;
+    return b / (gpu.hbm_bw * eff);
+}
+
+LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    const double e_ln = tok * h / (p.sp ? t : 1.0);  // norm / dropout region (split by SP)
+    const double inner =
+        moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t : tok * d(m.ffn_hidden) / t;
+    const double scores = d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
+    const bool swiglu = m.mlp == MlpKind::swiglu;
+    const double hd = d(head_dim(m));
+    const double rope = m.positions == PositionKind::rope
+                            ? 2.0 * ab * tok * (d(m.heads) + d(m.kv_heads)) * hd / t
+                            : 0.0;
+    const double permute = moe ? 4.0 * ab * tok * d(m.moe.top_k) * h : 0.0;
+    LayerTraffic tr;
+    tr.attn_core_fwd = bytes((2.0 * ab + 2.0 * ab + 1.0) * scores);
+    // fwd: norms 2 x (read + write); bias-dropout-add 2 x (x, residual, out, mask);
+    // activation (GeLU: in, out; SwiGLU: gate, up, out); softmax + dropout.
+    const double fwd = 2.0 * 2.0 * ab * e_ln + 2.0 * (3.0 * ab + 1.0) * e_ln +
+                       (swiglu ? 3.0 : 2.0) * ab * inner + rope + permute;
+    // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
+    // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
+    const double bwd = 2.0 * 3.0 * ab * e_ln + 2.0 * (2.0 * ab + 1.0) * e_ln +
+                       (swiglu ? 5.0 : 3.0) * ab * inner + 3.0 * ab * scores +
+                       (2.0 * ab + 1.0) * scores + rope + permute;
+    tr.fwd = bytes(fwd) + tr.attn_core_fwd;
+    tr.bwd = bytes(bwd);
+    return tr;
+}
+
+namespace {
+
+void add_tp(
+    LayerCost& lc, const ModelSpec& m, const JobSpec& job, const Plan& p, const PlanLinks& links) {
+    if (p.tp <= 1) {
+        return;
+    }
+    // Megatron: 2 all-reduces of T x h forward and 2 backward (f / g operators); with sequence
+    // parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022, Sec. 4.2.2).
+    const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.hidden) * activation_bytes(job));
+    Seconds one;
+    Bytes sent;
+    if (p.sp) {
+        one = collective(Collective::all_gather, s, p.tp, links.tp) +
+              collective(Collective::reduce_scatter, s, p.tp, links.tp);
+        sent = collective_bytes_sent(Collective::all_gather, s, p.tp) +
+               collective_bytes_sent(Collective::reduce_scatter, s, p.tp);
+    } else {
+        one = collective(Collective::all_reduce, s, p.tp, links.tp);
+        sent = collective_bytes_sent(Collective::all_reduce, s, p.tp);
+    }
+    const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
+    lc.tp_fwd = 2.0 * one;
+    lc.tp_bwd = 2.0 * one * (1.0 + redo);
+    lc.tp_bytes = sent * (4.0 + 2.0 * redo);
+}
+
+void add_cp(LayerCost& lc,
+            const ModelSpec& m,
+            const JobSpec& job,
+            const Plan& p,
+            const PlanLinks& links,
+            Seconds core_fwd) {
+    if (p.cp <= 1) {
+        return;
+    }
+    // Ring attention (Liu et al. 2023; Megatron CP): cp-1 steps, each passing this rank's K and V
+    // chunk to the next rank while the attention core of the current chunk runs; backward passes
+    // K, V and dK, dV. Exposed only where a step outlasts its compute.
+    const double kv = d(m.kv_heads) * d(head_dim(m)) / d(p.tp);
+    const Bytes chunk = bytes(2.0 * tokens_per_gpu(job, p) * kv * activation_bytes(job));
+    const double steps = d(p.cp - 1);
+    const Seconds step = collective(Collective::send_recv, chunk, 2, links.cp);
+    const Seconds per_step_compute = core_fwd / d(p.cp);
+    const Seconds exposed_step = max(Seconds{}, step - per_step_compute);
+    const Seconds exposed_step_bwd = max(Seconds{}, 2.0 * step - 2.0 * per_step_compute);
+    const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
+    lc.cp_fwd = exposed_step * steps;
+    lc.cp_bwd = exposed_step_bwd * steps + lc.cp_fwd * redo;
+    lc.cp_bytes = chunk * (steps * (3.0 + redo));
+}
+
+void add_ep(
+    LayerCost& lc, const ModelSpec& m, const JobSpec& job, const Plan& p, const PlanLinks& links) {
+    if (p.ep <= 1) {
+        return;
+    }
+    // Dispatch + combine all-to-all of the routed tokens (top_k copies of T x h), twice more in
+    // backward (Lepikhin et al. 2021, GShard; Megatron MoE token dispatcher).
+    const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.moe.top_k) * d(m.hidden) *
+                          activation_bytes(job) / d(p.tp));
+    const Seconds one = collective(Collective::all_to_all, s, p.ep, links.ep);
+    const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
+    lc.ep_fwd = 2.0 * one;
+    lc.ep_bwd = 2.0 * one * (1.0 + redo);
+    lc.ep_bytes = collective_bytes_sent(Collective::all_to_all, s, p.ep) * (4.0 + 2.0 * redo);
+}
+
+}  // namespace
+
+LayerCost layer_cost(const ModelSpec& m,
+                     const ClusterSpec& c,
+                     const JobSpec& job,
+                     const Plan& p,
+                     const PlanLinks& links,
+                     bool moe) {
+    const LayerGemms g = layer_gemms(m, job, p, moe);
+    const GpuSpec& gpu = c.gpu;
+    const Seconds linear =
+        gemm_time(gpu, job.compute, g.qkv) + gemm_time(gpu, job.compute, g.proj) +
+        gemm_time(gpu, job.compute, g.mlp_in) + gemm_time(gpu, job.compute, g.mlp_out) +
+        gemm_time(gpu, core_dtype(job.compute), g.router);
+    const Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
+                         gemm_time(gpu, core_dtype(job.compute), g.attn_v);
+    const LayerTraffic tr = layer_traffic(m, job, p, moe);
+    LayerCost lc;
+    lc.fwd = linear + core + memory_time(gpu, tr.fwd);
+    // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
+    lc.bwd = 2.0 * (linear + core) + memory_time(gpu, tr.bwd);
+    switch (p.recompute) {
+    case Recompute::none:
+        break;
+    case Recompute::selective:
+        // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V.
+        lc.recompute = core + memory_time(gpu, tr.attn_core_fwd);
+        break;
+    case Recompute::full:
+        lc.recompute = lc.fwd;
+        break;
+    }
+    lc.flops_fwd = forward_flops(g);
+    add_tp(lc, m, job, p, links);
+    add_cp(lc, m, job, p, links, core);
+    if (moe) {
+        add_ep(lc, m, job, p, links);
+    }
+    return lc;
+}
+
+EdgeCost embedding_cost(const ModelSpec& m,
+                        const ClusterSpec& c,
+                        const JobSpec& job,
+                        const Plan& p,
+                        const PlanLinks& links) {
+    const double ab = activation_bytes(job);
+    const double th = tokens_per_gpu(job, p) * d(m.hidden);
+    const double pos = m.positions == PositionKind::learned ? 2.0 : 0.0;
+    EdgeCost e;
+    // Row gather (read + write), learned positions (read + add), embedding dropout.
+    e.fwd = memory_time(c.gpu, bytes((2.0 + pos) * ab * th + (3.0 * ab + 1.0) * th));
+    // Scatter-add of dy into the fp32 weight gradient.
+    e.bwd = memory_time(c.gpu, bytes((ab + 8.0) * th));
+    if (p.tp > 1) {
+        // Vocab-parallel embedding: all-reduce (SP: reduce-scatter) of T x h (Megatron).
+        const Bytes s = bytes(th * ab);
+        const Collective k = p.sp ? Collective::reduce_scatter : Collective::all_reduce;
+        e.comm_fwd = collective_time(k, s, p.tp, links.tp);
+        e.tp_bytes = collective_bytes_sent(k, s, p.tp);
+        if (p.sp) {
+            e.comm_bwd = collective_time(Collective::all_gather, s, p.tp, links.tp);
+            e.tp_bytes += collective_bytes_sent(Collective::all_gather, s, p.tp);
+        }
+    }
+    return e;
+}
+
+EdgeCost output_cost(const ModelSpec& m,
+                     const ClusterSpec& c,
+                     const JobSpec& job,
+                     const Plan& p,
+                     const PlanLinks& links) {
+    const double ab = activation_bytes(job);
+    const double tok = tokens_per_gpu(job, p);
+    const double th = tok * d(m.hidden);
+    const double logits = tok * d(m.vocab) / d(p.tp);
+    const GemmShape head{tok, d(m.vocab) / d(p.tp), d(m.hidden), 1.0};
+    const Seconds gemm = gemm_time(c.gpu, job.compute, head);
+    EdgeCost e;
+    // Final norm; logits GEMM; fp32 cross-entropy: cast (read 16-bit, write fp32), max, exp-sum
+    // and the stored softmax (Megatron vocab_parallel_cross_entropy).
+    const double norm = (p.sp ? 1.0 / d(p.tp) : 1.0) * th;
+    e.fwd = gemm + memory_time(c.gpu, bytes(2.0 * ab * norm + (ab + 16.0) * logits));
+    e.bwd = 2.0 * gemm + memory_time(c.gpu, bytes(3.0 * ab * norm + (4.0 + ab) * logits));
+    if (p.tp > 1) {
+        const Bytes s = bytes(th * ab);
+        const Bytes small = bytes(tok * 4.0);
+        // Three fp32 all-reduces of T values (max, sum-exp, target logit).
+        e.comm_fwd = 3.0 * collective_time(Collective::all_reduce, small, p.tp, links.tp);
+        e.tp_bytes = 3.0 * collective_bytes_sent(Collective::all_reduce, small, p.tp);
+        const Collective in_fwd = p.sp ? Collective::all_gather : Collective::all_reduce;
+        const Collective in_bwd = p.sp ? Collective::reduce_scatter : Collective::all_reduce;
+        if (p.sp) {
+            e.comm_fwd += collective_time(in_fwd, s, p.tp, links.tp);
+            e.tp_bytes += collective_bytes_sent(in_fwd, s, p.tp);
+        }
+        e.comm_bwd = collective_time(in_bwd, s, p.tp, links.tp);
+        e.tp_bytes += collective_bytes_sent(in_bwd, s, p.tp);
+    }
+    return e;
+}
+
+Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params) {
+    const double w = bytes_of(job.weights);
+    const double g = bytes_of(job.grads);
+    const double os = bytes_of(job.optimizer_states);
+    const bool master = job.master_weights && w < 4.0;
+    // master read + write and the model copy written, or the weights read + written in place
+    const double weights = master ? 8.0 + w : 2.0 * w;
+    const double moments = 2.0 * optimizer_moments(job.optimizer) * os;
+    return memory_time(gpu, bytes(params * (weights + 2.0 * g + moments)));
+}
+
+}  // namespace cleave

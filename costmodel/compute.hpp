@@ -1,0 +1,96 @@
+#pragma once
+// Time of one transformer layer for one micro-batch on one GPU: GEMMs at the profile's
+// shape-dependent efficiency, memory-bound kernels at HBM bandwidth, and the exposed TP / CP / EP
+// communication of that layer.
+
+#include "core/cluster.hpp"
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "core/units.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/flops.hpp"
+
+namespace cleave {
+
+/// Time of one GEMM: FLOPs / (peak(dtype) * gemm_efficiency(FLOPs of one GEMM of the batch)).
+[[nodiscard]] Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g);
+
+/// Time of a memory-bound kernel moving `b` bytes: b / (hbm_bw * hbm_efficiency).
+[[nodiscard]] Seconds memory_time(const GpuSpec& gpu, Bytes b);
+
+/// HBM traffic of the memory-bound kernels of one layer (Megatron's fused kernels):
+/// forward: 2 norms (read + write 2 B/elem), 2 bias-dropout-add (x, residual, out, 1-B mask),
+/// activation (GeLU 4 B, SwiGLU 6 B per inner element), scale-mask-softmax (4 B per score) and
+/// attention dropout (5 B per score); backward reads what forward wrote plus the gradient.
+struct LayerTraffic {
+    Bytes fwd;
+    Bytes bwd;
+    Bytes attn_core_fwd;  // softmax + attention dropout forward (selective recompute redoes it)
+
+    bool operator==(const LayerTraffic&) const = default;
+};
+
+[[nodiscard]] LayerTraffic
+layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe);
+
+/// Costs of one layer, one micro-batch, one GPU. Compute excludes communication; *_comm is the
+/// exposed part of the TP / CP / EP collectives (Megatron does not overlap TP collectives; ring
+/// attention hides its K/V passes behind the attention core; MoE all-to-all is exposed).
+struct LayerCost {
+    Seconds fwd;        // forward math + memory-bound kernels
+    Seconds bwd;        // backward math + memory-bound kernels, no recomputation
+    Seconds recompute;  // extra forward work redone in backward (selective or full)
+    Seconds tp_fwd;
+    Seconds tp_bwd;  // incl. the recomputed forward's collectives (full recompute)
+    Seconds cp_fwd;
+    Seconds cp_bwd;
+    Seconds ep_fwd;
+    Seconds ep_bwd;
+    Bytes tp_bytes;  // sent per GPU, fwd + bwd (+ recompute)
+    Bytes cp_bytes;
+    Bytes ep_bytes;
+    Flops flops_fwd;  // GEMM FLOPs of the forward on this GPU
+
+    bool operator==(const LayerCost&) const = default;
+};
+
+[[nodiscard]] LayerCost layer_cost(const ModelSpec& m,
+                                   const ClusterSpec& c,
+                                   const JobSpec& job,
+                                   const Plan& p,
+                                   const PlanLinks& links,
+                                   bool moe);
+
+/// Embedding (first stage) and output layer + fp32 cross-entropy (last stage), one micro-batch.
+struct EdgeCost {
+    Seconds fwd;
+    Seconds bwd;
+    Seconds comm_fwd;  // vocab-parallel all-reduce (TP)
+    Seconds comm_bwd;
+    Bytes tp_bytes;
+
+    bool operator==(const EdgeCost&) const = default;
+};
+
+[[nodiscard]] EdgeCost embedding_cost(const ModelSpec& m,
+                                      const ClusterSpec& c,
+                                      const JobSpec& job,
+                                      const Plan& p,
+                                      const PlanLinks& links);
+
+[[nodiscard]] EdgeCost output_cost(const ModelSpec& m,
+                                   const ClusterSpec& c,
+                                   const JobSpec& job,
+                                   const Plan& p,
+                                   const PlanLinks& links);
+
+/// Bytes of one activation element on the wire and in memory (2 for 16-bit and fp8 training,
+/// whose activations between layers stay bf16; 4 for fp32).
+[[nodiscard]] double activation_bytes(const JobSpec& job);
+
+/// Optimizer step of `params` local parameters: memory-bound, Adam reads master weights, grads,
+/// m and v and writes master, m, v and the model copy, plus one read of the grads for the norm.
+[[nodiscard]] Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params);
+
+}  // namespace cleave

@@ -1,0 +1,71 @@
+#pragma once
+// FLOP counts: the GEMMs of one transformer layer after the TP/CP/EP split, and the whole-job
+// model / hardware FLOPs of Korthikanti et al. 2022, App. A, generalised to GQA, SwiGLU and MoE.
+
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "core/units.hpp"
+
+#include <cstdint>
+
+namespace cleave {
+
+/// `count` independent GEMMs of shape (m x k) * (k x n): 2*m*n*k*count FLOPs.
+struct GemmShape {
+    double m = 0.0;
+    double n = 0.0;
+    double k = 0.0;
+    double count = 1.0;
+
+    bool operator==(const GemmShape&) const = default;
+};
+
+[[nodiscard]] constexpr Flops gemm_flops(const GemmShape& g) {
+    return flop(2.0 * g.m * g.n * g.k * g.count);
+}
+
+/// Forward GEMMs of one layer on one GPU for one micro-batch (backward: dgrad + wgrad, each the
+/// same FLOPs). MLP fields describe the dense MLP, or for an MoE layer all local experts together
+/// (count = experts / ep, m = tokens routed to one expert).
+struct LayerGemms {
+    GemmShape qkv;      // T x h  ->  (a + 2 a_kv) d / t
+    GemmShape score;    // Q K^T: b a/t batches of (s/cp x d) (d x s)
+    GemmShape attn_v;   // softmax(.) V: b a/t batches of (s/cp x s) (s x d)
+    GemmShape proj;     // T x a d / t -> h
+    GemmShape mlp_in;   // T x h -> f/t (x2 for SwiGLU gate + up)
+    GemmShape mlp_out;  // T x f/t -> h
+    GemmShape router;   // MoE router T x h -> experts (zero for dense layers)
+
+    bool operator==(const LayerGemms&) const = default;
+};
+
+/// Tokens of one micro-batch on one GPU: mbs * seq / cp.
+[[nodiscard]] double tokens_per_gpu(const JobSpec& job, const Plan& p);
+
+/// The GEMMs of layer kind `moe` (true: routed experts) for `p` (Megatron's column/row splits;
+/// top_k routed tokens spread evenly over the experts).
+[[nodiscard]] LayerGemms
+layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe);
+
+/// Forward FLOPs of the whole list.
+[[nodiscard]] Flops forward_flops(const LayerGemms& g);
+
+/// GEMM weights per token of layer kind `moe`, active ones only (no biases, no norms):
+/// attention 2h*ad + 2h*a_kv*d, MLP 2hf or 3hf (SwiGLU), MoE top_k experts + router.
+[[nodiscard]] double gemm_params_active(const ModelSpec& m, bool moe);
+
+/// Number of MoE layers among layers [first, last).
+[[nodiscard]] int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t last);
+
+/// Model FLOPs per iteration (fwd + bwd = 3 x fwd), Korthikanti et al. 2022 App. A:
+/// 3 B [sum_l (2 s G_l + 4 s^2 a d) + 2 s h V]; for GPT (G = 12h^2) this is
+/// 72 B s L h^2 (1 + s/(6h) + V/(12 L h)).
+[[nodiscard]] Flops model_flops(const ModelSpec& m, const JobSpec& job);
+
+/// Hardware FLOPs per iteration with recomputation, in the paper's convention: full adds one
+/// forward of every layer, 96 B s L h^2 (1 + s/(6h) + V/(16 L h)); selective adds
+/// 72 B s L h^2 * s/(6h) (Korthikanti App. A, HFU of Table 5: 1 + s/(3h) + V/(12 L h)).
+[[nodiscard]] Flops hardware_flops(const ModelSpec& m, const JobSpec& job, Recompute r);
+
+}  // namespace cleave

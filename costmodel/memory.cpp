@@ -1,0 +1,71 @@
+#include "costmodel/memory.hpp"
+
+#include "costmodel/compute.hpp"
+#include "costmodel/flops.hpp"
+
+#include <algorithm>
+
+namespace cleave {
+
+namespace {
+
+double d(int64_t x) {
+    return static_cast<double>(x);
+}
+
+}  // namespace
+
+StateBytes model_states(const JobSpec& job, double params, int zero, int64_t shard) {
+    const double n = d(std::max<int64_t>(1, shard));
+    const double w = bytes_of(job.weights);
+    const double master = (job.master_weights && w < 4.0) ? 4.0 : 0.0;
+    const double opt = master + optimizer_moments(job.optimizer) * bytes_of(job.optimizer_states);
+    StateBytes s;
+    s.weights = bytes(params * w / (zero >= 3 ? n : 1.0));
+    s.grads = bytes(params * bytes_of(job.grads) / (zero >= 2 ? n : 1.0));
+    s.optimizer = bytes(params * opt / (zero >= 1 ? n : 1.0));
+    return s;
+}
+
+Bytes activation_per_layer(
+    const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, Recompute r) {
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double sp = p.sp ? t : 1.0;  // divisor of the norm / dropout / layer-input region
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    if (r == Recompute::full) {
+        return bytes(ab * tok * h / sp);  // the layer input only
+    }
+    const double hd = d(head_dim(m));
+    const double q = d(m.heads) * hd;
+    const double kv = d(m.kv_heads) * hd;
+    // Norm inputs (2 x ab) and dropout masks (2 x 1 B): split only by SP.
+    const double ln_region = (2.0 * ab + 2.0) * tok * h / sp;
+    // QKV input and MLP input (norm outputs): replicated across TP ranks unless SP.
+    const double replicated = 2.0 * ab * tok * h / sp;
+    // Q, K, V, attention-projection input: split by TP.
+    const double attn = ab * tok * (q + 2.0 * kv + q) / t;
+    const double inner =
+        moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) : tok * d(m.ffn_hidden);
+    const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * inner / t +
+                       (moe ? ab * tok * d(m.moe.top_k) * h / t : 0.0);
+    double total = ln_region + replicated + attn + mlp;
+    if (r == Recompute::none) {
+        // softmax output (ab), dropout mask (1 B), dropout output (ab) per score: 5 a s^2 b.
+        const double scores =
+            d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
+        total += (2.0 * ab + 1.0) * scores;
+    }
+    return bytes(total);
+}
+
+Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    return bytes((activation_bytes(job) + 4.0) * tokens_per_gpu(job, p) * d(m.vocab) / d(p.tp));
+}
+
+Bytes embedding_activation_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    return bytes(tokens_per_gpu(job, p) * d(m.hidden) / (p.sp ? d(p.tp) : 1.0));
+}
+
+}  // namespace cleave

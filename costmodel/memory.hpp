@@ -1,0 +1,45 @@
+#pragma once
+// Memory per GPU: model states per ZeRO stage and dtype, activations per layer (Korthikanti et
+// al. 2022) for every recompute x SP combination, logits, communication buffers.
+
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "core/units.hpp"
+
+#include <cstdint>
+
+namespace cleave {
+
+struct StateBytes {
+    Bytes weights;
+    Bytes grads;
+    Bytes optimizer;  // fp32 master copy (when weights are narrower) + optimizer moments
+
+    bool operator==(const StateBytes&) const = default;
+};
+
+/// Model states of `params` parameters held by one GPU before sharding, sharded over `shard`
+/// data-parallel ranks per ZeRO stage (Rajbhandari et al. 2020, Sec. 5): stage 1 (Megatron's
+/// distributed optimizer) shards the optimizer states, 2 also the grads, 3 also the weights.
+/// Mixed-precision Adam, 2-byte grads, zero 0: 2 + 2 + 12 = 16 B/param; zero 1: 4 + 12/d;
+/// zero 2: 2 + 14/d; zero 3: 16/d.
+[[nodiscard]] StateBytes model_states(const JobSpec& job, double params, int zero, int64_t shard);
+
+/// Activation bytes one layer stores for one micro-batch on one GPU (Korthikanti et al. 2022,
+/// Table 2, generalised): s b h (34 + 5 a s / h) with no parallelism; TP: s b h (10 + 24/t +
+/// 5 a s/(h t)); TP + SP: s b h (34 + 5 a s / h) / t; selective drops the 5 a s / h term; full
+/// recompute keeps only the layer input 2 s b h (/t with SP). GQA shrinks K and V, SwiGLU stores
+/// gate, up and product (6 s b f instead of 4 s b f), MoE stores top_k routed copies; CP divides s.
+[[nodiscard]] Bytes
+activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, Recompute r);
+
+/// Output layer + loss of one micro-batch on the last stage: the 16-bit logits and their fp32
+/// copy for the cross-entropy, T V / t elements each.
+[[nodiscard]] Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// Embedding output dropout mask of one micro-batch on the first stage (Korthikanti Sec. 4.3).
+[[nodiscard]] Bytes
+embedding_activation_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+}  // namespace cleave
