@@ -75,7 +75,16 @@ struct ChunkTimes {
     double weight_s = 0.0;  // ZB-H1 W op
 };
 
-// The state of one playback: flat arrays indexed by virtual stage * m + micro-batch.
+// What is known about one (micro-batch, virtual stage): when its ops ended and when their
+// outputs arrived at the neighbours; `unknown` until produced.
+struct Cell {
+    double f_end = unknown;
+    double b_end = unknown;
+    double act_arrive = unknown;   // activation from stage k - 1 arrived here
+    double grad_arrive = unknown;  // gradient from stage k + 1 arrived here
+};
+
+// The state of one playback.
 class Playback {
 public:
     Playback(const SimInput& in, const SimOptions& opt);
@@ -83,6 +92,11 @@ public:
 
 private:
     void build_ops();
+
+    [[nodiscard]] size_t index(int64_t mb, int64_t k) const {
+        return static_cast<size_t>(mb * p_ * v_ + k);
+    }
+
     bool advance(int64_t r);
     double op_ready(int64_t r, const SimOp& op, double& producer_end) const;
     void send(int64_t r, int64_t k, int64_t mb, bool forward, double t);
@@ -100,7 +114,9 @@ private:
     std::vector<SimOp> ops_;         // every rank's ops, rank after rank
     std::vector<size_t> op_begin_;   // p + 1 offsets into ops_
     std::vector<size_t> pos_;        // next op per rank
-    std::vector<double> f_end_, b_end_, act_arrive_, grad_arrive_;
+    // Indexed micro-batch * (pp * vpp) + virtual stage: neighbouring stages of one micro-batch
+    // share cache lines, which is where the wavefront of a pipeline reads and writes.
+    std::vector<Cell> cells_;
     std::vector<double> free_, send_fwd_free_, send_bwd_free_;
     std::vector<double> last_grad_start_, last_grad_dur_;  // rank * v + chunk
     std::vector<int64_t> inflight_;
@@ -127,10 +143,7 @@ Playback::Playback(const SimInput& in, const SimOptions& opt)
             times_.push_back({c.fwd.value(), c.bwd.value() - w, w});
         }
     }
-    f_end_.assign(cells, unknown);
-    b_end_.assign(cells, unknown);
-    act_arrive_.assign(cells, unknown);
-    grad_arrive_.assign(cells, unknown);
+    cells_.assign(cells, Cell{});
     free_.assign(pu, 0.0);
     send_fwd_free_.assign(pu, 0.0);
     send_bwd_free_.assign(pu, 0.0);
@@ -168,7 +181,7 @@ void Playback::record(
 // when the producing op finished, so the gap between the two is time the data was in flight.
 double Playback::op_ready(int64_t r, const SimOp& op, double& producer_end) const {
     const int64_t k = op.chunk * p_ + r;
-    const auto cell = static_cast<size_t>(k * m_ + op.mb);
+    const size_t cell = index(op.mb, k);
     const int64_t last = p_ * v_ - 1;
     producer_end = 0.0;
     switch (op.kind) {
@@ -176,18 +189,18 @@ double Playback::op_ready(int64_t r, const SimOp& op, double& producer_end) cons
         if (k == 0) {
             return 0.0;
         }
-        producer_end = f_end_[cell - static_cast<size_t>(m_)];
-        return act_arrive_[cell];
+        producer_end = cells_[cell - 1].f_end;
+        return cells_[cell].act_arrive;
     case OpKind::backward:
-        CLEAVE_ASSERT(f_end_[cell] >= 0.0, "schedule runs a backward before its forward");
+        CLEAVE_ASSERT(cells_[cell].f_end >= 0.0, "schedule runs a backward before its forward");
         if (k == last) {
-            return f_end_[cell];
+            return cells_[cell].f_end;
         }
-        producer_end = b_end_[cell + static_cast<size_t>(m_)];
-        return grad_arrive_[cell];
+        producer_end = cells_[cell + 1].b_end;
+        return cells_[cell].grad_arrive;
     case OpKind::backward_weight:
-        CLEAVE_ASSERT(b_end_[cell] >= 0.0, "schedule runs W before its B");
-        return b_end_[cell];
+        CLEAVE_ASSERT(cells_[cell].b_end >= 0.0, "schedule runs W before its B");
+        return cells_[cell].b_end;
     }
     return unknown;
 }
@@ -197,8 +210,8 @@ double Playback::op_ready(int64_t r, const SimOp& op, double& producer_end) cons
 void Playback::send(int64_t r, int64_t k, int64_t mb, bool forward, double t) {
     const int64_t to_k = forward ? k + 1 : k - 1;
     const int64_t to_r = to_k % p_;
-    const auto cell = static_cast<size_t>(to_k * m_ + mb);
-    auto& arrive = forward ? act_arrive_[cell] : grad_arrive_[cell];
+    Cell& to = cells_[index(mb, to_k)];
+    double& arrive = forward ? to.act_arrive : to.grad_arrive;
     if (to_r == r) {
         arrive = t;
         return;
@@ -245,17 +258,17 @@ bool Playback::advance(int64_t r) {
         }
         const auto& t = times_[ru * static_cast<size_t>(v_) + static_cast<size_t>(op.chunk)];
         const int64_t k = op.chunk * p_ + r;
-        const auto cell = static_cast<size_t>(k * m_ + op.mb);
+        Cell& cell = cells_[index(op.mb, k)];
         double dur = 0.0;
         SimPhase phase = SimPhase::forward;
         if (op.kind == OpKind::forward) {
             dur = t.fwd_s;
-            f_end_[cell] = start + dur;
+            cell.f_end = start + dur;
             st.peak_inflight_chunks = std::max(st.peak_inflight_chunks, ++inflight_[ru]);
         } else if (op.kind == OpKind::backward) {
             dur = t.bwd_s;
             phase = SimPhase::backward;
-            b_end_[cell] = start + dur;
+            cell.b_end = start + dur;
             --inflight_[ru];
         } else {
             dur = t.weight_s;
