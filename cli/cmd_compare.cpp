@@ -1,17 +1,199 @@
-// TODO(#issue): placeholder until this subcommand lands; its owner replaces this file.
+// cleave compare: the best plan for one job on several hardware profiles, side by side.
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/report.hpp"
+#include "planner/search.hpp"
 
+#include <array>
+#include <cstdio>
+#include <memory>
 #include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace cleave::cli {
 
-void setup_compare(CLI::App& app, CliContext& ctx) {
-    auto* sub = app.add_subcommand("compare", "(not available yet)");
-    sub->allow_extras();
-    sub->callback([&ctx] {
-        ctx.err << "cleave compare: not implemented yet\n";
+namespace {
+
+struct CompareOptions {
+    std::string model;
+    std::vector<std::string> clusters;
+    int64_t gpus = 0;
+    int64_t gbs = 0;
+    int64_t seq = 0;
+    std::string dtype = "bf16";
+    std::string grad_dtype;
+    std::string job_file;
+    std::string format = "table";
+};
+
+struct ProfileBest {
+    Inputs in;
+    SearchResult result;
+};
+
+/// Dollars per iteration and per million tokens; negative when the profile has no price.
+struct Cost {
+    double per_iteration = -1.0;
+    double per_million_tokens = -1.0;
+};
+
+Cost cost_of(const Inputs& in, const Estimate& e) {
+    Cost c;
+    if (in.cluster.price_per_gpu_hour_usd <= 0.0) {
+        return c;
+    }
+    c.per_iteration = in.cluster.price_per_gpu_hour_usd * static_cast<double>(in.job.gpus) *
+                      e.iteration_time.value() / 3600.0;
+    const double tokens = static_cast<double>(in.job.global_batch * in.job.seq_len);
+    c.per_million_tokens = c.per_iteration / tokens * 1e6;
+    return c;
+}
+
+std::string f(const char* spec, double v) {
+    std::array<char, 64> b{};
+    std::snprintf(b.data(), b.size(), spec, v);
+    return b.data();
+}
+
+void print_table(std::ostream& os, const CompareOptions& o, const std::vector<ProfileBest>& all) {
+    const JobSpec& job = all.front().in.job;
+    os << "# cleave compare: " << all.front().in.model.name << ", " << job.gpus
+       << " GPUs, global batch " << job.global_batch << ", seq " << job.seq_len << ", " << o.dtype
+       << "; best plan per profile (fastest iteration)\n";
+    os << "# profile               iter(s)      tok/s  MFU%  mem(GiB) usable headroom   $/iter  "
+          "$/1M tok\n";
+    for (const ProfileBest& pb : all) {
+        std::array<char, 160> b{};
+        if (pb.result.plans.empty()) {
+            std::snprintf(b.data(),
+                          b.size(),
+                          "%-22s  no feasible plan (%lld candidates)",
+                          pb.in.cluster.name.c_str(),
+                          static_cast<long long>(pb.result.candidates_evaluated));
+            os << b.data() << "\n";
+            const Rejection& mem = pb.result.rejection(RejectReason::memory);
+            if (mem.count > 0) {
+                os << "#   "
+                   << describe_rejection(
+                          pb.in.model, pb.in.job, SearchOptions{}, RejectReason::memory, mem)
+                   << "\n";
+            }
+            continue;
+        }
+        const RankedPlan& best = pb.result.plans.front();
+        const Estimate& e = best.estimate;
+        const Cost c = cost_of(pb.in, e);
+        const double usable = to_gib(e.memory_usable);
+        std::snprintf(b.data(),
+                      b.size(),
+                      "%-22s %8.3f %10.0f %5.1f %9.1f %6.1f %8.1f %8s %9s",
+                      pb.in.cluster.name.c_str(),
+                      e.iteration_time.value(),
+                      e.tokens_per_s,
+                      100.0 * e.mfu,
+                      to_gib(e.memory.total),
+                      usable,
+                      usable - to_gib(e.memory.total),
+                      c.per_iteration < 0 ? "-" : f("%.3f", c.per_iteration).c_str(),
+                      c.per_million_tokens < 0 ? "-" : f("%.3f", c.per_million_tokens).c_str());
+        os << b.data() << "\n";
+        os << "#   " << to_flags(best.plan) << "\n";
+    }
+}
+
+nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
+    auto rows = nlohmann::json::array();
+    for (const ProfileBest& pb : all) {
+        nlohmann::json row = {{"cluster", pb.in.cluster.name},
+                              {"display_name", pb.in.cluster.display_name},
+                              {"candidates_evaluated", pb.result.candidates_evaluated},
+                              {"feasible", pb.result.feasible},
+                              {"price_per_gpu_hour_usd", pb.in.cluster.price_per_gpu_hour_usd}};
+        if (pb.result.plans.empty()) {
+            row["best"] = nullptr;
+        } else {
+            const RankedPlan& best = pb.result.plans.front();
+            const Cost c = cost_of(pb.in, best.estimate);
+            row["best"] = estimate_to_json(pb.in, best.plan, best.estimate);
+            row["memory_headroom_gib"] =
+                to_gib(best.estimate.memory_usable) - to_gib(best.estimate.memory.total);
+            row["cost_per_iteration_usd"] =
+                c.per_iteration < 0 ? nlohmann::json(nullptr) : nlohmann::json(c.per_iteration);
+            row["cost_per_million_tokens_usd"] = c.per_million_tokens < 0
+                                                     ? nlohmann::json(nullptr)
+                                                     : nlohmann::json(c.per_million_tokens);
+        }
+        rows.push_back(std::move(row));
+    }
+    const JobSpec& job = all.front().in.job;
+    return {{"model", all.front().in.model.name},
+            {"gpus", job.gpus},
+            {"global_batch", job.global_batch},
+            {"seq_len", job.seq_len},
+            {"profiles", rows}};
+}
+
+void run_compare(const CompareOptions& o, CliContext& ctx) {
+    std::vector<ProfileBest> all;
+    SearchOptions so;
+    so.top_k = 1;
+    for (const std::string& c : o.clusters) {
+        JobFlags jf;
+        jf.model = o.model;
+        jf.cluster = c;
+        jf.gpus = o.gpus;
+        jf.gbs = o.gbs;
+        jf.seq = o.seq;
+        jf.dtype = o.dtype;
+        jf.grad_dtype = o.grad_dtype;
+        jf.job_file = o.job_file;
+        ProfileBest pb{load_inputs(jf), {}};
+        pb.result = search(pb.in.model, pb.in.cluster, pb.in.job, so);
+        all.push_back(std::move(pb));
+    }
+    if (o.format == "json") {
+        ctx.out << compare_json(all).dump(2) << "\n";
+    } else {
+        print_table(ctx.out, o, all);
+    }
+    bool any = false;
+    for (const ProfileBest& pb : all) {
+        any = any || !pb.result.plans.empty();
+    }
+    if (!any) {
+        ctx.err << "cleave compare: no profile has a feasible plan\n";
         ctx.exit_code = 1;
-    });
+    }
+}
+
+}  // namespace
+
+void setup_compare(CLI::App& app, CliContext& ctx) {
+    auto o = std::make_shared<CompareOptions>();
+    auto* sub = app.add_subcommand("compare", "Best plan for one job on several hardware profiles");
+    sub->add_option("MODEL", o->model, "Model: cleave TOML or Hugging Face config.json")
+        ->required()
+        ->check(CLI::ExistingFile);
+    sub->add_option("--clusters", o->clusters, "Hardware profiles: shipped names or TOML paths")
+        ->required()
+        ->expected(1, -1);
+    sub->add_option("--gpus", o->gpus, "Number of GPUs")->required()->check(CLI::PositiveNumber);
+    sub->add_option("--gbs", o->gbs, "Global batch size in sequences")->check(CLI::PositiveNumber);
+    sub->add_option("--seq", o->seq, "Sequence length (default: the model's)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--dtype", o->dtype, "Compute and weight dtype")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp32"}))
+        ->capture_default_str();
+    sub->add_option("--grad-dtype", o->grad_dtype, "Gradient buffer dtype (default fp32)")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
+    sub->add_option("--job", o->job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
+    sub->add_option("--format", o->format, "Output: table or json")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+    sub->callback([o, &ctx] { run_compare(*o, ctx); });
 }
 
 }  // namespace cleave::cli

@@ -1,17 +1,517 @@
-// TODO(#issue): placeholder until this subcommand lands; its owner replaces this file.
+// cleave plan: search every plan for a job and print the best (DESIGN §3, docs/planner.md).
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/report.hpp"
+#include "core/errors.hpp"
+#include "planner/search.hpp"
 
+#include <chrono>
+#include <cstdio>
 #include <ostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace cleave::cli {
 
-void setup_plan(CLI::App& app, CliContext& ctx) {
-    auto* sub = app.add_subcommand("plan", "(not available yet)");
-    sub->allow_extras();
-    sub->callback([&ctx] {
-        ctx.err << "cleave plan: not implemented yet\n";
+namespace {
+
+struct PlanOptions {
+    JobFlags job;
+    int64_t top = 10;
+    std::string objective = "time";
+    double target_tokens_per_s = 0.0;
+    std::string format = "table";
+    bool no_tp_cross_node = false;
+    int64_t max_tp = 0;
+    int64_t max_pp = 0;
+    int64_t max_cp = 0;
+    int64_t max_ep = 0;
+    bool heuristics = false;
+};
+
+std::string f(const char* spec, double v) {
+    std::array<char, 64> b{};
+    std::snprintf(b.data(), b.size(), spec, v);
+    return b.data();
+}
+
+const char* risk_code(RiskKind k) {
+    switch (k) {
+    case RiskKind::oom:
+        return "oom";
+    case RiskKind::nccl_timeout:
+        return "nccl";
+    case RiskKind::slow_network:
+        return "slownet";
+    case RiskKind::tp_cross_node:
+        return "tpnode";
+    case RiskKind::tp_over_pcie:
+        return "tppcie";
+    case RiskKind::few_microbatches:
+        return "fewmb";
+    case RiskKind::large_bubble:
+        return "bubble";
+    case RiskKind::shared_communicator:
+        return "sharedcomm";
+    case RiskKind::count:
+        break;
+    }
+    return "?";
+}
+
+std::string risk_codes(const Estimate& e, char sep) {
+    std::string s;
+    for (unsigned k = 0; k < static_cast<unsigned>(RiskKind::count); ++k) {
+        if (e.has(static_cast<RiskKind>(k))) {
+            s += (s.empty() ? "" : std::string(1, sep)) + risk_code(static_cast<RiskKind>(k));
+        }
+    }
+    return s.empty() ? "-" : s;
+}
+
+const char* short_schedule(Schedule s) {
+    return s == Schedule::interleaved ? "inter" : to_string(s);
+}
+
+const char* short_recompute(Recompute r) {
+    return r == Recompute::selective ? "sel" : to_string(r);
+}
+
+const char* objective_words(Objective o) {
+    switch (o) {
+    case Objective::time:
+        return "fastest iteration";
+    case Objective::memory:
+        return "least memory per GPU";
+    case Objective::gpus:
+        return "fewest GPUs reaching the target tokens/s";
+    }
+    return "?";
+}
+
+SearchOptions search_options(const PlanOptions& o) {
+    SearchOptions s;
+    s.objective = o.objective == "memory" ? Objective::memory
+                  : o.objective == "gpus" ? Objective::gpus
+                                          : Objective::time;
+    s.top_k = o.top;
+    s.allow_tp_cross_node = !o.no_tp_cross_node;
+    s.max_tp = o.max_tp;
+    s.max_pp = o.max_pp;
+    s.max_cp = o.max_cp;
+    s.max_ep = o.max_ep;
+    s.target_tokens_per_s = o.target_tokens_per_s;
+    s.heuristics = o.heuristics;
+    return s;
+}
+
+/// The job with the GPU count of a plan (objective gpus searches smaller jobs).
+Inputs inputs_for(const Inputs& in, const Plan& p) {
+    Inputs out = in;
+    out.job.gpus = plan_gpus(p);
+    return out;
+}
+
+void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
+    os << "# cleave plan: " << in.model.name << " on " << in.cluster.name << ", " << in.job.gpus
+       << " GPUs, global batch " << in.job.global_batch << ", seq " << in.job.seq_len << ", "
+       << to_string(in.job.compute) << "\n";
+    os << "# objective: " << objective_words(so.objective);
+    if (so.objective == Objective::gpus) {
+        os << " (" << f("%.0f", so.target_tokens_per_s) << " tokens/s)";
+    }
+    os << "; TP across nodes " << (so.allow_tp_cross_node ? "allowed" : "disallowed")
+       << (so.heuristics ? "; heuristics on" : "") << "\n";
+}
+
+void print_rows(std::ostream& os, const SearchResult& r) {
+    os << "#  #    dp tp  pp cp ep  v mbs sched rc   sp z  iter(s)     tok/s  MFU%  mem(GiB) bub% "
+          "risks\n";
+    int rank = 0;
+    for (const RankedPlan& rp : r.plans) {
+        const Plan& p = rp.plan;
+        const Estimate& e = rp.estimate;
+        std::array<char, 160> b{};
+        std::snprintf(b.data(),
+                      b.size(),
+                      "%4d %5lld %2lld %3lld %2lld %2lld %2lld %3lld %-5s %-4s %2d %1d %8.3f %9.0f "
+                      "%5.1f %9.1f %4.1f ",
+                      ++rank,
+                      static_cast<long long>(p.dp),
+                      static_cast<long long>(p.tp),
+                      static_cast<long long>(p.pp),
+                      static_cast<long long>(p.cp),
+                      static_cast<long long>(p.ep),
+                      static_cast<long long>(p.vpp),
+                      static_cast<long long>(p.mbs),
+                      short_schedule(p.schedule),
+                      short_recompute(p.recompute),
+                      p.sp ? 1 : 0,
+                      p.zero,
+                      e.iteration_time.value(),
+                      e.tokens_per_s,
+                      100.0 * e.mfu,
+                      to_gib(e.memory.total),
+                      100.0 * e.bubble_ratio);
+        os << b.data() << risk_codes(e, ',') << "\n";
+    }
+}
+
+void print_why_not(std::ostream& os,
+                   const Inputs& in,
+                   const SearchOptions& so,
+                   const SearchResult& r) {
+    os << "# why not: " << r.rejected_total() << " rejected";
+    if (r.rejected_total() == 0) {
+        os << "\n";
+        return;
+    }
+    os << " (reason, count, best rejected)\n";
+    for (std::size_t i = 0; i < reject_reason_count; ++i) {
+        const auto why = static_cast<RejectReason>(i);
+        const Rejection& rj = r.rejected[i];
+        if (rj.count == 0) {
+            continue;
+        }
+        const std::string d = describe_rejection(in.model, in.job, so, why, rj);
+        const std::size_t cut = d.find("): ");
+        const std::size_t split = cut != std::string::npos ? cut + 1 : d.find(": ");
+        std::array<char, 64> b{};
+        std::snprintf(b.data(),
+                      b.size(),
+                      "#   %-14s %9lld  ",
+                      to_string(why),
+                      static_cast<long long>(rj.count));
+        os << b.data() << d.substr(0, split) << "\n";
+        if (split != std::string::npos) {
+            os << "#       " << d.substr(split + 2) << "\n";
+        }
+    }
+}
+
+void print_top_risks(std::ostream& os, const Inputs& in, const SearchResult& r) {
+    if (r.plans.empty()) {
+        return;
+    }
+    const RankedPlan& best = r.plans.front();
+    const Inputs bi = inputs_for(in, best.plan);
+    const auto risks = describe_risks(bi.model, bi.cluster, bi.job, best.plan, best.estimate);
+    os << "# plan 1: cleave explain " << to_flags(best.plan) << "\n";
+    for (const Risk& k : risks) {
+        os << "# risk " << to_string(k.kind) << ": " << k.message << "\n";
+        if (!k.fix.empty()) {
+            os << "#   fix: " << k.fix << "\n";
+        }
+    }
+}
+
+void print_table(std::ostream& os,
+                 const Inputs& in,
+                 const SearchOptions& so,
+                 const SearchResult& r,
+                 double elapsed_s) {
+    print_header(os, in, so);
+    os << "# searched " << r.candidates_evaluated << " candidates: " << r.feasible
+       << " feasible, top " << r.plans.size() << " below\n";
+    os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
+          "bubble(>30%) sharedcomm\n";
+    print_rows(os, r);
+    print_top_risks(os, in, r);
+    print_why_not(os, in, so, r);
+    os << "# elapsed: " << f("%.3f", elapsed_s) << " s\n";
+}
+
+nlohmann::json
+rejection_json(const Inputs& in, const SearchOptions& so, RejectReason why, const Rejection& rj) {
+    nlohmann::json j = {{"count", rj.count},
+                        {"message", describe_rejection(in.model, in.job, so, why, rj)}};
+    JobSpec job = in.job;
+    job.gpus = rj.gpus;
+    j["plan"] = plan_to_json(rj.example, job);
+    if (rj.priced) {
+        const double need = to_gib(rj.estimate.memory.total);
+        const double has = to_gib(rj.estimate.memory_usable);
+        j["needs_gib"] = need;
+        j["has_gib"] = has;
+        j["tokens_per_s"] = rj.estimate.tokens_per_s;
+        j["iteration_time_s"] = rj.estimate.iteration_time.value();
+        if (why == RejectReason::memory) {
+            j["miss_gib"] = need - has;
+        }
+        if (why == RejectReason::target) {
+            j["miss_tokens_per_s"] = so.target_tokens_per_s - rj.estimate.tokens_per_s;
+        }
+    }
+    return j;
+}
+
+nlohmann::json plan_result_json(const Inputs& in,
+                                const SearchOptions& so,
+                                const SearchResult& r,
+                                double elapsed_s) {
+    nlohmann::json rejected = nlohmann::json::object();
+    nlohmann::json best = nlohmann::json::object();
+    for (std::size_t i = 0; i < reject_reason_count; ++i) {
+        const auto why = static_cast<RejectReason>(i);
+        rejected[to_string(why)] = r.rejected[i].count;
+        if (r.rejected[i].count > 0 && r.rejected[i].has_example) {
+            best[to_string(why)] = rejection_json(in, so, why, r.rejected[i]);
+        }
+    }
+    auto plans = nlohmann::json::array();
+    int64_t rank = 0;
+    for (const RankedPlan& rp : r.plans) {
+        nlohmann::json pj = estimate_to_json(inputs_for(in, rp.plan), rp.plan, rp.estimate);
+        pj["rank"] = ++rank;
+        plans.push_back(std::move(pj));
+    }
+    return {{"model", in.model.name},
+            {"cluster", in.cluster.name},
+            {"gpus", in.job.gpus},
+            {"global_batch", in.job.global_batch},
+            {"seq_len", in.job.seq_len},
+            {"dtype", to_string(in.job.compute)},
+            {"objective", to_string(so.objective)},
+            {"target_tokens_per_s", so.target_tokens_per_s},
+            {"gpu_counts_searched", r.gpu_counts_searched},
+            {"candidates_evaluated", r.candidates_evaluated},
+            {"feasible", r.feasible},
+            {"rejected", rejected},
+            {"rejected_best", best},
+            {"rejected_total", r.rejected_total()},
+            {"plans", plans},
+            {"elapsed_s", elapsed_s}};
+}
+
+void print_csv(std::ostream& os, const SearchResult& r) {
+    os << "rank,dp,tp,pp,cp,ep,vpp,mbs,schedule,recompute,sp,zero,iteration_time_s,tokens_per_s,"
+          "tflops_per_gpu,mfu,bubble_ratio,memory_gib,usable_memory_gib,risks\n";
+    int rank = 0;
+    for (const RankedPlan& rp : r.plans) {
+        const Plan& p = rp.plan;
+        const Estimate& e = rp.estimate;
+        os << ++rank << "," << p.dp << "," << p.tp << "," << p.pp << "," << p.cp << "," << p.ep
+           << "," << p.vpp << "," << p.mbs << "," << to_string(p.schedule) << ","
+           << to_string(p.recompute) << "," << (p.sp ? 1 : 0) << "," << p.zero << ","
+           << f("%.9g", e.iteration_time.value()) << "," << f("%.9g", e.tokens_per_s) << ","
+           << f("%.9g", e.tflops_per_gpu) << "," << f("%.9g", e.mfu) << ","
+           << f("%.9g", e.bubble_ratio) << "," << f("%.9g", to_gib(e.memory.total)) << ","
+           << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "\n";
+    }
+}
+
+using Args = std::vector<std::string>;
+
+void arg(Args& os, const std::string& flag, const std::string& value = "") {
+    os.push_back(value.empty() ? flag : flag + " " + value);
+}
+
+void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
+    arg(os, "--num-layers", std::to_string(m.layers));
+    arg(os, "--hidden-size", std::to_string(m.hidden));
+    arg(os, "--num-attention-heads", std::to_string(m.heads));
+    if (m.kv_heads != m.heads) {
+        arg(os, "--group-query-attention");
+        arg(os, "--num-query-groups", std::to_string(m.kv_heads));
+    }
+    arg(os, "--ffn-hidden-size", std::to_string(m.ffn_hidden));
+    arg(os, "--seq-length", std::to_string(job.seq_len));
+    arg(os, "--max-position-embeddings", std::to_string(std::max(job.seq_len, m.seq_len)));
+    if (m.mlp == MlpKind::swiglu) {
+        arg(os, "--swiglu");
+    }
+    if (m.norm == NormKind::rmsnorm) {
+        arg(os, "--normalization", "RMSNorm");
+    }
+    if (m.positions == PositionKind::rope) {
+        arg(os, "--position-embedding-type", "rope");
+    }
+    if (!m.tied_embeddings) {
+        arg(os, "--untie-embeddings-and-output-weights");
+    }
+    if (!m.linear_bias) {
+        arg(os, "--disable-bias-linear");
+    }
+    if (m.moe.enabled()) {
+        arg(os, "--num-experts", std::to_string(m.moe.experts));
+        arg(os, "--moe-router-topk", std::to_string(m.moe.top_k));
+        arg(os, "--moe-ffn-hidden-size", std::to_string(m.moe.expert_ffn_hidden));
+        if (m.moe.layer_freq != 1) {
+            arg(os, "--moe-layer-freq", std::to_string(m.moe.layer_freq));
+        }
+    }
+}
+
+void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    arg(os, "--tensor-model-parallel-size", std::to_string(p.tp));
+    arg(os, "--pipeline-model-parallel-size", std::to_string(p.pp));
+    arg(os, "--context-parallel-size", std::to_string(p.cp));
+    if (m.moe.enabled()) {
+        arg(os, "--expert-model-parallel-size", std::to_string(p.ep));
+    }
+    if (p.schedule == Schedule::interleaved) {
+        arg(os,
+            "--num-layers-per-virtual-pipeline-stage",
+            std::to_string(m.layers / (p.pp * p.vpp)));
+    }
+    arg(os, "--micro-batch-size", std::to_string(p.mbs));
+    arg(os, "--global-batch-size", std::to_string(job.global_batch));
+    if (p.sp) {
+        arg(os, "--sequence-parallel");
+    }
+    if (p.recompute == Recompute::selective) {
+        arg(os, "--recompute-granularity", "selective");
+    } else if (p.recompute == Recompute::full) {
+        arg(os, "--recompute-granularity", "full");
+        arg(os, "--recompute-method", "uniform");
+        arg(os, "--recompute-num-layers", "1");
+    }
+    if (p.zero >= 1) {
+        arg(os, "--use-distributed-optimizer");
+    }
+    if (p.zero >= 2) {
+        arg(os, "--use-megatron-fsdp");
+        arg(os,
+            "--data-parallel-sharding-strategy",
+            p.zero == 2 ? "optim_grads" : "optim_grads_params");
+        arg(os, "--no-gradient-accumulation-fusion");
+    }
+}
+
+void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) {
+    const Plan& p = best.plan;
+    const JobSpec& job = in.job;
+    os << "# Megatron-LM arguments (megatron/training/arguments.py) for " << to_string(p) << "\n";
+    os << "# predicted " << f("%.3f", best.estimate.iteration_time.value()) << " s per iteration, "
+       << f("%.0f", best.estimate.tokens_per_s) << " tokens/s; world size " << plan_gpus(p)
+       << " = tp " << p.tp << " x pp " << p.pp << " x cp " << p.cp << " x dp " << p.dp << "\n";
+    os << "# vocabulary " << in.model.vocab
+       << " comes from the tokenizer (--vocab-size with --tokenizer-type NullTokenizer)\n";
+    if (p.schedule == Schedule::gpipe) {
+        os << "# Megatron-LM has no GPipe schedule; its default 1F1B has the same bubble\n";
+    }
+    if (p.zero >= 2) {
+        os << "# ZeRO-" << p.zero
+           << " is Megatron-FSDP; older releases spell it --use-custom-fsdp\n";
+    }
+    Args args;
+    megatron_model_args(args, in.model, job);
+    megatron_plan_args(args, in.model, job, p);
+    if (job.compute == Dtype::fp16) {
+        arg(args, "--fp16");
+    } else if (job.compute != Dtype::fp32) {
+        arg(args, "--bf16");  // fp32 is Megatron's default and has no flag
+    }
+    if (job.compute == Dtype::fp8) {
+        arg(args, "--fp8-format", "hybrid");
+    }
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        os << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
+    }
+}
+
+void print_deepspeed(std::ostream& os,
+                     std::ostream& err,
+                     const Inputs& in,
+                     const RankedPlan& best) {
+    const Plan& p = best.plan;
+    nlohmann::json ds = {
+        {"train_batch_size", in.job.global_batch},
+        {"train_micro_batch_size_per_gpu", p.mbs},
+        {"gradient_accumulation_steps", num_microbatches(p, in.job)},
+        {"zero_optimization", {{"stage", p.zero}}},
+        {"pipeline",
+         {{"stages", p.pp},
+          {"partition", "parameters"},
+          {"activation_checkpoint_interval", p.recompute == Recompute::full ? 1 : 0}}},
+    };
+    if (in.job.compute == Dtype::fp16) {
+        ds["fp16"] = {{"enabled", true}, {"loss_scale", 0}};
+    } else if (in.job.compute != Dtype::fp32) {
+        ds["bf16"] = {{"enabled", true}};
+    }
+    if (p.recompute != Recompute::none) {
+        ds["activation_checkpointing"] = {{"partition_activations", p.tp > 1},
+                                          {"contiguous_memory_optimization", false},
+                                          {"cpu_checkpointing", false}};
+    }
+    os << ds.dump(2) << "\n";
+    err << "cleave plan: note: plan " << to_string(p) << "; DeepSpeed takes pipeline stages from "
+        << "PipelineModule(num_stages=" << p.pp << ")";
+    if (p.tp > 1 || p.cp > 1 || p.sp) {
+        err << "; tp=" << p.tp << ", cp=" << p.cp << (p.sp ? ", sequence parallel" : "")
+            << " need Megatron-DeepSpeed's model-parallel arguments";
+    }
+    if (p.schedule == Schedule::interleaved) {
+        err << "; DeepSpeed has no interleaved schedule (vpp=" << p.vpp << ")";
+    }
+    err << "\n";
+}
+
+void run_plan(const PlanOptions& o, CliContext& ctx) {
+    const Inputs in = load_inputs(o.job);
+    const SearchOptions so = search_options(o);
+    const auto t0 = std::chrono::steady_clock::now();
+    const SearchResult r = search(in.model, in.cluster, in.job, so);
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (o.format == "json") {
+        ctx.out << plan_result_json(in, so, r, elapsed_s).dump(2) << "\n";
+    } else if (o.format == "csv") {
+        print_csv(ctx.out, r);
+    } else if (o.format == "table" || r.plans.empty()) {
+        print_table(o.format == "table" ? ctx.out : ctx.err, in, so, r, elapsed_s);
+    } else if (o.format == "megatron") {
+        print_megatron(ctx.out, inputs_for(in, r.plans.front().plan), r.plans.front());
+    } else {
+        print_deepspeed(ctx.out, ctx.err, inputs_for(in, r.plans.front().plan), r.plans.front());
+    }
+    if (r.plans.empty()) {
+        if (o.format == "csv" || o.format == "json") {
+            print_why_not(ctx.err, in, so, r);
+        }
+        ctx.err << "cleave plan: no feasible plan among " << r.candidates_evaluated
+                << " candidates\n";
         ctx.exit_code = 1;
-    });
+    }
+}
+
+}  // namespace
+
+void setup_plan(CLI::App& app, CliContext& ctx) {
+    auto opts = std::make_shared<PlanOptions>();
+    auto* sub = app.add_subcommand("plan", "Search every DP/TP/PP/CP/EP plan and rank the best");
+    add_job_flags(*sub, opts->job);
+    sub->add_option("--top", opts->top, "How many plans to list")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--objective", opts->objective, "Rank by: time, memory or gpus")
+        ->check(CLI::IsMember({"time", "memory", "gpus"}))
+        ->capture_default_str();
+    sub->add_option("--target-tokens-per-s",
+                    opts->target_tokens_per_s,
+                    "Objective gpus: tokens/s to reach (--gpus is the most GPUs to try)")
+        ->check(CLI::NonNegativeNumber);
+    sub->add_option("--format", opts->format, "Output: table, json, csv, megatron or deepspeed")
+        ->check(CLI::IsMember({"table", "json", "csv", "megatron", "deepspeed"}))
+        ->capture_default_str();
+    sub->add_flag("--no-tp-cross-node",
+                  opts->no_tp_cross_node,
+                  "Reject TP groups that leave a node (default: price them, flagged)");
+    sub->add_option("--max-tp", opts->max_tp, "Largest TP size to try (0 = any)")
+        ->capture_default_str();
+    sub->add_option("--max-pp", opts->max_pp, "Largest PP size to try (0 = any)")
+        ->capture_default_str();
+    sub->add_option("--max-cp", opts->max_cp, "Largest CP size to try (0 = any)")
+        ->capture_default_str();
+    sub->add_option("--max-ep", opts->max_ep, "Largest EP size to try (0 = any)")
+        ->capture_default_str();
+    sub->add_flag("--heuristics",
+                  opts->heuristics,
+                  "Also skip: TP across nodes, GPipe, CP below seq 8192 (may miss feasible plans)");
+    sub->callback([opts, &ctx] { run_plan(*opts, ctx); });
 }
 
 }  // namespace cleave::cli
