@@ -1,0 +1,294 @@
+#include "calibrate/microbench.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cleave::calibrate {
+
+namespace {
+
+using executor::Backend;
+using executor::Buffer;
+using executor::Group;
+using executor::ReduceOp;
+using executor::Trans;
+using executor::View;
+
+// Shared clocks: every rank agrees on repetition counts and reports the slowest rank's time.
+class Clock {
+public:
+    Clock(Backend& be, Group group)
+        : be_(be)
+        , group_(group)
+        , cell_(be, 1) {}
+
+    // Max of `v` over the group (also a barrier).
+    double max(double v) {
+        be_.fill(cell_, static_cast<float>(v));
+        be_.all_reduce(group_, cell_, ReduceOp::max);
+        std::array<float, 1> out{};
+        be_.download(out, cell_);
+        return static_cast<double>(out[0]);
+    }
+
+    void barrier() { (void)max(0.0); }
+
+    // Median over `trials` of the slowest rank's mean time of one call of f, with the repetition
+    // count chosen so that one trial lasts about target_s.
+    template <class F>
+    double time(int trials, double target_s, F&& f) {
+        barrier();
+        double t0 = be_.clock_s();
+        f();  // warm-up, and a first estimate
+        be_.synchronize();
+        const double once_s = max(be_.clock_s() - t0);
+        const auto reps = static_cast<int64_t>(
+            std::clamp(std::ceil(target_s / std::max(once_s, 1e-9)), 1.0, 100000.0));
+        std::vector<double> per_call;
+        for (int t = 0; t < trials; ++t) {
+            barrier();
+            t0 = be_.clock_s();
+            for (int64_t r = 0; r < reps; ++r) {
+                f();
+            }
+            be_.synchronize();
+            per_call.push_back(max((be_.clock_s() - t0) / static_cast<double>(reps)));
+        }
+        std::sort(per_call.begin(), per_call.end());
+        return per_call[per_call.size() / 2];
+    }
+
+private:
+    Backend& be_;
+    Group group_;
+    Buffer cell_;
+};
+
+void report(const BenchOptions& o, std::string_view what, int64_t done, int64_t total) {
+    if (o.progress) {
+        o.progress(what, done, total);
+    }
+}
+
+Group world_group(Backend& be) {
+    return be.create_group(0, be.world_rank(), "calibrate-world");
+}
+
+void fill_pattern(Backend& be, View v) {
+    std::vector<float> host(static_cast<size_t>(v.size));
+    for (size_t i = 0; i < host.size(); ++i) {
+        host[i] = static_cast<float>(static_cast<int64_t>(i % 17) - 8) / 16.0f;
+    }
+    be.upload(v, host);
+}
+
+}  // namespace
+
+std::vector<GemmSample> gemm_shapes(bool quick) {
+    // Squares 32..1024 and transformer MLP-like shapes (T x h) * (h x 4h) with T = 4h / 2,
+    // covering per-GEMM sizes from 65 kFLOP to 2 GFLOP (quick: to 134 MFLOP).
+    const std::vector<int64_t> squares =
+        quick ? std::vector<int64_t>{32, 64, 128, 256, 512}
+              : std::vector<int64_t>{32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+    const std::vector<int64_t> hidden =
+        quick ? std::vector<int64_t>{32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256, 512};
+    std::vector<GemmSample> out;
+    for (const int64_t s : squares) {
+        out.push_back({s, s, s, 0.0});
+    }
+    for (const int64_t h : hidden) {
+        out.push_back({2 * h, 4 * h, h, 0.0});
+        out.push_back({2 * h, h, 4 * h, 0.0});
+    }
+    std::sort(out.begin(), out.end(), [](const GemmSample& a, const GemmSample& b) {
+        return a.flop() < b.flop();
+    });
+    return out;
+}
+
+std::vector<GemmSample> bench_gemm(Backend& be, const BenchOptions& options) {
+    const Group world = world_group(be);
+    Clock clock(be, world);
+    std::vector<GemmSample> out = gemm_shapes(options.quick);
+    const double target_s = options.quick ? 0.01 : 0.08;
+    const int trials = options.quick ? 3 : 5;
+    for (size_t i = 0; i < out.size(); ++i) {
+        GemmSample& g = out[i];
+        report(options, "gemm", static_cast<int64_t>(i), static_cast<int64_t>(out.size()));
+        Buffer a(be, g.m * g.k);
+        Buffer b(be, g.k * g.n);
+        Buffer c(be, g.m * g.n);
+        fill_pattern(be, a);
+        fill_pattern(be, b);
+        // The three variants of a training step: forward NN, data gradient NT, weight gradient
+        // TN (the same FLOPs with transposed operands).
+        const auto three = [&] {
+            be.gemm(Trans::no, Trans::no, g.m, g.n, g.k, 1.0f, a, b, 0.0f, c);
+            be.gemm(Trans::no, Trans::yes, g.m, g.n, g.k, 1.0f, a, b, 0.0f, c);
+            be.gemm(Trans::yes, Trans::no, g.m, g.n, g.k, 1.0f, a, b, 0.0f, c);
+        };
+        g.t_s = clock.time(trials, target_s, three) / 3.0;
+    }
+    report(options, "gemm", static_cast<int64_t>(out.size()), static_cast<int64_t>(out.size()));
+    return out;
+}
+
+std::vector<StreamSample> bench_memory(Backend& be, const BenchOptions& options) {
+    const Group world = world_group(be);
+    Clock clock(be, world);
+    const int64_t elems = (options.quick ? 32 : 128) * 1024 * 1024 / 4;
+    Buffer x(be, elems);
+    Buffer y(be, elems);
+    fill_pattern(be, x);
+    fill_pattern(be, y);
+    const double target_s = options.quick ? 0.05 : 0.3;
+    const int trials = options.quick ? 3 : 5;
+    std::vector<StreamSample> out;
+    report(options, "memory", 0, 3);
+    out.push_back({"copy", 8.0, elems, clock.time(trials, target_s, [&] { be.copy(y, x); })});
+    report(options, "memory", 1, 3);
+    out.push_back(
+        {"axpy", 12.0, elems, clock.time(trials, target_s, [&] { be.axpy(1e-3f, x, y); })});
+    report(options, "memory", 2, 3);
+    out.push_back(
+        {"scale", 8.0, elems, clock.time(trials, target_s, [&] { be.scale(y, 0.999f); })});
+    report(options, "memory", 3, 3);
+    return out;
+}
+
+std::vector<int64_t> group_sizes(int64_t world) {
+    std::vector<int64_t> out;
+    for (int64_t n = 2; n <= world; n *= 2) {
+        out.push_back(n);
+    }
+    if (world >= 2 && out.back() != world) {
+        out.push_back(world);
+    }
+    return out;
+}
+
+namespace {
+
+std::vector<double> message_sizes(bool quick) {
+    std::vector<double> out;
+    const double top = quick ? 4.0 * 1024 * 1024 : 16.0 * 1024 * 1024;
+    for (double s = 4096.0; s <= top; s *= 4.0) {
+        out.push_back(s);
+    }
+    return out;
+}
+
+// Groups of n consecutive ranks: rank r joins group r / n; ranks beyond the last full group get
+// a group of their own, idle, and still take part in the clock's barriers.
+struct BenchGroup {
+    Group g;
+    bool active = false;
+};
+
+BenchGroup make_bench_group(Backend& be, int64_t n) {
+    const int64_t rank = be.world_rank();
+    const int64_t full = be.world_size() / n * n;
+    const bool active = rank < full;
+    return {be.create_group(static_cast<int>(active ? rank / n : full + rank),
+                            static_cast<int>(rank % n),
+                            "bench" + std::to_string(n)),
+            active};
+}
+
+double time_collective(Backend& be,
+                       Clock& clock,
+                       Collective op,
+                       const BenchGroup& bg,
+                       int64_t n,
+                       double size_B,
+                       const BenchOptions& options) {
+    const Group g = bg.g;
+    const bool active = bg.active;
+    const auto count = static_cast<int64_t>(size_B / 4.0);
+    const int64_t shard = count / n;
+    Buffer big(be, count);
+    Buffer small(be, std::max<int64_t>(shard, 1));
+    const int me = be.group_rank(g);
+    const int peer = me ^ 1;
+    const auto one = [&] {
+        if (!active) {
+            return;
+        }
+        switch (op) {
+        case Collective::all_reduce:
+            be.all_reduce(g, big, ReduceOp::sum);
+            break;
+        case Collective::all_gather:
+            be.all_gather(g, small.view().slice(0, shard), big.view().slice(0, shard * n));
+            break;
+        case Collective::reduce_scatter:
+            be.reduce_scatter(g, big.view().slice(0, shard * n), small.view().slice(0, shard));
+            break;
+        default:  // send_recv: a ping-pong, two one-way transfers
+            if (peer < be.group_size(g)) {
+                if (me % 2 == 0) {
+                    be.send(g, big, peer, 1);
+                    be.recv(g, big, peer, 2);
+                } else {
+                    be.recv(g, big, peer, 1);
+                    be.send(g, big, peer, 2);
+                }
+                be.synchronize();
+            }
+            break;
+        }
+    };
+    const double target_s = options.quick ? 0.01 : 0.05;
+    const double t = clock.time(options.quick ? 3 : 5, target_s, one);
+    return op == Collective::send_recv ? t / 2.0 : t;
+}
+
+}  // namespace
+
+std::vector<CollectiveSample> bench_collectives(Backend& be, const BenchOptions& options) {
+    std::vector<CollectiveSample> out;
+    if (be.world_size() < 2) {
+        return out;
+    }
+    const Group world = world_group(be);
+    Clock clock(be, world);
+    const std::vector<double> sizes = message_sizes(options.quick);
+    std::vector<CollectiveSample> plan;
+    for (const Collective op :
+         {Collective::all_reduce, Collective::all_gather, Collective::reduce_scatter}) {
+        for (const int64_t n : group_sizes(be.world_size())) {
+            for (const double s : sizes) {
+                plan.push_back({op, n, s, 0.0});
+            }
+        }
+    }
+    for (const double s : sizes) {
+        plan.push_back({Collective::send_recv, 2, s, 0.0});
+    }
+    std::vector<std::pair<int64_t, BenchGroup>> groups;
+    for (const int64_t n : group_sizes(be.world_size())) {
+        groups.emplace_back(n, make_bench_group(be, n));
+    }
+    const auto group_of = [&](int64_t n) {
+        return std::find_if(
+                   groups.begin(), groups.end(), [n](const auto& e) { return e.first == n; })
+            ->second;
+    };
+    for (size_t i = 0; i < plan.size(); ++i) {
+        report(options, "collectives", static_cast<int64_t>(i), static_cast<int64_t>(plan.size()));
+        CollectiveSample c = plan[i];
+        c.t_s = time_collective(be, clock, c.op, group_of(c.ranks), c.ranks, c.size_B, options);
+        out.push_back(c);
+    }
+    report(options,
+           "collectives",
+           static_cast<int64_t>(plan.size()),
+           static_cast<int64_t>(plan.size()));
+    return out;
+}
+
+}  // namespace cleave::calibrate

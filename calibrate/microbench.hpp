@@ -1,0 +1,90 @@
+#pragma once
+// Microbenchmarks of one machine through the executor's Backend (STYLE S5): GEMM throughput over
+// transformer-like shapes, streaming memory bandwidth, and the collectives the executor uses over
+// every group size. Every function is collective over the backend's world (all ranks call it, in
+// the same order) so that ranks contend for the machine exactly as they do in `cleave run`; each
+// time reported is the slowest rank's.
+
+#include "costmodel/collectives.hpp"
+#include "executor/backend.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cleave::calibrate {
+
+/// Progress: (what, done, total). Called on every rank; the caller decides who prints.
+using ProgressFn = std::function<void(std::string_view what, int64_t done, int64_t total)>;
+
+struct BenchOptions {
+    bool quick = false;  // a few sizes and short timings: seconds in all (tests)
+    ProgressFn progress;
+};
+
+/// One GEMM shape, op(A)[m x k] * op(B)[k x n], timed as the mean of its three variants: NN
+/// (forward), NT (data gradient) and TN (weight gradient), the mix a training step runs.
+struct GemmSample {
+    int64_t m = 0;
+    int64_t n = 0;
+    int64_t k = 0;
+    double t_s = 0.0;  // one GEMM, slowest rank, median over trials
+
+    [[nodiscard]] double flop() const {
+        return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    }
+
+    [[nodiscard]] double flop_per_s() const { return t_s > 0.0 ? flop() / t_s : 0.0; }
+
+    bool operator==(const GemmSample&) const = default;
+};
+
+/// A streaming kernel over buffers far larger than the caches, all ranks at once.
+struct StreamSample {
+    std::string kernel;         // "copy" (8 B/element), "axpy" (12 B/element), "scale" (8 B)
+    double bytes_per_elem = 0;  // bytes moved per element
+    int64_t elems = 0;
+    double t_s = 0.0;  // one pass, slowest rank, median over trials
+
+    [[nodiscard]] double bytes_per_s() const {
+        return t_s > 0.0 ? bytes_per_elem * static_cast<double>(elems) / t_s : 0.0;
+    }
+
+    bool operator==(const StreamSample&) const = default;
+};
+
+/// One collective at one nccl-tests size S (all-reduce / send-recv: the per-rank buffer;
+/// all-gather / reduce-scatter: the whole gathered array) on groups of `ranks` consecutive world
+/// ranks (every group runs at once).
+struct CollectiveSample {
+    Collective op = Collective::all_reduce;
+    int64_t ranks = 0;
+    double size_B = 0.0;
+    double t_s = 0.0;  // one call, slowest rank, median over trials
+
+    bool operator==(const CollectiveSample&) const = default;
+};
+
+/// GEMM shapes of the sweep: squares and transformer-like (tokens x hidden) x (hidden x 4 hidden)
+/// shapes from tiny to large. quick: the smaller half.
+[[nodiscard]] std::vector<GemmSample> gemm_shapes(bool quick);
+
+/// Times every shape of gemm_shapes(options.quick).
+[[nodiscard]] std::vector<GemmSample> bench_gemm(executor::Backend& be,
+                                                 const BenchOptions& options);
+
+/// Times copy, axpy and scale over buffers of 32 MiB (quick) or 128 MiB per rank.
+[[nodiscard]] std::vector<StreamSample> bench_memory(executor::Backend& be,
+                                                     const BenchOptions& options);
+
+/// Group sizes measured on `world` ranks: the powers of two from 2 up to world, and world.
+[[nodiscard]] std::vector<int64_t> group_sizes(int64_t world);
+
+/// Times all-reduce, all-gather, reduce-scatter (every group size) and send/recv (pairs, as a
+/// ping-pong) from 4 KiB to 16 MiB (quick: to 4 MiB). Empty on one rank.
+[[nodiscard]] std::vector<CollectiveSample> bench_collectives(executor::Backend& be,
+                                                              const BenchOptions& options);
+
+}  // namespace cleave::calibrate

@@ -1,0 +1,222 @@
+#include "calibrate/profile.hpp"
+
+#include "core/errors.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace cleave::calibrate {
+
+namespace {
+
+std::string num(double v, int digits = 6) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    std::string s = buf;
+    // TOML needs a float to look like one ("1e-05" is fine, "3" is an integer but also accepted).
+    return s;
+}
+
+std::string list(const std::vector<double>& v, int digits = 6) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) {
+        out += (i ? ", " : "") + num(v[i], digits);
+    }
+    return out + "]";
+}
+
+std::string quoted(const std::string& s) {
+    std::string out = "\"";
+    for (const char ch : s) {
+        if (ch == '"' || ch == '\\') {
+            out += '\\';
+        }
+        out += ch;
+    }
+    return out + "\"";
+}
+
+}  // namespace
+
+std::vector<AlphaBetaSample> alpha_beta_samples(const std::vector<CollectiveSample>& samples) {
+    std::vector<AlphaBetaSample> out;
+    for (const auto& s : samples) {
+        out.push_back({static_cast<double>(ring_steps(s.op, s.ranks)),
+                       s.size_B * busbw_factor(s.op, s.ranks),
+                       s.t_s});
+    }
+    return out;
+}
+
+Summary summarize(const Calibration& c) {
+    if (c.gemm.empty() || c.memory.empty()) {
+        throw ConfigError("calibration holds no GEMM or memory samples");
+    }
+    Summary s;
+    double peak = 0.0;
+    for (const auto& g : c.gemm) {
+        peak = std::max(peak, g.flop_per_s());
+    }
+    s.peak = FlopsPerSecond{peak};
+    std::map<double, std::pair<double, int>> by_size;  // FLOPs -> (sum of efficiencies, count)
+    for (const auto& g : c.gemm) {
+        auto& e = by_size[g.flop()];
+        e.first += g.flop_per_s() / peak;
+        e.second += 1;
+    }
+    for (const auto& [f, e] : by_size) {
+        s.curve.push_back({flop(f), e.first / e.second});
+    }
+    double mem_peak = 0.0;
+    double axpy = 0.0;
+    for (const auto& m : c.memory) {
+        mem_peak = std::max(mem_peak, m.bytes_per_s());
+        if (m.kernel == "axpy") {
+            axpy = m.bytes_per_s();
+        }
+    }
+    s.memory_peak = BytesPerSecond{mem_peak};
+    s.memory_efficiency = axpy > 0.0 ? axpy / mem_peak : 1.0;
+    for (const Collective op : {Collective::all_reduce,
+                                Collective::all_gather,
+                                Collective::reduce_scatter,
+                                Collective::send_recv}) {
+        std::vector<CollectiveSample> mine;
+        std::copy_if(c.collectives.begin(),
+                     c.collectives.end(),
+                     std::back_inserter(mine),
+                     [op](const CollectiveSample& x) { return x.op == op; });
+        if (mine.size() >= 2) {
+            s.per_collective.push_back({op, fit_alpha_beta(alpha_beta_samples(mine))});
+        }
+    }
+    if (c.collectives.size() >= 2) {
+        s.link = fit_alpha_beta(alpha_beta_samples(c.collectives));
+        s.link_measured = true;
+    } else {
+        // One rank: nothing to measure. A copy between two ranks through shared memory reads
+        // and writes every byte once, so its bus bandwidth is about half the copy bandwidth.
+        s.link.alpha = us(1.0);
+        s.link.beta = s.memory_peak / 2.0;
+    }
+    return s;
+}
+
+ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string& name) {
+    ClusterSpec k;
+    k.name = name;
+    k.display_name = c.device + ", " + std::to_string(c.ranks_per_host) + " ranks per host (" +
+                     c.backend + " backend, cleave calibrate)";
+    GpuSpec& g = k.gpu;
+    g.name = c.device;
+    const double per_rank =
+        c.host_memory_B / static_cast<double>(std::max<int64_t>(c.ranks_per_host, 1));
+    g.memory = bytes(per_rank);
+    g.reserved_memory = Bytes{};
+    g.hbm_bw = s.memory_peak;
+    g.hbm_efficiency = s.memory_efficiency;
+    g.peak_fp32 = s.peak;
+    g.gemm_efficiency = s.curve;
+    NodeSpec& n = k.node;
+    n.gpus_per_node = std::max<int64_t>(c.ranks_per_host, 1);
+    n.intra_link = IntraLink::nvswitch;
+    n.intra_bw = s.link.beta;
+    n.intra_latency = s.link.alpha;
+    n.pcie_bw = s.memory_peak;
+    NetworkSpec& w = k.network;
+    w.kind = "none";
+    w.inter_bw = s.link.beta;
+    w.inter_latency = s.link.alpha;
+    return k;
+}
+
+namespace {
+
+void header(std::ostringstream& o,
+            const Calibration& c,
+            const Summary& s,
+            const ClusterSpec& k,
+            const Provenance& p) {
+    o << "# " << k.name << ": measured by cleave calibrate on " << p.date_utc << "\n"
+      << "#   command: " << p.command << "\n"
+      << "#   host " << c.host << ", " << c.ranks << " rank(s), " << c.ranks_per_host
+      << " per host, backend " << c.backend << " (" << c.device << ")"
+      << (c.quick ? ", --quick (short timings)" : "") << "\n#\n"
+      << "# A \"gpu\" is one rank: its GEMM peak is the best fp32 GEMM throughput of the sweep\n"
+      << "# (all ranks computing at once), the curve is relative to that peak, and \"HBM\" is\n"
+      << "# the memory bandwidth one rank gets while every rank streams. The intra-node link is\n"
+      << "# one alpha-beta fit t = alpha * steps + S * busbw_factor / beta over every timed\n"
+      << "# collective (docs/calibrate.md); busbw as nccl-tests doc/PERFORMANCE.md defines it.\n#\n"
+      << "# GEMM sweep (m x n x k, mean of NN / NT / TN; GFLOP/s per rank):\n";
+    for (const auto& g : c.gemm) {
+        o << "#   " << g.m << " x " << g.n << " x " << g.k << ": " << num(g.flop_per_s() / 1e9, 4)
+          << "\n";
+    }
+    o << "# Memory (GB/s per rank, all ranks at once):";
+    for (const auto& m : c.memory) {
+        o << " " << m.kernel << " " << num(m.bytes_per_s() / 1e9, 4);
+    }
+    o << "\n";
+    if (!s.per_collective.empty()) {
+        o << "# Collective fits (alpha per ring step, beta = bus bandwidth, rms relative error):\n";
+        for (const auto& f : s.per_collective) {
+            o << "#   " << to_string(f.op) << ": alpha " << num(to_us(f.fit.alpha), 4)
+              << " us, beta " << num(to_gbps(f.fit.beta), 4) << " GB/s, rms "
+              << num(100.0 * f.fit.rms_rel_error, 3) << "% over " << f.fit.samples << " samples\n";
+        }
+    }
+    o << "\n";
+}
+
+}  // namespace
+
+std::string
+profile_toml(const Calibration& c, const Summary& s, const ClusterSpec& k, const Provenance& p) {
+    std::ostringstream o;
+    const std::string by = "[M] cleave calibrate " + p.date_utc;
+    header(o, c, s, k, p);
+    o << "[cluster]\nname = " << quoted(k.name) << "\ndisplay_name = " << quoted(k.display_name)
+      << "\n\n[gpu]\nname = " << quoted(k.gpu.name) << "\n"
+      << "hbm_capacity_gib = " << num(to_gib(k.gpu.memory), 6) << "  # [M] host memory "
+      << num(c.host_memory_B / 1073741824.0, 6) << " GiB / " << c.ranks_per_host
+      << " ranks per host\n"
+      << "reserved_memory_gib = 0.0  # [E] the executor tracks its own allocations only\n"
+      << "hbm_bandwidth_gbps = " << num(to_gbps(k.gpu.hbm_bw)) << "  # " << by
+      << ": best streaming kernel per rank, all ranks at once\n"
+      << "hbm_efficiency = " << num(k.gpu.hbm_efficiency, 4) << "  # " << by
+      << ": axpy / best streaming kernel\n"
+      << "peak_tflops_fp32 = " << num(to_tflops(k.gpu.peak_fp32)) << "  # " << by
+      << ": best fp32 GEMM of the sweep (" << num(to_tflops(k.gpu.peak_fp32) * 1e3, 4)
+      << " GFLOP/s)\n\n[gpu.gemm_efficiency]\n# " << by
+      << ": one point per GEMM size of the sweep, throughput / peak_tflops_fp32\n";
+    std::vector<double> sizes;
+    std::vector<double> effs;
+    for (const auto& pt : k.gpu.gemm_efficiency) {
+        sizes.push_back(pt.size.value() / 1e9);
+        effs.push_back(pt.efficiency);
+    }
+    o << "size_gflop = " << list(sizes, 6) << "  # [M] 2 m n k / 1e9\n"
+      << "efficiency = " << list(effs, 4) << "  # " << by << "\n\n";
+    const std::string link_src =
+        s.link_measured
+            ? by + ": alpha-beta fit over " + std::to_string(s.link.samples) +
+                  " collective timings, rms error " + num(100.0 * s.link.rms_rel_error, 3) + "%"
+            : std::string("[E] one rank, nothing measured: half the copy bandwidth");
+    o << "[node]\ngpus_per_node = " << k.node.gpus_per_node << "  # [M] ranks on " << c.host
+      << "\nintra_link = \"nvswitch\"  # shared memory: every rank pair at full bandwidth\n"
+      << "intra_bandwidth_gbps = " << num(to_gbps(k.node.intra_bw)) << "  # " << link_src << "\n"
+      << "intra_latency_us = " << num(to_us(k.node.intra_latency)) << "  # " << link_src << "\n"
+      << "pcie_bandwidth_gbps = " << num(to_gbps(k.node.pcie_bw))
+      << "  # [E] host memory: the best streaming kernel\n\n"
+      << "[network]\nkind = " << quoted(k.network.kind)
+      << "  # one host: no rank pair crosses a network\n"
+      << "inter_bandwidth_gbps = " << num(to_gbps(k.network.inter_bw))
+      << "  # [E] not measured (one host): the intra-node fit\n"
+      << "inter_latency_us = " << num(to_us(k.network.inter_latency))
+      << "  # [E] not measured (one host): the intra-node fit\n";
+    return o.str();
+}
+
+}  // namespace cleave::calibrate

@@ -1,0 +1,142 @@
+#include "calibrate/validate.hpp"
+
+#include "calibrate/fit.hpp"
+#include "core/errors.hpp"
+#include "planner/search.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace cleave::calibrate {
+
+namespace {
+
+bool executable(const ModelSpec& model, const JobSpec& job, const Plan& p) {
+    try {
+        executor::check_executable(model, job, p, job.gpus);
+        return true;
+    } catch (const ConfigError&) {
+        return false;
+    }
+}
+
+auto shape(const Plan& p) {
+    return std::make_tuple(p.dp, p.tp, p.pp);
+}
+
+std::string shape_name(const Plan& p) {
+    return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" +
+           std::to_string(p.pp);
+}
+
+}  // namespace
+
+JobSpec as_executed(JobSpec job) {
+    job.compute = Dtype::fp32;
+    job.weights = Dtype::fp32;
+    job.grads = Dtype::fp32;
+    job.optimizer_states = Dtype::fp32;
+    job.master_weights = false;
+    return job;
+}
+
+std::vector<Candidate> choose_plans(const ModelSpec& model,
+                                    const ClusterSpec& cluster,
+                                    const JobSpec& job,
+                                    int64_t top_k) {
+    SearchOptions o;
+    o.top_k = 1;
+    const int64_t feasible = search(model, cluster, job, o).feasible;
+    if (feasible == 0) {
+        throw ConfigError("cleave validate: no plan of " + std::to_string(job.gpus) +
+                          " GPUs fits this model and job");
+    }
+    o.top_k = feasible;
+    std::vector<RankedPlan> all = search(model, cluster, job, o).plans;
+    std::erase_if(all, [&](const RankedPlan& r) { return !executable(model, job, r.plan); });
+    if (all.empty()) {
+        throw ConfigError("cleave validate: none of the " + std::to_string(feasible) +
+                          " feasible plans can be executed (see cleave run)");
+    }
+    std::vector<Candidate> out;
+    const auto listed = [&](const Plan& p) {
+        return std::any_of(out.begin(), out.end(), [&](const Candidate& c) { return c.plan == p; });
+    };
+    for (size_t i = 0; i < all.size() && static_cast<int64_t>(i) < top_k; ++i) {
+        out.push_back({all[i].plan, "top-" + std::to_string(i + 1), all[i].estimate});
+    }
+    for (const RankedPlan& r : all) {  // best first: the first of each new shape is its best
+        const bool have = std::any_of(out.begin(), out.end(), [&](const Candidate& c) {
+            return shape(c.plan) == shape(r.plan);
+        });
+        if (!have) {
+            out.push_back({r.plan, "best " + shape_name(r.plan), r.estimate});
+        }
+    }
+    if (!listed(all.back().plan)) {
+        out.push_back({all.back().plan, "poor", all.back().estimate});
+    }
+    return out;
+}
+
+executor::PhaseTimes predicted_phases(const Estimate& e) {
+    executor::PhaseTimes p;
+    p.compute_s = e.time.compute.value();
+    p.tp_comm_s = e.time.tp_comm.value();
+    p.pp_wait_s = (e.time.pp_comm + e.time.bubble).value();
+    p.dp_comm_s = e.time.dp_comm.value();
+    p.optimizer_s = e.time.optimizer.value();
+    return p;
+}
+
+ValidationReport summarize(std::vector<PlanResult> plans) {
+    ValidationReport r;
+    std::vector<double> predicted;
+    std::vector<double> measured;
+    for (auto& p : plans) {
+        p.error_pct = error_pct(p.predicted_s, p.measured_s);
+        predicted.push_back(p.predicted_s);
+        measured.push_back(p.measured_s);
+    }
+    r.mape_pct = mape_pct(predicted, measured);
+    r.rank_correlation = spearman(predicted, measured);
+    if (!plans.empty()) {
+        r.predicted_best = static_cast<size_t>(
+            std::min_element(predicted.begin(), predicted.end()) - predicted.begin());
+        r.measured_best = static_cast<size_t>(std::min_element(measured.begin(), measured.end()) -
+                                              measured.begin());
+        r.predicted_best_is_measured_best = r.predicted_best == r.measured_best;
+    }
+    r.plans = std::move(plans);
+    return r;
+}
+
+ValidationReport validate_plans(executor::Backend& be,
+                                const ModelSpec& model,
+                                const JobSpec& job,
+                                const std::vector<Candidate>& candidates,
+                                const executor::RunOptions& options,
+                                const RunProgressFn& progress) {
+    std::vector<PlanResult> results;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        const Candidate& c = candidates[i];
+        if (progress) {
+            progress(i, candidates.size(), c);
+        }
+        const executor::Measurement m = executor::run_training(be, model, job, c.plan, options);
+        PlanResult r;
+        r.plan = c.plan;
+        r.role = c.role;
+        r.predicted_s = c.estimate.iteration_time.value();
+        r.measured_s = m.iteration_time_s;
+        r.predicted_phases = predicted_phases(c.estimate);
+        r.measured_phases = m.phases;
+        r.predicted_memory_B = c.estimate.memory.total.value();
+        r.measured_memory_B = static_cast<double>(m.peak_memory_B);
+        r.loss = m.loss;
+        results.push_back(r);
+    }
+    return summarize(std::move(results));
+}
+
+}  // namespace cleave::calibrate

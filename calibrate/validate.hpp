@@ -1,0 +1,85 @@
+#pragma once
+// Validation: plan a job, run the chosen plans through the executor, and compare the cost
+// model's predictions with the measurements (iteration time, phases, peak memory; MAPE and the
+// Spearman rank correlation of the two orders).
+
+#include "core/cluster.hpp"
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "costmodel/estimate.hpp"
+#include "executor/backend.hpp"
+#include "executor/run.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace cleave::calibrate {
+
+/// A plan chosen for validation and why: "top-N" (the planner's N-th best), "best <shape>" (the
+/// best plan of a dp/tp/pp shape the top list lacks) or "poor" (the worst feasible plan).
+struct Candidate {
+    Plan plan;
+    std::string role;
+    Estimate estimate;
+};
+
+/// The job as the executor runs it: every tensor in fp32 (weights, grads, optimizer states; no
+/// separate master copy), so the cost model prices the same bytes and FLOP rates.
+[[nodiscard]] JobSpec as_executed(JobSpec job);
+
+/// Plans to validate on `job.gpus` ranks, every one executable (executor::check_executable):
+/// the top_k best, then the best plan of each dp x tp x pp shape not yet listed, then the worst
+/// feasible plan. Pure. Throws ConfigError when no executable plan fits.
+[[nodiscard]] std::vector<Candidate>
+choose_plans(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, int64_t top_k);
+
+/// Per-phase times in the executor's split: pp_wait = exposed send/recv + bubble (what a stage
+/// spends waiting for its neighbours).
+[[nodiscard]] executor::PhaseTimes predicted_phases(const Estimate& e);
+
+struct PlanResult {
+    Plan plan;
+    std::string role;
+    double predicted_s = 0.0;
+    double measured_s = 0.0;
+    double error_pct = 0.0;  // 100 |predicted - measured| / measured
+    executor::PhaseTimes predicted_phases;
+    executor::PhaseTimes measured_phases;
+    double predicted_memory_B = 0.0;  // cost model: peak stage total
+    double measured_memory_B = 0.0;   // executor: tracked high-water mark, max over ranks
+    double loss = 0.0;
+
+    bool operator==(const PlanResult&) const = default;
+};
+
+struct ValidationReport {
+    std::vector<PlanResult> plans;  // in the order run
+    double mape_pct = 0.0;
+    double rank_correlation = 0.0;  // Spearman of predicted vs measured times
+    bool predicted_best_is_measured_best = false;
+    size_t predicted_best = 0;  // index into plans
+    size_t measured_best = 0;
+
+    bool operator==(const ValidationReport&) const = default;
+};
+
+/// Errors, MAPE, rank correlation and the best-plan check over `plans` (predicted_s and
+/// measured_s set). Pure. Precondition: every measured_s > 0.
+[[nodiscard]] ValidationReport summarize(std::vector<PlanResult> plans);
+
+/// (index, count) before each run; called on every rank.
+using RunProgressFn = std::function<void(size_t index, size_t count, const Candidate& c)>;
+
+/// Runs every candidate with executor::run_training and summarizes. Collective over the world
+/// (every rank calls it with the same arguments); every rank returns the same report.
+[[nodiscard]] ValidationReport validate_plans(executor::Backend& be,
+                                              const ModelSpec& model,
+                                              const JobSpec& job,
+                                              const std::vector<Candidate>& candidates,
+                                              const executor::RunOptions& options,
+                                              const RunProgressFn& progress = {});
+
+}  // namespace cleave::calibrate
