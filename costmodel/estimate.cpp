@@ -189,6 +189,7 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
         w.dp_b += collective_bytes_sent(Collective::all_reduce, eb, 2);
     }
     w.dp_total = total + tied;
+    w.cost.dp_reduce = w.dp_total;
     const Seconds hidden = max(Seconds{}, total - last - w.cost.bwd);
     w.cost.dp_grad_sync = (total > Seconds{} ? last + hidden : Seconds{}) + tied;
     const double shard = p.zero >= 1 ? d(n) : 1.0;

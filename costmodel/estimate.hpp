@@ -41,6 +41,7 @@ struct StageCost {
     Seconds bwd_comm;      // the exposed TP/CP/EP communication inside bwd
     Seconds dp_grad_sync;  // this stage's DP gradient reduce-scatter / all-reduce, unoverlapped
     Seconds optimizer;     // this stage's optimizer step (+ ZeRO all-gather of updated weights)
+    Seconds dp_reduce;     // the whole DP gradient reduction (+ tied embeddings), before overlap
 
     bool operator==(const StageCost&) const = default;
 };
