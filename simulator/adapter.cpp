@@ -49,11 +49,14 @@ int64_t stage_params(const ModelSpec& model, int64_t pp, int64_t rank, int64_t l
 std::vector<DpBucket>
 dp_buckets(const StageCost& sc, double chunk_params, double bucket_params, int64_t v) {
     std::vector<DpBucket> out;
-    if (sc.dp_grad_sync.value() <= 0.0) {
+    // dp_reduce is the whole reduction; dp_grad_sync only what the cost model left exposed
+    // after its own overlap estimate, used when a hand-built estimate has no dp_reduce.
+    const Seconds total = sc.dp_reduce.value() > 0.0 ? sc.dp_reduce : sc.dp_grad_sync;
+    if (total.value() <= 0.0) {
         return out;
     }
     const auto n = static_cast<int64_t>(std::max(1.0, std::ceil(chunk_params / bucket_params)));
-    const Seconds per_bucket = sc.dp_grad_sync / static_cast<double>(v * n);
+    const Seconds per_bucket = total / static_cast<double>(v * n);
     for (int64_t c = v - 1; c >= 0; --c) {
         for (int64_t i = 0; i < n; ++i) {
             out.push_back({c, static_cast<double>(i + 1) / static_cast<double>(n), per_bucket});
@@ -78,7 +81,8 @@ SimInput make_sim_input(const ModelSpec& model,
     const int64_t pp = std::max<int64_t>(1, plan.pp);
     const int64_t v = plan.schedule == Schedule::interleaved ? std::max<int64_t>(1, plan.vpp) : 1;
     const StageCost& mid = est.stage[1];
-    const double bucket_params = std::max(opt.dp_bucket_params, 1e6 * static_cast<double>(plan.dp));
+    const double bucket_params =
+        std::max(opt.dp_bucket_params, 1e6 * static_cast<double>(plan.dp * plan.cp));
     for (int64_t r = 0; r < pp; ++r) {
         const StageCost& sc = stage_cost(est, r, pp);
         RankInput rk;

@@ -157,8 +157,9 @@ struct SimResult {
 
 /// Builds the simulator input from the cost model: per-chunk fwd/bwd from each stage's
 /// StageCost (the embedding / output-layer extra goes to the first / last chunk), p2p from
-/// Estimate::pp_p2p, DP buckets by splitting StageCost::dp_grad_sync into buckets of
-/// opt.dp_bucket_params parameters, the optimizer from StageCost::optimizer.
+/// Estimate::pp_p2p, DP buckets by splitting StageCost::dp_reduce (the whole reduction; else
+/// dp_grad_sync) into buckets of max(opt.dp_bucket_params, 1e6 * dp * cp) parameters, the
+/// optimizer from StageCost::optimizer.
 [[nodiscard]] SimInput make_sim_input(const ModelSpec& model,
                                       const ClusterSpec& cluster,
                                       const JobSpec& job,
