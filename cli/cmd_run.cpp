@@ -1,17 +1,373 @@
-// TODO(#issue): placeholder until this subcommand lands; its owner replaces this file.
+// cleave run: executes a plan as real training iterations under mpirun / srun and measures them
+// (DESIGN §3). MPI is initialised here and only here, so every other subcommand runs without
+// mpirun.
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/report.hpp"
+#include "core/errors.hpp"
+#include "core/trace.hpp"
+#include "costmodel/estimate.hpp"
+#include "executor/registry.hpp"
+#include "executor/run.hpp"
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iomanip>
 #include <ostream>
+#include <sstream>
+#include <thread>
+
+#include <mpi.h>
+#include <nlohmann/json.hpp>
 
 namespace cleave::cli {
 
+namespace {
+
+struct RunOptions {
+    JobFlags job;
+    PlanFlags plan;
+    int64_t iters = 3;
+    int64_t warmup = 1;
+    std::string backend = "cpu";
+    double timeout_s = 300.0;
+    std::string format = "table";
+    std::string trace;
+    uint64_t seed = 1234;
+    double lr = 1e-4;
+    // Scale the model down for small machines (0 = the model's value).
+    int64_t layers = 0;
+    int64_t hidden = 0;
+    int64_t heads = 0;
+    int64_t kv_heads = 0;
+    int64_t ffn = 0;
+    int64_t vocab = 0;
+    // Hidden test flags: rank fault_rank stops at step fault_step of iteration fault_iter.
+    int64_t fault_rank = -1;
+    int64_t fault_iter = 0;
+    int64_t fault_step = 1;
+    std::string fault_mode = "exit";
+};
+
+// MPI_Init_thread / MPI_Finalize around one run (MPI_Abort ends the process on failure).
+class MpiSession {
+public:
+    MpiSession() {
+        int initialized = 0;
+        MPI_Initialized(&initialized);
+        if (initialized == 0) {
+            int provided = 0;
+            if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+                throw BackendError("MPI_Init_thread failed");
+            }
+            owner_ = true;
+        }
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+        MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    }
+
+    ~MpiSession() {
+        int finalized = 0;
+        MPI_Finalized(&finalized);
+        if (owner_ && finalized == 0) {
+            MPI_Finalize();
+        }
+    }
+
+    MpiSession(const MpiSession&) = delete;
+    MpiSession& operator=(const MpiSession&) = delete;
+
+    [[nodiscard]] int rank() const { return rank_; }
+
+    [[nodiscard]] int size() const { return size_; }
+
+private:
+    bool owner_ = false;
+    int rank_ = 0;
+    int size_ = 1;
+};
+
+void add_flags(CLI::App& sub, RunOptions& o) {
+    add_job_flags(sub, o.job, /*require_gpus=*/false);
+    add_plan_flags(sub, o.plan);
+    sub.add_option("--iters", o.iters, "Measured iterations")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub.add_option("--warmup", o.warmup, "Unmeasured iterations run first")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub.add_option("--backend", o.backend, "Executor backend")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    sub.add_option(
+           "--timeout",
+           o.timeout_s,
+           "Seconds one collective or transfer may take before the job is aborted (0: none)")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub.add_option("--format", o.format, "Output format")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+    sub.add_option("--trace", o.trace, "Write a Chrome trace (JSON) of the measured iterations");
+    sub.add_option("--seed", o.seed, "Seed of the weights and the data")->capture_default_str();
+    sub.add_option("--lr", o.lr, "Adam learning rate")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    const char* scale = "Model overrides (scale down for small machines)";
+    sub.add_option("--layers", o.layers, "Override the model's layers")->group(scale);
+    sub.add_option("--hidden", o.hidden, "Override hidden (ffn scales with it unless --ffn)")
+        ->group(scale);
+    sub.add_option("--heads", o.heads, "Override attention heads")->group(scale);
+    sub.add_option("--kv-heads", o.kv_heads, "Override kv heads")->group(scale);
+    sub.add_option("--ffn", o.ffn, "Override the MLP inner size")->group(scale);
+    sub.add_option("--vocab", o.vocab, "Override the vocabulary size")->group(scale);
+    sub.add_option("--fault-rank", o.fault_rank)->group("");
+    sub.add_option("--fault-at-iter", o.fault_iter)->group("");
+    sub.add_option("--fault-at-step", o.fault_step)->group("");
+    sub.add_option("--fault-mode", o.fault_mode)->check(CLI::IsMember({"exit", "hang"}))->group("");
+}
+
+void apply_overrides(const RunOptions& o, ModelSpec& m) {
+    const auto positive = [](int64_t v, const char* flag) {
+        if (v < 0) {
+            throw ConfigError(std::string(flag) + ": must be positive");
+        }
+    };
+    for (const auto& [v, flag] : {std::pair{o.layers, "--layers"},
+                                  {o.hidden, "--hidden"},
+                                  {o.heads, "--heads"},
+                                  {o.kv_heads, "--kv-heads"},
+                                  {o.ffn, "--ffn"},
+                                  {o.vocab, "--vocab"}}) {
+        positive(v, flag);
+    }
+    if (o.hidden > 0) {
+        m.ffn_hidden = o.ffn > 0 ? o.ffn : m.ffn_hidden * o.hidden / m.hidden;
+        m.hidden = o.hidden;
+    } else if (o.ffn > 0) {
+        m.ffn_hidden = o.ffn;
+    }
+    if (o.layers > 0) {
+        m.layers = o.layers;
+    }
+    if (o.heads > 0) {
+        m.kv_heads = m.kv_heads == m.heads ? o.heads : m.kv_heads;
+        m.heads = o.heads;
+    }
+    if (o.kv_heads > 0) {
+        m.kv_heads = o.kv_heads;
+    }
+    if (o.vocab > 0) {
+        m.vocab = o.vocab;
+    }
+    if (m.heads <= 0 || m.hidden % m.heads != 0) {
+        throw ConfigError("--hidden/--heads: heads=" + std::to_string(m.heads) +
+                          " must divide hidden=" + std::to_string(m.hidden));
+    }
+    if (m.kv_heads <= 0 || m.heads % m.kv_heads != 0) {
+        throw ConfigError("--kv-heads: kv_heads=" + std::to_string(m.kv_heads) +
+                          " must divide heads=" + std::to_string(m.heads));
+    }
+}
+
+// The fault hook of the hidden --fault-* flags: the chosen rank exits (as a crashed process
+// would) or stops participating (as a hung one would).
+std::function<void(int64_t, int64_t)> fault_hook(const RunOptions& o, int rank, std::ostream& err) {
+    if (o.fault_rank != rank) {
+        return {};
+    }
+    return [&o, rank, &err](int64_t it, int64_t step) {
+        if (it != o.fault_iter || step != o.fault_step) {
+            return;
+        }
+        err << "cleave run: rank " << rank << ": injected fault (" << o.fault_mode
+            << ") at iteration " << it << " step " << step << std::endl;
+        if (o.fault_mode == "exit") {
+            std::_Exit(3);
+        }
+        for (;;) {
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+        }
+    };
+}
+
+double ms(double s) {
+    return s * 1e3;
+}
+
+double mib(int64_t b) {
+    return static_cast<double>(b) / (1024.0 * 1024.0);
+}
+
+void print_table(std::ostream& os,
+                 const Inputs& in,
+                 const Plan& p,
+                 const RunOptions& o,
+                 const executor::Measurement& m,
+                 double predicted_s) {
+    os << "# cleave run: " << in.model.name << " (" << in.model.layers << " layers, hidden "
+       << in.model.hidden << ", seq " << in.job.seq_len << ", gbs " << in.job.global_batch
+       << ") on " << m.ranks.size() << " ranks, " << o.backend << " backend\n";
+    os << "# plan: " << to_string(p) << "; " << o.iters << " measured iterations after " << o.warmup
+       << " warm-up\n";
+    os << std::fixed << std::setprecision(6) << "# loss " << m.loss << "  weights_checksum "
+       << std::setprecision(6) << m.weights_checksum << "\n";
+    os << "# rank stage  dp  tp   iter(ms) compute(ms) tp_comm(ms) pp_wait(ms) dp_comm(ms) "
+          "optimizer(ms)  peak(MiB)\n";
+    const auto row = [&os](const executor::PhaseTimes& ph, double iter_s) {
+        os << std::setw(10) << ms(iter_s) << std::setw(12) << ms(ph.compute_s) << std::setw(12)
+           << ms(ph.tp_comm_s) << std::setw(12) << ms(ph.pp_wait_s) << std::setw(12)
+           << ms(ph.dp_comm_s) << std::setw(14) << ms(ph.optimizer_s);
+    };
+    os << std::setprecision(3);
+    for (const auto& r : m.ranks) {
+        os << std::setw(6) << r.world_rank << std::setw(6) << r.at.pp_rank << std::setw(4)
+           << r.at.dp_rank << std::setw(4) << r.at.tp_rank << " ";
+        row(r.phases, r.iteration_time_s);
+        os << std::setw(11) << mib(r.peak_memory_B) << "\n";
+    }
+    os << "#  mean             ";
+    row(m.phases, m.iteration_time_s);
+    os << "\n# measured iteration (median, slowest rank): " << ms(m.iteration_time_s)
+       << " ms; predicted for " << in.cluster.name << ": " << ms(predicted_s) << " ms\n";
+}
+
+nlohmann::json phases_json(const executor::PhaseTimes& p) {
+    return {{"compute", p.compute_s},
+            {"tp_comm", p.tp_comm_s},
+            {"pp_wait", p.pp_wait_s},
+            {"dp_comm", p.dp_comm_s},
+            {"optimizer", p.optimizer_s}};
+}
+
+nlohmann::json to_json(const Inputs& in,
+                       const Plan& p,
+                       const RunOptions& o,
+                       const executor::Measurement& m,
+                       const Estimate& e,
+                       const std::string& device) {
+    constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+    auto ranks = nlohmann::json::array();
+    for (const auto& r : m.ranks) {
+        ranks.push_back({{"rank", r.world_rank},
+                         {"pp_rank", r.at.pp_rank},
+                         {"dp_rank", r.at.dp_rank},
+                         {"tp_rank", r.at.tp_rank},
+                         {"iteration_time_s", r.iteration_time_s},
+                         {"phases_s", phases_json(r.phases)},
+                         {"peak_memory_gib", static_cast<double>(r.peak_memory_B) / gib}});
+    }
+    const TimeBreakdown& t = e.time;
+    return {{"loss", m.loss},
+            {"losses", m.losses},
+            {"weights_checksum", m.weights_checksum},
+            {"iteration_time_s", m.iteration_time_s},
+            {"iteration_times_s", m.iteration_times_s},
+            {"phases_s", phases_json(m.phases)},
+            {"peak_memory_gib", static_cast<double>(m.peak_memory_B) / gib},
+            {"predicted_iteration_time_s", e.iteration_time.value()},
+            {"predicted_phases_s",
+             {{"compute", t.compute.value()},
+              {"tp_comm", t.tp_comm.value()},
+              {"pp_wait", t.pp_comm.value() + t.bubble.value()},
+              {"dp_comm", t.dp_comm.value()},
+              {"optimizer", t.optimizer.value()}}},
+            {"backend", o.backend},
+            {"device", device},
+            {"world_size", m.ranks.size()},
+            {"iters", o.iters},
+            {"warmup", o.warmup},
+            {"model",
+             {{"name", in.model.name},
+              {"layers", in.model.layers},
+              {"hidden", in.model.hidden},
+              {"heads", in.model.heads},
+              {"kv_heads", in.model.kv_heads},
+              {"ffn_hidden", in.model.ffn_hidden},
+              {"vocab", in.model.vocab},
+              {"seq", in.job.seq_len},
+              {"gbs", in.job.global_batch}}},
+            {"plan", plan_to_json(p, in.job)},
+            {"ranks", ranks}};
+}
+
+// Loads and checks everything; the same on every rank, so a ConfigError is raised by all.
+std::pair<Inputs, Plan> prepare(RunOptions& o, int world) {
+    if (o.job.gpus > 0 && o.job.gpus != world) {
+        throw ConfigError("--gpus " + std::to_string(o.job.gpus) + " but " + std::to_string(world) +
+                          " ranks were launched (mpirun -np N)");
+    }
+    o.job.gpus = world;
+    if (o.job.gbs == 0) {  // default: one micro-batch per pipeline stage per DP rank
+        const int64_t mp = o.plan.tp * o.plan.pp * o.plan.cp;
+        const int64_t dp = o.plan.dp > 0 ? o.plan.dp : (mp > 0 ? world / mp : 1);
+        o.job.gbs = std::max<int64_t>(1, dp) * o.plan.mbs * o.plan.pp;
+    }
+    Inputs in = load_inputs(o.job);
+    apply_overrides(o, in.model);
+    const Plan p = make_plan(o.plan, in);
+    executor::check_executable(in.model, in.job, p, world);
+    return {in, p};
+}
+
+void run(RunOptions& o, CliContext& ctx) {
+    MpiSession mpi;
+    try {
+        auto [in, plan] = prepare(o, mpi.size());
+        auto be = executor::make_backend(o.backend, {o.timeout_s});
+        executor::RunOptions ro;
+        ro.iters = o.iters;
+        ro.warmup = o.warmup;
+        ro.seed = o.seed;
+        ro.lr = static_cast<float>(o.lr);
+        ro.trace = !o.trace.empty();
+        ro.on_step = fault_hook(o, mpi.rank(), ctx.err);
+        const executor::Measurement m = executor::run_training(*be, in.model, in.job, plan, ro);
+        if (mpi.rank() != 0) {
+            return;
+        }
+        const Estimate e = estimate(in.model, in.cluster, in.job, plan);
+        if (!o.trace.empty()) {
+            std::ofstream f(o.trace);
+            if (!f) {
+                throw ConfigError("--trace: cannot write '" + o.trace + "'");
+            }
+            write_chrome_trace(f, m.trace);
+        }
+        if (o.format == "json") {
+            ctx.out << to_json(in, plan, o, m, e, be->device_name()).dump(2) << "\n";
+        } else {
+            print_table(ctx.out, in, plan, o, m, e.iteration_time.value());
+        }
+    } catch (const ConfigError&) {
+        if (mpi.rank() == 0) {
+            throw;  // every rank raised it; rank 0 reports it
+        }
+        ctx.exit_code = 2;
+    } catch (const std::exception& ex) {
+        if (mpi.size() == 1) {
+            throw;
+        }
+        // A failed rank must take the whole job down, or its peers wait forever.
+        ctx.err << "cleave run: rank " << mpi.rank() << ": " << ex.what()
+                << "\ncleave run: aborting the job (MPI_Abort)" << std::endl;
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+}  // namespace
+
 void setup_run(CLI::App& app, CliContext& ctx) {
-    auto* sub = app.add_subcommand("run", "(not available yet)");
-    sub->allow_extras();
-    sub->callback([&ctx] {
-        ctx.err << "cleave run: not implemented yet\n";
-        ctx.exit_code = 1;
-    });
+    auto opts = std::make_shared<RunOptions>();
+    auto* sub = app.add_subcommand(
+        "run",
+        "Execute a plan as real training iterations and measure them; launch with "
+        "`mpirun -np N cleave run ...` (one rank per GPU or CPU process). Exit codes: 0 ok, 1 run "
+        "failed, 2 bad input");
+    add_flags(*sub, *opts);
+    sub->callback([opts, &ctx] { run(*opts, ctx); });
 }
 
 }  // namespace cleave::cli

@@ -1,0 +1,198 @@
+#include "executor/collect.hpp"
+
+#include "executor/mpi_util.hpp"
+
+#include <algorithm>
+#include <sstream>
+
+namespace cleave::executor {
+
+double median(std::vector<double> v) {
+    if (v.empty()) {
+        return 0.0;
+    }
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+Collector::Collector(Backend& be, Group world, int64_t iterations)
+    : be_(be)
+    , world_(world)
+    , token_(be, 1)
+    , loss_parts_(static_cast<size_t>(iterations), 0.0) {}
+
+void Collector::barrier() {
+    be_.all_reduce(world_, token_, ReduceOp::sum);
+}
+
+void Collector::record(int64_t it,
+                       bool measured,
+                       double time_s,
+                       const Recorder& rec,
+                       double loss_part,
+                       int64_t peak_B) {
+    loss_parts_[static_cast<size_t>(it)] = loss_part;
+    peak_B_ = std::max(peak_B_, peak_B);
+    if (!measured) {
+        return;
+    }
+    std::array<double, phase_count> p{};
+    double other = 0.0;
+    for (int i = 1; i < phase_count; ++i) {
+        p[static_cast<size_t>(i)] = rec.phase_s(static_cast<Phase>(i));
+        other += p[static_cast<size_t>(i)];
+    }
+    p[0] = std::max(0.0, time_s - other);  // compute: everything not spent communicating / updating
+    times_.push_back(time_s);
+    phases_.push_back(p);
+}
+
+namespace {
+
+PhaseTimes to_phases(const std::array<double, phase_count>& a) {
+    return {a[0], a[1], a[2], a[3], a[4]};
+}
+
+std::string serialize(const std::vector<TraceEvent>& events) {
+    std::ostringstream os;
+    os.precision(17);
+    for (const auto& e : events) {
+        os << e.name << '\t' << e.category << '\t' << e.pid << '\t' << e.tid << '\t' << e.ts_us
+           << '\t' << e.dur_us << '\n';
+    }
+    return os.str();
+}
+
+void deserialize(const std::string& text, std::vector<TraceEvent>& out) {
+    std::istringstream is(text);
+    std::string line;
+    while (std::getline(is, line)) {
+        std::istringstream ls(line);
+        TraceEvent e;
+        std::getline(ls, e.name, '\t');
+        std::getline(ls, e.category, '\t');
+        ls >> e.pid >> e.tid >> e.ts_us >> e.dur_us;
+        out.push_back(std::move(e));
+    }
+}
+
+std::vector<char> gather_text(const std::string& local, int rank, int size) {
+    int n = detail::mpi_count(static_cast<int64_t>(local.size()));
+    std::vector<int> counts(static_cast<size_t>(size));
+    CLEAVE_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
+    std::vector<int> displs(static_cast<size_t>(size), 0);
+    int total = 0;
+    for (size_t i = 0; i < counts.size(); ++i) {
+        displs[i] = total;
+        total += counts[i];
+    }
+    std::vector<char> all(static_cast<size_t>(rank == 0 ? total : 0));
+    CLEAVE_MPI_CHECK(MPI_Gatherv(local.data(),
+                                 n,
+                                 MPI_CHAR,
+                                 all.data(),
+                                 counts.data(),
+                                 displs.data(),
+                                 MPI_CHAR,
+                                 0,
+                                 MPI_COMM_WORLD));
+    return all;
+}
+
+void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
+    const char* threads[] = {"compute", "pp forward", "pp backward", "dp", "tp", "optimizer"};
+    for (const auto& r : ranks) {
+        t.tracks.push_back({r.world_rank,
+                            -1,
+                            "rank " + std::to_string(r.world_rank) + " (stage " +
+                                std::to_string(r.at.pp_rank) + ", dp " +
+                                std::to_string(r.at.dp_rank) + ", tp " +
+                                std::to_string(r.at.tp_rank) + ")"});
+        for (int64_t tid = 0; tid < 6; ++tid) {
+            t.tracks.push_back({r.world_rank, tid, threads[tid]});
+        }
+    }
+}
+
+}  // namespace
+
+Measurement Collector::finish(double checksum_part, const RankCoords& at, Recorder& rec) {
+    const int rank = be_.world_rank();
+    const int size = be_.world_size();
+    Measurement m;
+    m.losses.resize(loss_parts_.size());
+    CLEAVE_MPI_CHECK(MPI_Allreduce(loss_parts_.data(),
+                                   m.losses.data(),
+                                   detail::mpi_count(static_cast<int64_t>(loss_parts_.size())),
+                                   MPI_DOUBLE,
+                                   MPI_SUM,
+                                   MPI_COMM_WORLD));
+    m.loss = m.losses.empty() ? 0.0 : m.losses.back();
+    CLEAVE_MPI_CHECK(
+        MPI_Allreduce(&checksum_part, &m.weights_checksum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    m.iteration_times_s.resize(times_.size());
+    CLEAVE_MPI_CHECK(MPI_Allreduce(times_.data(),
+                                   m.iteration_times_s.data(),
+                                   detail::mpi_count(static_cast<int64_t>(times_.size())),
+                                   MPI_DOUBLE,
+                                   MPI_MAX,
+                                   MPI_COMM_WORLD));
+    m.iteration_time_s = median(m.iteration_times_s);
+    int64_t peak = peak_B_;
+    CLEAVE_MPI_CHECK(MPI_Allreduce(&peak_B_, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
+    m.peak_memory_B = peak;
+
+    std::array<double, phase_count> med{};
+    for (size_t i = 0; i < med.size(); ++i) {
+        std::vector<double> v;
+        for (const auto& p : phases_) {
+            v.push_back(p[i]);
+        }
+        med[i] = median(v);
+    }
+    std::array<double, phase_count> sum{};
+    CLEAVE_MPI_CHECK(
+        MPI_Allreduce(med.data(), sum.data(), phase_count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    for (double& x : sum) {
+        x /= size;
+    }
+    m.phases = to_phases(sum);
+
+    constexpr int fields = 6 + phase_count;
+    const std::array<double, fields> mine = {static_cast<double>(rank),
+                                             static_cast<double>(at.tp_rank),
+                                             static_cast<double>(at.dp_rank),
+                                             static_cast<double>(at.pp_rank),
+                                             median(times_),
+                                             static_cast<double>(peak_B_),
+                                             med[0],
+                                             med[1],
+                                             med[2],
+                                             med[3],
+                                             med[4]};
+    std::vector<double> all(static_cast<size_t>(rank == 0 ? fields * size : 0));
+    CLEAVE_MPI_CHECK(MPI_Gather(
+        mine.data(), fields, MPI_DOUBLE, all.data(), fields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
+    for (int r = 0; rank == 0 && r < size; ++r) {
+        const double* f = all.data() + static_cast<ptrdiff_t>(r) * fields;
+        RankReport rr;
+        rr.world_rank = static_cast<int64_t>(f[0]);
+        rr.at = {
+            static_cast<int64_t>(f[1]), static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3])};
+        rr.iteration_time_s = f[4];
+        rr.peak_memory_B = static_cast<int64_t>(f[5]);
+        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10]});
+        m.ranks.push_back(rr);
+    }
+    if (rec.tracing()) {
+        const std::vector<char> text = gather_text(serialize(rec.events()), rank, size);
+        if (rank == 0) {
+            add_tracks(m.trace, m.ranks);
+            deserialize(std::string(text.begin(), text.end()), m.trace.events);
+        }
+    }
+    return m;
+}
+
+}  // namespace cleave::executor

@@ -1,0 +1,198 @@
+#pragma once
+// The reference backend (STYLE S5.2): Eigen GEMMs, plain loops for the element-wise ops, MPI
+// collectives between mpirun ranks. Always built.
+
+#include "executor/backend.hpp"
+#include "executor/mpi_util.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+namespace cleave::executor {
+
+/// Creates the CPU backend. Precondition: MPI is initialised.
+[[nodiscard]] std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options);
+
+class CpuBackend final : public Backend {
+public:
+    explicit CpuBackend(const BackendOptions& options);
+    ~CpuBackend() override;
+
+    [[nodiscard]] std::string name() const override { return "cpu"; }
+
+    [[nodiscard]] int device_count() const override { return 1; }
+
+    [[nodiscard]] std::string device_name() const override;
+
+    [[nodiscard]] int world_rank() const override { return groups_.world_rank(); }
+
+    [[nodiscard]] int world_size() const override { return groups_.world_size(); }
+
+    [[nodiscard]] View alloc(int64_t count) override;
+    void free(View v) override;
+
+    [[nodiscard]] int64_t bytes_in_use() const override { return in_use_B_; }
+
+    [[nodiscard]] int64_t peak_bytes() const override { return peak_B_; }
+
+    void reset_peak() override { peak_B_ = in_use_B_; }
+
+    void upload(View dst, std::span<const float> src) override;
+    void download(std::span<float> dst, View src) override;
+    void copy(View dst, View src) override;
+    void fill(View x, float value) override;
+
+    void gemm(Trans ta,
+              Trans tb,
+              int64_t m,
+              int64_t n,
+              int64_t k,
+              float alpha,
+              View a,
+              View b,
+              float beta,
+              View c) override;
+    void axpy(float alpha, View x, View y) override;
+    void scale(View x, float alpha) override;
+    void add_bias(View x, int64_t rows, int64_t cols, View bias) override;
+    void bias_grad(View dy, int64_t rows, int64_t cols, View dbias) override;
+
+    void embedding_fwd(std::span<const int32_t> ids,
+                       View table,
+                       int64_t row_begin,
+                       int64_t table_rows,
+                       int64_t cols,
+                       View out,
+                       bool accumulate) override;
+    void embedding_bwd(std::span<const int32_t> ids,
+                       View dy,
+                       int64_t row_begin,
+                       int64_t table_rows,
+                       int64_t cols,
+                       View dtable) override;
+
+    void norm_fwd(NormType type,
+                  View x,
+                  int64_t rows,
+                  int64_t cols,
+                  View gamma,
+                  View beta,
+                  float eps,
+                  View y,
+                  View mean,
+                  View rstd) override;
+    void norm_bwd(NormType type,
+                  View dy,
+                  View x,
+                  int64_t rows,
+                  int64_t cols,
+                  View gamma,
+                  View mean,
+                  View rstd,
+                  View dx,
+                  View dgamma,
+                  View dbeta) override;
+
+    void gelu_fwd(View x, View y) override;
+    void gelu_bwd(View x, View dy, View dx) override;
+    void swiglu_fwd(View gate, View up, View y) override;
+    void swiglu_bwd(View gate, View up, View dy, View dgate, View dup) override;
+
+    void rope(View x,
+              int64_t seq,
+              int64_t batch,
+              int64_t heads,
+              int64_t head_dim,
+              int64_t first_pos,
+              bool inverse) override;
+    void attention_fwd(View q,
+                       View k,
+                       View v,
+                       int64_t seq,
+                       int64_t batch,
+                       int64_t heads,
+                       int64_t kv_heads,
+                       int64_t head_dim,
+                       View probs,
+                       View out) override;
+    void attention_bwd(View q,
+                       View k,
+                       View v,
+                       View probs,
+                       View dout,
+                       int64_t seq,
+                       int64_t batch,
+                       int64_t heads,
+                       int64_t kv_heads,
+                       int64_t head_dim,
+                       View dq,
+                       View dk,
+                       View dv) override;
+
+    void xent_row_max(View logits, int64_t rows, int64_t cols, View row_max) override;
+    void xent_partial(View logits,
+                      int64_t rows,
+                      int64_t cols,
+                      int64_t col_begin,
+                      std::span<const int32_t> targets,
+                      View row_max,
+                      View sum_exp,
+                      View target_logit) override;
+    void xent_bwd(View logits,
+                  int64_t rows,
+                  int64_t cols,
+                  int64_t col_begin,
+                  std::span<const int32_t> targets,
+                  View row_max,
+                  View sum_exp,
+                  float scale,
+                  View dlogits) override;
+
+    void adam(View w,
+              View g,
+              View m,
+              View v,
+              float lr,
+              float beta1,
+              float beta2,
+              float eps,
+              float weight_decay,
+              int64_t step) override;
+
+    [[nodiscard]] Group create_group(int color, int key, const std::string& label) override;
+
+    [[nodiscard]] int group_size(Group g) const override { return groups_.size(g); }
+
+    [[nodiscard]] int group_rank(Group g) const override { return groups_.rank(g); }
+
+    void all_reduce(Group g, View x, ReduceOp op) override;
+    void all_gather(Group g, View in, View out) override;
+    void reduce_scatter(Group g, View in, View out) override;
+    void broadcast(Group g, View x, int root) override;
+    void send(Group g, View x, int peer, int tag) override;
+    void recv(Group g, View x, int peer, int tag) override;
+
+    void synchronize() override;
+    [[nodiscard]] double clock_s() override;
+
+private:
+    struct PendingSend {
+        MPI_Request req = MPI_REQUEST_NULL;
+        std::vector<float> staged;
+        Group group;
+        int peer = 0;
+        int tag = 0;
+    };
+
+    void retire_completed_sends();
+
+    detail::MpiGroups groups_;
+    std::unordered_map<const float*, int64_t> allocations_;
+    int64_t in_use_B_ = 0;
+    int64_t peak_B_ = 0;
+    std::vector<PendingSend> sends_;
+};
+
+}  // namespace cleave::executor

@@ -1,0 +1,299 @@
+#include "executor/run.hpp"
+
+#include "executor/collect.hpp"
+#include "executor/init.hpp"
+#include "executor/transformer.hpp"
+
+#include <map>
+#include <string>
+
+namespace cleave::executor {
+
+namespace {
+
+void need(std::vector<Diagnostic>& out, bool ok, const std::string& message) {
+    if (!ok) {
+        out.push_back({{}, "cleave run: " + message});
+    }
+}
+
+constexpr float adam_beta1 = 0.9f;
+constexpr float adam_beta2 = 0.95f;
+constexpr float adam_eps = 1e-8f;
+constexpr int tag_limit = 32768;
+
+// Everything one rank needs for its iterations.
+struct RankState {
+    Backend& be;
+    const Plan& plan;
+    const JobSpec& job;
+    const RunOptions& opt;
+    RankCoords at;
+    Dims d;
+    Groups groups;
+    Params params;
+    std::vector<ChunkHandles> chunks;
+    int64_t microbatches = 0;
+    bool tied_copy = false;  // holds a tied embedding that must be synced across PP
+    int64_t tied_handle = -1;
+};
+
+MicroBatch make_microbatch(const RankState& s, int64_t iteration, int64_t mb) {
+    const Dims& d = s.d;
+    MicroBatch out;
+    out.ids.resize(static_cast<size_t>(d.tokens()));
+    out.targets.resize(out.ids.size());
+    for (int64_t b = 0; b < d.batch; ++b) {
+        const int64_t sequence = (s.at.dp_rank * s.microbatches + mb) * d.batch + b;
+        for (int64_t p = 0; p < d.seq; ++p) {
+            const auto row = static_cast<size_t>(p * d.batch + b);
+            out.ids[row] = token_at(s.opt.seed, iteration, sequence, p, d.vocab);
+            out.targets[row] = token_at(s.opt.seed, iteration, sequence, p + 1, d.vocab);
+        }
+    }
+    for (int64_t r = 0; r < d.local_tokens(); ++r) {
+        out.positions.push_back(static_cast<int32_t>((d.local_row_begin() + r) / d.batch));
+    }
+    return out;
+}
+
+Groups make_groups(Backend& be, const Plan& plan, const RankCoords& at) {
+    const int world = be.world_rank();
+    const auto i = [](int64_t v) { return static_cast<int>(v); };
+    Groups g;
+    g.tp = be.create_group(i(at.pp_rank * plan.dp + at.dp_rank), i(at.tp_rank), "tp");
+    g.dp = be.create_group(i(at.pp_rank * plan.tp + at.tp_rank), i(at.dp_rank), "dp");
+    g.pp = be.create_group(i(at.dp_rank * plan.tp + at.tp_rank), i(at.pp_rank), "pp");
+    const bool ends = at.pp_rank == 0 || at.pp_rank == plan.pp - 1;
+    // Ranks outside the first and last stage get a group of their own (never used).
+    g.embedding =
+        be.create_group(ends ? i(at.dp_rank * plan.tp + at.tp_rank) : i(plan.dp * plan.tp) + world,
+                        i(at.pp_rank),
+                        "embedding");
+    return g;
+}
+
+int p2p_tag(const RankState& s, int64_t mb, int64_t receiver_stage, int direction) {
+    const int64_t tag = (mb * s.plan.pp * s.plan.vpp + receiver_stage) * 2 + direction;
+    CLEAVE_ASSERT(tag < tag_limit, "p2p tag out of range (checked by check_executable)");
+    return static_cast<int>(tag);
+}
+
+// One pipeline step: receive, compute, send.
+void run_step(RankState& s,
+              Transformer& tf,
+              Recorder& rec,
+              std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
+              const Step& step,
+              int64_t iteration,
+              double& loss_sum) {
+    const ChunkHandles& c = s.chunks[static_cast<size_t>(step.chunk)];
+    const int64_t vs = c.virtual_stage;
+    const int64_t stages = s.plan.pp * s.plan.vpp;
+    const int prev = static_cast<int>((vs + stages - 1) % s.plan.pp);
+    const int next = static_cast<int>((vs + 1) % s.plan.pp);
+    const int64_t act = s.d.local_tokens() * s.d.hidden;
+    const MicroBatch mb = make_microbatch(s, iteration, step.microbatch);
+    ChunkCache& cache = caches[{step.microbatch, step.chunk}];
+    const std::string label =
+        " mb" + std::to_string(step.microbatch) + " c" + std::to_string(step.chunk);
+    if (step.forward) {
+        Buffer in;
+        if (!c.first) {
+            in = Buffer(s.be, act);
+            rec.timed(Phase::pp_wait, Stream::pp_fwd, "recv activation", [&] {
+                s.be.recv(s.groups.pp, in, prev, p2p_tag(s, step.microbatch, vs, 0));
+            });
+        }
+        const double t0 = rec.now_s();
+        Buffer out = tf.forward(c, std::move(in), mb, cache, loss_sum);
+        rec.event("F" + label, Stream::compute, t0, rec.now_s());
+        if (!c.last) {
+            rec.timed(Phase::pp_wait, Stream::pp_fwd, "send activation", [&] {
+                s.be.send(s.groups.pp, out, next, p2p_tag(s, step.microbatch, vs + 1, 0));
+            });
+        }
+        return;
+    }
+    Buffer dy;
+    if (!c.last) {
+        dy = Buffer(s.be, act);
+        rec.timed(Phase::pp_wait, Stream::pp_bwd, "recv gradient", [&] {
+            s.be.recv(s.groups.pp, dy, next, p2p_tag(s, step.microbatch, vs, 1));
+        });
+    }
+    const double t0 = rec.now_s();
+    Buffer dx = tf.backward(c, std::move(dy), mb, cache);
+    rec.event("B" + label, Stream::compute, t0, rec.now_s());
+    caches.erase({step.microbatch, step.chunk});
+    if (!c.first) {
+        rec.timed(Phase::pp_wait, Stream::pp_bwd, "send gradient", [&] {
+            s.be.send(s.groups.pp, dx, prev, p2p_tag(s, step.microbatch, vs - 1, 1));
+        });
+    }
+}
+
+// Gradient synchronisation and the Adam step.
+void update(RankState& s, Recorder& rec, int64_t step) {
+    Backend& be = s.be;
+    Params& p = s.params;
+    if (s.d.sp && p.replicated_size() > 0) {
+        // With SP every TP rank saw only its sequence shard: the replicated weights' gradients
+        // are partial sums (Megatron all-reduces layernorm grads across TP for SP).
+        rec.timed(Phase::tp_comm, Stream::tp, "tp all_reduce replicated grads", [&] {
+            be.all_reduce(s.groups.tp, p.grads().slice(0, p.replicated_size()), ReduceOp::sum);
+        });
+    }
+    if (s.tied_copy) {
+        rec.timed(Phase::dp_comm, Stream::dp, "embedding all_reduce", [&] {
+            be.all_reduce(s.groups.embedding, p.ref(s.tied_handle).g, ReduceOp::sum);
+        });
+    }
+    const auto lr = s.opt.lr;
+    if (s.plan.zero == 0 || s.plan.dp == 1) {
+        if (s.plan.dp > 1) {
+            rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce", [&] {
+                be.all_reduce(s.groups.dp, p.grads(), ReduceOp::sum);
+            });
+        }
+        rec.timed(Phase::optimizer, Stream::optimizer, "adam", [&] {
+            be.adam(p.weights(),
+                    p.grads(),
+                    p.adam_m(),
+                    p.adam_v(),
+                    lr,
+                    adam_beta1,
+                    adam_beta2,
+                    adam_eps,
+                    0.0f,
+                    step);
+        });
+        return;
+    }
+    // ZeRO-1 (Rajbhandari et al. 2020, Sec. 5.1): reduce-scatter the gradients, update this
+    // rank's shard, all-gather the updated weights.
+    const int64_t shard = p.padded_size() / s.plan.dp;
+    const int64_t begin = s.at.dp_rank * shard;
+    Buffer g_shard(be, shard);
+    rec.timed(Phase::dp_comm, Stream::dp, "dp reduce_scatter", [&] {
+        be.reduce_scatter(s.groups.dp, p.grads(), g_shard);
+    });
+    Buffer w_shard(be, shard);
+    be.copy(w_shard, p.weights().slice(begin, shard));
+    rec.timed(Phase::optimizer, Stream::optimizer, "adam", [&] {
+        be.adam(w_shard,
+                g_shard,
+                p.adam_m(),
+                p.adam_v(),
+                lr,
+                adam_beta1,
+                adam_beta2,
+                adam_eps,
+                0.0f,
+                step);
+    });
+    rec.timed(Phase::dp_comm, Stream::dp, "dp all_gather", [&] {
+        be.all_gather(s.groups.dp, w_shard, p.weights());
+    });
+}
+
+}  // namespace
+
+void check_executable(const ModelSpec& model,
+                      const JobSpec& job,
+                      const Plan& plan,
+                      int64_t world_size) {
+    std::vector<Diagnostic> out;
+    const int64_t ranks = plan.dp * plan.tp * plan.pp;
+    need(out,
+         ranks == world_size,
+         "dp*tp*pp=" + std::to_string(ranks) + " but " + std::to_string(world_size) +
+             " ranks were launched (mpirun -np N)");
+    need(out, plan.cp == 1, "context parallelism (--cp) is not executed");
+    need(out, plan.ep == 1 && !model.moe.enabled(), "MoE / expert parallelism is not executed");
+    need(out, plan.zero <= 2, "ZeRO-3 is not executed (use --zero 0, 1 or 2)");
+    need(out, model.heads > 0 && model.hidden % model.heads == 0, "heads must divide hidden");
+    const int64_t kv = model.kv_heads > 0 ? model.kv_heads : model.heads;
+    need(out,
+         kv % plan.tp == 0,
+         "tp=" + std::to_string(plan.tp) + " must divide kv_heads=" + std::to_string(kv));
+    need(out,
+         model.vocab % plan.tp == 0,
+         "tp=" + std::to_string(plan.tp) + " must divide vocab=" + std::to_string(model.vocab) +
+             " (vocab-parallel embedding)");
+    need(out,
+         model.positions != PositionKind::rope || (model.hidden / model.heads) % 2 == 0,
+         "RoPE needs an even head dimension");
+    const int64_t m = plan.mbs * plan.dp > 0 ? job.global_batch / (plan.mbs * plan.dp) : 0;
+    need(out, m * plan.pp * plan.vpp * 2 < tag_limit, "too many micro-batches per pipeline");
+    if (!out.empty()) {
+        throw ConfigError(std::move(out));
+    }
+}
+
+Measurement run_training(Backend& be,
+                         const ModelSpec& model,
+                         const JobSpec& job,
+                         const Plan& plan,
+                         const RunOptions& opt) {
+    check_executable(model, job, plan, be.world_size());
+    const RankCoords at = rank_coords(plan, be.world_rank());
+    RankState s{be,
+                plan,
+                job,
+                opt,
+                at,
+                make_dims(model, job.seq_len, plan.mbs, plan, at.tp_rank),
+                {},
+                {},
+                {},
+                num_microbatches(plan, job),
+                false,
+                -1};
+    s.groups = make_groups(be, plan, at);
+    const Group world = be.create_group(0, be.world_rank(), "world");
+    s.chunks = build_chunks(s.params, model, s.d, plan, at);
+    s.params.allocate(be, plan.zero > 0 ? plan.dp : 1, opt.seed);
+    for (const auto& c : s.chunks) {
+        if (model.tied_embeddings && plan.pp > 1 && (c.first || c.last)) {
+            s.tied_copy = true;
+            s.tied_handle = c.first ? c.embedding : c.output;
+        }
+    }
+    Recorder rec(be, opt.trace, be.world_rank());
+    const float loss_scale = 1.0f / static_cast<float>(job.global_batch * job.seq_len);
+    Transformer tf(be, rec, s.d, s.groups, s.params, plan.recompute, loss_scale);
+    const auto steps = pipeline_steps(plan.schedule, plan.pp, plan.vpp, at.pp_rank, s.microbatches);
+    const bool counts_loss = s.chunks.back().last && at.tp_rank == 0;
+
+    Collector col(be, world, opt.iters + opt.warmup);
+    col.barrier();
+    rec.set_origin(rec.now_s());
+    for (int64_t it = 0; it < opt.warmup + opt.iters; ++it) {
+        col.barrier();
+        be.reset_peak();
+        rec.start_iteration();
+        be.fill(s.params.grads(), 0.0f);
+        double loss_sum = 0.0;
+        std::map<std::pair<int64_t, int64_t>, ChunkCache> caches;
+        for (size_t i = 0; i < steps.size(); ++i) {
+            if (opt.on_step) {
+                opt.on_step(it, static_cast<int64_t>(i));
+            }
+            run_step(s, tf, rec, caches, steps[i], it, loss_sum);
+        }
+        rec.timed(Phase::pp_wait, Stream::pp_fwd, "pp flush", [&] { be.synchronize(); });
+        update(s, rec, it + 1);
+        be.synchronize();
+        const double end = rec.now_s();
+        col.record(it,
+                   it >= opt.warmup,
+                   end - rec.iteration_start_s(),
+                   rec,
+                   counts_loss ? loss_sum * static_cast<double>(loss_scale) : 0.0,
+                   be.peak_bytes());
+    }
+    return col.finish(s.params.checksum(be), at, rec);
+}
+
+}  // namespace cleave::executor

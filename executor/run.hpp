@@ -1,0 +1,78 @@
+#pragma once
+// One measured training run of a plan: the public entry point of the executor library.
+
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "core/trace.hpp"
+#include "executor/backend.hpp"
+#include "executor/schedule.hpp"
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace cleave::executor {
+
+struct RunOptions {
+    int64_t iters = 3;   // measured iterations
+    int64_t warmup = 1;  // iterations run first and not measured
+    uint64_t seed = 1234;
+    float lr = 1e-4f;  // Adam: beta1 0.9, beta2 0.95, eps 1e-8 (Megatron GPT defaults)
+    bool trace = false;
+    /// Called before every pipeline step with (iteration, step index); a test hook (fault
+    /// injection). May throw, exit or block.
+    std::function<void(int64_t, int64_t)> on_step;
+};
+
+struct PhaseTimes {
+    double compute_s = 0.0;    // forward + backward math (everything not listed below)
+    double tp_comm_s = 0.0;    // TP all-reduce / all-gather / reduce-scatter
+    double pp_wait_s = 0.0;    // pipeline send / recv, including waiting for the neighbour
+    double dp_comm_s = 0.0;    // DP gradient reduction, embedding sync, ZeRO all-gather
+    double optimizer_s = 0.0;  // Adam
+
+    bool operator==(const PhaseTimes&) const = default;
+};
+
+struct RankReport {
+    int64_t world_rank = 0;
+    RankCoords at;
+    double iteration_time_s = 0.0;  // median over measured iterations
+    PhaseTimes phases;              // medians over measured iterations
+    int64_t peak_memory_B = 0;      // tracked high-water mark
+
+    bool operator==(const RankReport&) const = default;
+};
+
+struct Measurement {
+    double loss = 0.0;              // mean token loss of the last iteration (before its update)
+    std::vector<double> losses;     // every iteration, warm-up included
+    double weights_checksum = 0.0;  // sum of every weight after the last update, counted once
+    double iteration_time_s = 0.0;  // median over measured iterations of the slowest rank
+    std::vector<double> iteration_times_s;  // measured iterations, slowest rank each
+    PhaseTimes phases;                      // mean over ranks of each rank's medians
+    int64_t peak_memory_B = 0;              // max over ranks
+    std::vector<RankReport> ranks;          // world rank 0 only
+    Trace trace;                            // world rank 0 only, with RunOptions::trace
+};
+
+/// Throws ConfigError when the executor cannot run `plan` for this model and job on
+/// `world_size` ranks (beyond check_plan: cp, ep and MoE are not executed, ZeRO-3 is not
+/// executed, dp * tp * pp must equal the rank count, TP must divide vocab and the kv heads).
+void check_executable(const ModelSpec& model,
+                      const JobSpec& job,
+                      const Plan& plan,
+                      int64_t world_size);
+
+/// Runs warmup + iters training iterations. Collective over MPI_COMM_WORLD (used only to set up
+/// groups and to collect the results; all training traffic goes over per-group communicators).
+/// Returns loss, checksum and times on every rank; per-rank reports and the trace on rank 0.
+/// Throws ConfigError (see check_executable), BackendError / CommTimeout on failures.
+[[nodiscard]] Measurement run_training(Backend& be,
+                                       const ModelSpec& model,
+                                       const JobSpec& job,
+                                       const Plan& plan,
+                                       const RunOptions& options);
+
+}  // namespace cleave::executor

@@ -1,0 +1,402 @@
+#include "executor/transformer.hpp"
+
+#include <cmath>
+#include <string>
+
+namespace cleave::executor {
+
+Dims make_dims(
+    const ModelSpec& model, int64_t seq, int64_t mbs, const Plan& plan, int64_t tp_rank) {
+    Dims d;
+    d.seq = seq;
+    d.batch = mbs;
+    d.hidden = model.hidden;
+    d.heads = model.heads;
+    d.kv_heads = model.kv_heads > 0 ? model.kv_heads : model.heads;
+    d.head_dim = model.hidden / model.heads;
+    d.ffn = model.ffn_hidden;
+    d.vocab = model.vocab;
+    d.tp = plan.tp;
+    d.tp_rank = tp_rank;
+    d.sp = plan.sp && plan.tp > 1;
+    d.norm = model.norm == NormKind::rmsnorm ? NormType::rmsnorm : NormType::layernorm;
+    d.swiglu = model.mlp == MlpKind::swiglu;
+    d.bias = model.linear_bias;
+    d.qkv_bias = model.linear_bias || model.qkv_bias;
+    d.rope = model.positions == PositionKind::rope;
+    return d;
+}
+
+namespace {
+
+struct Registrar {
+    Params& params;
+    const Dims& d;
+    bool dp0 = true;
+
+    int64_t replicated(const std::string& name, InitKind kind, int64_t rows, int64_t cols) {
+        return params.add({name, kind, cols, 0, rows, 0, cols, true, dp0 && d.tp_rank == 0, 0});
+    }
+
+    int64_t columns(const std::string& name, InitKind kind, int64_t rows, int64_t cols_global) {
+        const int64_t cols = cols_global / d.tp;
+        return params.add(
+            {name, kind, cols_global, 0, rows, d.tp_rank * cols, cols, false, dp0, 0});
+    }
+
+    int64_t rows(const std::string& name, int64_t rows_global, int64_t cols, bool counted) {
+        const int64_t r = rows_global / d.tp;
+        return params.add(
+            {name, InitKind::weight, cols, d.tp_rank * r, r, 0, cols, false, dp0 && counted, 0});
+    }
+
+    void norm(const std::string& name, int64_t& g, int64_t& b) {
+        g = replicated(name + ".g", InitKind::gain, 1, d.hidden);
+        if (d.norm == NormType::layernorm) {
+            b = replicated(name + ".b", InitKind::bias, 1, d.hidden);
+        }
+    }
+
+    // Column-parallel matrix [in, out] with its split bias.
+    void column_linear(
+        const std::string& name, int64_t in, int64_t out, int64_t& w, int64_t& b, bool bias) {
+        w = columns(name + ".w", InitKind::weight, in, out);
+        if (bias) {
+            b = columns(name + ".b", InitKind::bias, 1, out);
+        }
+    }
+
+    // Row-parallel matrix [in, out] with its replicated bias (added after the reduction).
+    void row_linear(const std::string& name, int64_t in, int64_t out, int64_t& w, int64_t& b) {
+        w = rows(name + ".w", in, out, true);
+        if (d.bias) {
+            b = replicated(name + ".b", InitKind::bias, 1, out);
+        }
+    }
+};
+
+LayerHandles register_layer(Registrar& r, int64_t index) {
+    const Dims& d = r.d;
+    const std::string p = "layer" + std::to_string(index);
+    LayerHandles l;
+    r.norm(p + ".norm1", l.norm1_g, l.norm1_b);
+    r.column_linear(p + ".q", d.hidden, d.heads * d.head_dim, l.wq, l.bq, d.qkv_bias);
+    r.column_linear(p + ".k", d.hidden, d.kv_heads * d.head_dim, l.wk, l.bk, d.qkv_bias);
+    r.column_linear(p + ".v", d.hidden, d.kv_heads * d.head_dim, l.wv, l.bv, d.qkv_bias);
+    r.row_linear(p + ".o", d.heads * d.head_dim, d.hidden, l.wo, l.bo);
+    r.norm(p + ".norm2", l.norm2_g, l.norm2_b);
+    r.column_linear(p + (d.swiglu ? ".gate" : ".fc1"), d.hidden, d.ffn, l.w1, l.b1, d.bias);
+    if (d.swiglu) {
+        r.column_linear(p + ".up", d.hidden, d.ffn, l.w3, l.b3, d.bias);
+    }
+    r.row_linear(p + (d.swiglu ? ".down" : ".fc2"), d.ffn, d.hidden, l.w2, l.b2);
+    return l;
+}
+
+}  // namespace
+
+std::vector<ChunkHandles> build_chunks(
+    Params& params, const ModelSpec& model, const Dims& d, const Plan& plan, const RankCoords& at) {
+    Registrar r{params, d, at.dp_rank == 0};
+    const int64_t stages = plan.pp * plan.vpp;
+    const int64_t per_chunk = model.layers / stages;
+    std::vector<ChunkHandles> chunks;
+    for (int64_t v = 0; v < plan.vpp; ++v) {
+        ChunkHandles c;
+        c.virtual_stage = v * plan.pp + at.pp_rank;
+        c.first = c.virtual_stage == 0;
+        c.last = c.virtual_stage == stages - 1;
+        if (c.first) {
+            c.embedding = r.rows("embedding", d.vocab, d.hidden, true);
+            if (!d.rope) {
+                c.position = r.replicated("position", InitKind::weight, d.seq, d.hidden);
+            }
+        }
+        for (int64_t i = 0; i < per_chunk; ++i) {
+            c.layers.push_back(register_layer(r, c.virtual_stage * per_chunk + i));
+        }
+        if (c.last) {
+            r.norm("final_norm", c.final_g, c.final_b);
+            if (model.tied_embeddings) {
+                // pp == 1: the same tensor; otherwise Megatron's copy on the last stage, kept
+                // equal by all-reducing its gradient with the first stage's.
+                c.output = c.first ? c.embedding : r.rows("embedding", d.vocab, d.hidden, false);
+            } else {
+                c.output = r.rows("output", d.vocab, d.hidden, true);
+            }
+        }
+        chunks.push_back(std::move(c));
+    }
+    return chunks;
+}
+
+Transformer::Transformer(Backend& be,
+                         Recorder& rec,
+                         const Dims& d,
+                         const Groups& groups,
+                         const Params& params,
+                         Recompute recompute,
+                         float loss_scale)
+    : be_(be)
+    , rec_(rec)
+    , d_(d)
+    , groups_(groups)
+    , params_(params)
+    , recompute_(recompute)
+    , loss_scale_(loss_scale) {}
+
+// ---- helpers ------------------------------------------------------------------------------
+
+View Transformer::gather_seq(View local, Buffer& storage) {
+    if (!d_.sp) {
+        return local;
+    }
+    storage = buf(local.size * d_.tp);
+    rec_.timed(Phase::tp_comm, Stream::tp, "tp all_gather", [&] {
+        be_.all_gather(groups_.tp, local, storage);
+    });
+    return storage;
+}
+
+Buffer Transformer::reduce_out(Buffer partial) {
+    if (d_.tp == 1) {
+        return partial;
+    }
+    if (d_.sp) {
+        Buffer out = buf(partial.size() / d_.tp);
+        rec_.timed(Phase::tp_comm, Stream::tp, "tp reduce_scatter", [&] {
+            be_.reduce_scatter(groups_.tp, partial, out);
+        });
+        return out;
+    }
+    rec_.timed(Phase::tp_comm, Stream::tp, "tp all_reduce", [&] {
+        be_.all_reduce(groups_.tp, partial, ReduceOp::sum);
+    });
+    return partial;
+}
+
+void Transformer::linear(
+    View x, int64_t rows, int64_t in, int64_t out, int64_t w, int64_t b, View y) {
+    be_.gemm(Trans::no, Trans::no, rows, out, in, 1.0f, x, params_.ref(w).w, 0.0f, y);
+    if (b >= 0) {
+        be_.add_bias(y, rows, out, params_.ref(b).w);
+    }
+}
+
+void Transformer::linear_bwd(View x,
+                             View dy,
+                             int64_t rows,
+                             int64_t in,
+                             int64_t out,
+                             int64_t w,
+                             int64_t b,
+                             View dx,
+                             float dx_beta) {
+    const ParamRef pw = params_.ref(w);
+    be_.gemm(Trans::yes, Trans::no, in, out, rows, 1.0f, x, dy, 1.0f, pw.g);
+    if (b >= 0) {
+        be_.bias_grad(dy, rows, out, params_.ref(b).g);
+    }
+    if (dx.data != nullptr) {
+        be_.gemm(Trans::no, Trans::yes, rows, in, out, 1.0f, dy, pw.w, dx_beta, dx);
+    }
+}
+
+void Transformer::norm(View x, int64_t g, int64_t b, View y, View mean, View rstd) {
+    const View beta = b >= 0 ? params_.ref(b).w : View{};
+    be_.norm_fwd(
+        d_.norm, x, d_.local_tokens(), d_.hidden, params_.ref(g).w, beta, d_.eps, y, mean, rstd);
+}
+
+void Transformer::norm_bwd(View dy, View x, int64_t g, int64_t b, View mean, View rstd, View dx) {
+    const ParamRef pg = params_.ref(g);
+    const View dbeta = b >= 0 ? params_.ref(b).g : View{};
+    be_.norm_bwd(d_.norm, dy, x, d_.local_tokens(), d_.hidden, pg.w, mean, rstd, dx, pg.g, dbeta);
+}
+
+// ---- forward ------------------------------------------------------------------------------
+
+Buffer Transformer::embed(const ChunkHandles& c, const MicroBatch& mb) {
+    const int64_t T = d_.tokens();
+    Buffer e = buf(T * d_.hidden);
+    be_.embedding_fwd(mb.ids,
+                      params_.ref(c.embedding).w,
+                      d_.vocab_begin(),
+                      d_.vocab_local(),
+                      d_.hidden,
+                      e,
+                      false);
+    Buffer x = reduce_out(std::move(e));
+    if (c.position >= 0) {
+        be_.embedding_fwd(mb.positions, params_.ref(c.position).w, 0, d_.seq, d_.hidden, x, true);
+    }
+    return x;
+}
+
+Buffer Transformer::layer_fwd(const LayerHandles& l, Buffer x, LayerCache& lc) {
+    const int64_t T = d_.tokens();
+    const int64_t Tl = d_.local_tokens();
+    const int64_t h = d_.hidden;
+    const int64_t qd = d_.heads_local() * d_.head_dim;
+    const int64_t kvd = d_.kv_local() * d_.head_dim;
+    lc.n1 = buf(Tl * h);
+    lc.mean1 = buf(Tl);
+    lc.rstd1 = buf(Tl);
+    norm(x, l.norm1_g, l.norm1_b, lc.n1, lc.mean1, lc.rstd1);
+    const View n1 = gather_seq(lc.n1, lc.n1_full);
+    lc.q = buf(T * qd);
+    lc.k = buf(T * kvd);
+    lc.v = buf(T * kvd);
+    linear(n1, T, h, qd, l.wq, l.bq, lc.q);
+    linear(n1, T, h, kvd, l.wk, l.bk, lc.k);
+    linear(n1, T, h, kvd, l.wv, l.bv, lc.v);
+    if (d_.rope) {
+        be_.rope(lc.q, d_.seq, d_.batch, d_.heads_local(), d_.head_dim, 0, false);
+        be_.rope(lc.k, d_.seq, d_.batch, d_.kv_local(), d_.head_dim, 0, false);
+    }
+    lc.probs = buf(d_.batch * d_.heads_local() * d_.seq * d_.seq);
+    lc.ctx = buf(T * qd);
+    be_.attention_fwd(lc.q,
+                      lc.k,
+                      lc.v,
+                      d_.seq,
+                      d_.batch,
+                      d_.heads_local(),
+                      d_.kv_local(),
+                      d_.head_dim,
+                      lc.probs,
+                      lc.ctx);
+    if (recompute_ == Recompute::selective) {
+        lc.probs = Buffer();  // recomputed in the backward (Korthikanti et al. 2022, Sec. 5)
+    }
+    Buffer o = buf(T * h);
+    linear(lc.ctx, T, qd, h, l.wo, -1, o);
+    o = reduce_out(std::move(o));
+    if (l.bo >= 0) {
+        be_.add_bias(o, Tl, h, params_.ref(l.bo).w);
+    }
+    be_.axpy(1.0f, x, o);  // residual
+    lc.x = std::move(x);
+    lc.x2 = std::move(o);
+    lc.n2 = buf(Tl * h);
+    lc.mean2 = buf(Tl);
+    lc.rstd2 = buf(Tl);
+    norm(lc.x2, l.norm2_g, l.norm2_b, lc.n2, lc.mean2, lc.rstd2);
+    const View n2 = gather_seq(lc.n2, lc.n2_full);
+    const int64_t f = d_.ffn_local();
+    lc.a = buf(T * f);
+    lc.act = buf(T * f);
+    linear(n2, T, h, f, l.w1, l.b1, lc.a);
+    if (d_.swiglu) {
+        lc.up = buf(T * f);
+        linear(n2, T, h, f, l.w3, l.b3, lc.up);
+        be_.swiglu_fwd(lc.a, lc.up, lc.act);
+    } else {
+        be_.gelu_fwd(lc.a, lc.act);
+    }
+    Buffer y = buf(T * h);
+    linear(lc.act, T, f, h, l.w2, -1, y);
+    y = reduce_out(std::move(y));
+    if (l.b2 >= 0) {
+        be_.add_bias(y, Tl, h, params_.ref(l.b2).w);
+    }
+    be_.axpy(1.0f, lc.x2, y);
+    return y;
+}
+
+void Transformer::head(
+    const ChunkHandles& c, Buffer x, const MicroBatch& mb, ChunkCache& cache, double& loss_sum) {
+    const int64_t T = d_.tokens();
+    const int64_t Tl = d_.local_tokens();
+    const int64_t V = d_.vocab_local();
+    cache.head_n = buf(Tl * d_.hidden);
+    cache.head_mean = buf(Tl);
+    cache.head_rstd = buf(Tl);
+    norm(x, c.final_g, c.final_b, cache.head_n, cache.head_mean, cache.head_rstd);
+    cache.head_x = std::move(x);
+    const View n = gather_seq(cache.head_n, cache.head_n_full);
+    cache.dlogits = buf(T * V);
+    be_.gemm(Trans::no,
+             Trans::yes,
+             T,
+             V,
+             d_.hidden,
+             1.0f,
+             n,
+             params_.ref(c.output).w,
+             0.0f,
+             cache.dlogits);
+    // Vocab-parallel cross-entropy (Megatron): global row max, then global sum of exp and of
+    // the target logit, each one all-reduce over TP.
+    Buffer stats = buf(3 * T);
+    const View row_max = stats.view().slice(0, T);
+    const View sums = stats.view().slice(T, 2 * T);
+    be_.xent_row_max(cache.dlogits, T, V, row_max);
+    if (d_.tp > 1) {
+        rec_.timed(Phase::tp_comm, Stream::tp, "tp all_reduce max", [&] {
+            be_.all_reduce(groups_.tp, row_max, ReduceOp::max);
+        });
+    }
+    be_.xent_partial(cache.dlogits,
+                     T,
+                     V,
+                     d_.vocab_begin(),
+                     mb.targets,
+                     row_max,
+                     sums.slice(0, T),
+                     sums.slice(T, T));
+    if (d_.tp > 1) {
+        rec_.timed(Phase::tp_comm, Stream::tp, "tp all_reduce", [&] {
+            be_.all_reduce(groups_.tp, sums, ReduceOp::sum);
+        });
+    }
+    std::vector<float> host(static_cast<size_t>(3 * T));
+    be_.download(host, stats);
+    for (int64_t r = 0; r < T; ++r) {
+        const auto i = static_cast<size_t>(r);
+        const auto T_ = static_cast<size_t>(T);
+        loss_sum += std::log(static_cast<double>(host[T_ + i])) + host[i] - host[2 * T_ + i];
+    }
+    be_.xent_bwd(cache.dlogits,
+                 T,
+                 V,
+                 d_.vocab_begin(),
+                 mb.targets,
+                 row_max,
+                 sums.slice(0, T),
+                 loss_scale_,
+                 cache.dlogits);
+}
+
+Buffer Transformer::run_layers(const ChunkHandles& c, Buffer x, ChunkCache& cache) {
+    cache.layers.clear();
+    cache.layers.resize(c.layers.size());
+    for (size_t i = 0; i < c.layers.size(); ++i) {
+        x = layer_fwd(c.layers[i], std::move(x), cache.layers[i]);
+    }
+    return x;
+}
+
+Buffer Transformer::forward(const ChunkHandles& c,
+                            Buffer input,
+                            const MicroBatch& mb,
+                            ChunkCache& cache,
+                            double& loss_sum) {
+    Buffer x = c.first ? embed(c, mb) : std::move(input);
+    if (recompute_ == Recompute::full) {
+        // Keep only the chunk input (Chen et al. 2016; Megatron "full" recomputation).
+        cache.input = buf(x.size());
+        be_.copy(cache.input, x);
+    }
+    x = run_layers(c, std::move(x), cache);
+    if (recompute_ == Recompute::full) {
+        cache.layers.clear();
+    }
+    if (c.last) {
+        head(c, std::move(x), mb, cache, loss_sum);
+        return Buffer();
+    }
+    return x;
+}
+
+}  // namespace cleave::executor

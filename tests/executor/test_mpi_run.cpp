@@ -1,0 +1,146 @@
+// `cleave run` under mpirun: the correctness matrix (every plan of the tiny models gives the
+// loss and updated weights of the single-rank run, relative tolerance 1e-5) and the fault test
+// (a rank that dies or hangs takes the whole job down within the timeout, with a message that
+// names what failed). Each case launches mpirun (CLEAVE_MPIEXEC) on the cleave binary.
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <sys/wait.h>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+    int status = -1;
+    std::string output;
+};
+
+Result shell(const std::string& cmd) {
+    Result r;
+    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+    REQUIRE(p != nullptr);
+    std::array<char, 4096> buf{};
+    size_t n = 0;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
+        r.output.append(buf.data(), n);
+    }
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    return r;
+}
+
+std::string data(const std::string& file) {
+    return std::string(CLEAVE_TEST_DATA_DIR) + "/tests/executor/data/" + file;
+}
+
+std::string mpirun(int ranks) {
+    return std::string(CLEAVE_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
+           std::to_string(ranks) + " " + CLEAVE_BIN + " run ";
+}
+
+nlohmann::json run_json(const std::string& model, int ranks, const std::string& flags) {
+    const std::string cmd = mpirun(ranks) + data(model) + " dgx-a100-80g --gbs 4 --seq 16 " +
+                            "--warmup 0 --iters 2 --timeout 60 --format json " + flags;
+    const Result r = shell(cmd);
+    INFO(cmd);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    // mpirun may add lines of its own; the JSON object is the output's last {...} block.
+    const auto start = r.output.find('{');
+    REQUIRE(start != std::string::npos);
+    return nlohmann::json::parse(r.output.substr(start));
+}
+
+void same_as_single_rank(const std::string& model, int ranks, const std::string& flags) {
+    const nlohmann::json ref = run_json(model, 1, "");
+    const nlohmann::json got = run_json(model, ranks, flags);
+    CAPTURE(flags);
+    const double loss = ref["loss"];
+    const double checksum = ref["weights_checksum"];
+    CHECK(loss > 3.0);  // about ln(64) = 4.16 for near-uniform logits
+    CHECK(got["loss"].get<double>() == doctest::Approx(loss).epsilon(1e-5));
+    CHECK(got["weights_checksum"].get<double>() == doctest::Approx(checksum).epsilon(1e-5));
+    CHECK(got["world_size"].get<int>() == ranks);
+    CHECK(got["iteration_time_s"].get<double>() > 0.0);
+    CHECK(got["peak_memory_gib"].get<double>() > 0.0);
+    CHECK(got["ranks"].size() == static_cast<size_t>(ranks));
+}
+
+}  // namespace
+
+TEST_SUITE("executor") {
+    TEST_CASE("run: the weights move, so the matrix compares something") {
+        const nlohmann::json a = run_json("tiny_gpt.toml", 1, "");
+        const nlohmann::json b = run_json("tiny_gpt.toml", 1, "--lr 1e-3");
+        CHECK(a["weights_checksum"].get<double>() !=
+              doctest::Approx(b["weights_checksum"].get<double>()).epsilon(1e-5));
+        CHECK(a["losses"].size() == 2);
+    }
+    TEST_CASE("run: dp2 matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 2, "--dp 2");
+    }
+    TEST_CASE("run: dp2 zero1 matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 2, "--dp 2 --zero 1");
+    }
+    TEST_CASE("run: tp2 matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 2, "--tp 2");
+    }
+    TEST_CASE("run: tp2 sp matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 2, "--tp 2 --sp");
+    }
+    TEST_CASE("run: pp2 matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 2, "--pp 2");
+    }
+    TEST_CASE("run: dp2 tp2 matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 4, "--dp 2 --tp 2");
+    }
+    TEST_CASE("run: tp2 pp2 matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 4, "--tp 2 --pp 2");
+    }
+    TEST_CASE("run: pp2 interleaved matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 2, "--pp 2 --vpp 2");
+    }
+    TEST_CASE("run: pp4 gpipe matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 4, "--pp 4 --schedule gpipe");
+    }
+    TEST_CASE("run: pp4 1f1b with full recompute matches 1x1x1") {
+        same_as_single_rank("tiny_gpt.toml", 4, "--pp 4 --schedule 1f1b --recompute full");
+    }
+    TEST_CASE("run: llama tp2 sp selective recompute matches 1x1x1") {
+        same_as_single_rank("tiny_llama.toml", 2, "--tp 2 --sp --recompute selective");
+    }
+    TEST_CASE("run: llama pp2 dp2 zero1 matches 1x1x1") {
+        same_as_single_rank("tiny_llama.toml", 4, "--pp 2 --dp 2 --zero 1");
+    }
+
+    TEST_CASE("run: a hung rank aborts the job within the timeout, naming group and operation") {
+        using clock = std::chrono::steady_clock;
+        const auto t0 = clock::now();
+        const Result r = shell(mpirun(2) + data("tiny_gpt.toml") +
+                               " dgx-a100-80g --pp 2 --gbs 4 --timeout 2 --fault-rank 1 "
+                               "--fault-at-iter 0 --fault-mode hang");
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        INFO(r.output);
+        CHECK(r.status != 0);
+        CHECK(s < 30.0);
+        CHECK(r.output.find("injected fault") != std::string::npos);
+        CHECK(r.output.find("rank 0: recv on group 'pp'") != std::string::npos);
+        CHECK(r.output.find("not done after 2 s") != std::string::npos);
+    }
+
+    TEST_CASE("run: a rank that exits mid-iteration takes the job down") {
+        using clock = std::chrono::steady_clock;
+        const auto t0 = clock::now();
+        const Result r = shell(mpirun(2) + data("tiny_gpt.toml") +
+                               " dgx-a100-80g --dp 2 --gbs 4 --timeout 2 --fault-rank 1 "
+                               "--fault-at-iter 0 --fault-mode exit");
+        const double s = std::chrono::duration<double>(clock::now() - t0).count();
+        INFO(r.output);
+        CHECK(r.status != 0);
+        CHECK(s < 30.0);
+        CHECK(r.output.find("injected fault") != std::string::npos);
+    }
+}

@@ -1,0 +1,142 @@
+// Pipeline schedules and rank layout, checked without MPI: every rank's step list covers each
+// (micro-batch, chunk) once forward and once backward, and the steps of all ranks, played with
+// non-blocking sends and blocking receives, never deadlock.
+#include "executor/schedule.hpp"
+
+#include <map>
+#include <set>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+using namespace cleave::executor;
+
+namespace {
+
+// Plays all ranks' steps; a step runs once its input exists (forward: the previous virtual
+// stage's forward; backward: the next virtual stage's backward and its own forward). Returns
+// false on a deadlock (no rank can make progress while steps remain).
+bool plays_without_deadlock(Schedule s, int64_t pp, int64_t vpp, int64_t m) {
+    std::vector<std::vector<Step>> steps;
+    for (int64_t r = 0; r < pp; ++r) {
+        steps.push_back(pipeline_steps(s, pp, vpp, r, m));
+    }
+    std::vector<size_t> next(static_cast<size_t>(pp), 0);
+    std::set<std::tuple<bool, int64_t, int64_t>> done;  // (forward, mb, virtual stage)
+    const int64_t stages = pp * vpp;
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (int64_t r = 0; r < pp; ++r) {
+            auto& i = next[static_cast<size_t>(r)];
+            if (i == steps[static_cast<size_t>(r)].size()) {
+                continue;
+            }
+            const Step& st = steps[static_cast<size_t>(r)][i];
+            const int64_t vs = st.chunk * pp + r;
+            const bool ready =
+                st.forward
+                    ? (vs == 0 || done.count({true, st.microbatch, vs - 1}) == 1)
+                    : (done.count({true, st.microbatch, vs}) == 1 &&
+                       (vs == stages - 1 || done.count({false, st.microbatch, vs + 1}) == 1));
+            if (ready) {
+                done.insert({st.forward, st.microbatch, vs});
+                ++i;
+                progress = true;
+            }
+        }
+    }
+    return static_cast<int64_t>(done.size()) == 2 * m * stages;
+}
+
+void check_cover(Schedule s, int64_t pp, int64_t vpp, int64_t m) {
+    for (int64_t r = 0; r < pp; ++r) {
+        std::map<std::tuple<bool, int64_t, int64_t>, int> seen;
+        for (const Step& st : pipeline_steps(s, pp, vpp, r, m)) {
+            ++seen[{st.forward, st.microbatch, st.chunk}];
+        }
+        CHECK(static_cast<int64_t>(seen.size()) == 2 * m * vpp);
+        for (const auto& [k, n] : seen) {
+            CHECK(n == 1);
+        }
+    }
+}
+
+}  // namespace
+
+TEST_SUITE("executor") {
+    TEST_CASE("rank_coords: TP innermost, then DP, then PP") {
+        Plan p;
+        p.tp = 2;
+        p.dp = 3;
+        p.pp = 2;
+        // world 7 = (pp 1 * dp 3 + dp 0) * tp 2 + tp 1
+        CHECK(rank_coords(p, 7) == RankCoords{1, 0, 1});
+        CHECK(rank_coords(p, 4) == RankCoords{0, 2, 0});
+        for (int64_t w = 0; w < 12; ++w) {
+            CHECK(world_rank_of(p, rank_coords(p, w)) == w);
+        }
+    }
+
+    TEST_CASE("pipeline_steps: 1f1b warm-up is pp - rank - 1 forwards") {
+        // pp = 4, m = 6, rank 1: warm-up 2 (F0 F1), then F2 B0 F3 B1 F4 B2 F5 B3, then B4 B5.
+        const auto st = pipeline_steps(Schedule::one_f_one_b, 4, 1, 1, 6);
+        const std::vector<std::pair<bool, int64_t>> want = {{true, 0},
+                                                            {true, 1},
+                                                            {true, 2},
+                                                            {false, 0},
+                                                            {true, 3},
+                                                            {false, 1},
+                                                            {true, 4},
+                                                            {false, 2},
+                                                            {true, 5},
+                                                            {false, 3},
+                                                            {false, 4},
+                                                            {false, 5}};
+        REQUIRE(st.size() == want.size());
+        for (size_t i = 0; i < st.size(); ++i) {
+            CHECK(st[i].forward == want[i].first);
+            CHECK(st[i].microbatch == want[i].second);
+        }
+    }
+
+    TEST_CASE("pipeline_steps: gpipe runs every forward before any backward") {
+        const auto st = pipeline_steps(Schedule::gpipe, 4, 1, 3, 4);
+        REQUIRE(st.size() == 8);
+        for (size_t i = 0; i < 4; ++i) {
+            CHECK(st[i].forward);
+            CHECK_FALSE(st[i + 4].forward);
+        }
+    }
+
+    TEST_CASE("pipeline_steps: interleaved follows Megatron's chunk order") {
+        // pp = 2, vpp = 2, m = 4, rank 0: warm-up (2-0-1)*2 + (2-1)*2 = 4 forwards:
+        // k = 0..3 -> (mb 0, c0) (mb 1, c0) (mb 0, c1) (mb 1, c1).
+        const auto st = pipeline_steps(Schedule::interleaved, 2, 2, 0, 4);
+        CHECK(st[0] == Step{true, 0, 0});
+        CHECK(st[1] == Step{true, 1, 0});
+        CHECK(st[2] == Step{true, 0, 1});
+        CHECK(st[3] == Step{true, 1, 1});
+        CHECK(st[4] == Step{true, 2, 0});
+        CHECK(st[5] == Step{false, 0, 1});  // first backward: last chunk, mb 0
+    }
+
+    TEST_CASE("pipeline_steps: every schedule covers each step once and cannot deadlock") {
+        for (const int64_t pp : {1, 2, 3, 4}) {
+            for (const int64_t m : {1, 2, 4, 8}) {
+                CAPTURE(pp);
+                CAPTURE(m);
+                check_cover(Schedule::gpipe, pp, 1, m);
+                check_cover(Schedule::one_f_one_b, pp, 1, m);
+                CHECK(plays_without_deadlock(Schedule::gpipe, pp, 1, m));
+                CHECK(plays_without_deadlock(Schedule::one_f_one_b, pp, 1, m));
+                if (pp > 1 && m % pp == 0) {
+                    for (const int64_t vpp : {2, 3}) {
+                        CAPTURE(vpp);
+                        check_cover(Schedule::interleaved, pp, vpp, m);
+                        CHECK(plays_without_deadlock(Schedule::interleaved, pp, vpp, m));
+                    }
+                }
+            }
+        }
+    }
+}
