@@ -1,5 +1,11 @@
 #include "cli/report.hpp"
 
+#include "costmodel/collectives.hpp"
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+
 namespace cleave::cli {
 
 namespace {
@@ -88,6 +94,144 @@ nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate&
             {"hardware_flops", e.hardware_flops.value()},
             {"stages", stages_json(p, e)},
             {"risks", risks}};
+}
+
+}  // namespace cleave::cli
+
+namespace cleave::cli {
+
+namespace {
+
+std::string f(const char* fmt, double a) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, fmt, a);
+    return buf;
+}
+
+std::string pad(const std::string& s, size_t w) {
+    return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
+}
+
+void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
+    os << "# cleave explain: " << in.model.name << " on " << in.cluster.name << ", " << in.job.gpus
+       << " GPUs, gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", "
+       << to_string(in.job.compute) << "\n";
+    os << "# plan: " << to_flags(p) << " (" << e.microbatches << " micro-batches)\n";
+    os << "# iteration_s tokens_per_s tflops_per_gpu    mfu    hfu  bubble  fits\n";
+    os << "  " << pad(f("%.4g", e.iteration_time.value()), 11) << " "
+       << pad(f("%.4g", e.tokens_per_s), 12) << " " << pad(f("%.1f", e.tflops_per_gpu), 14) << " "
+       << pad(f("%.3f", e.mfu), 6) << " " << pad(f("%.3f", e.hfu), 6) << " "
+       << pad(f("%.3f", e.bubble_ratio), 7) << " " << pad(e.fits ? "yes" : "NO", 5) << "\n";
+}
+
+void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
+    os << "#\n# memory per GPU (GiB), usable " << f("%.1f", to_gib(e.memory_usable))
+       << "; peak stage " << e.peak_memory_stage << "\n";
+    os << "# stage layers weights   grads optimizer activations  logits    comm reserved   total\n";
+    for (int64_t s = 0; s < p.pp; ++s) {
+        if (s > 1 && s < p.pp - 1) {
+            continue;  // middle stages equal stage 1
+        }
+        const StageCost& c = stage_cost(e, s, p.pp);
+        const MemoryBreakdown& m = c.memory;
+        os << "  " << pad(std::to_string(s), 5) << " " << pad(std::to_string(c.layers), 6);
+        for (Bytes b : {m.weights,
+                        m.grads,
+                        m.optimizer,
+                        m.activations,
+                        m.logits,
+                        m.comm_buffers,
+                        m.reserved,
+                        m.total}) {
+            os << " "
+               << pad(f("%.2f", to_gib(b)),
+                      b == m.optimizer     ? 9
+                      : b == m.activations ? 11
+                                           : 7);
+        }
+        os << "\n";
+    }
+    if (p.pp > 3) {
+        os << "# stages 2.." << p.pp - 2
+           << " hold what stage 1 holds, or less (fewer micro-batches "
+           << "in flight)\n";
+    }
+}
+
+void print_time(std::ostream& os, const Plan& p, const Estimate& e) {
+    const TimeBreakdown& t = e.time;
+    os << "#\n# time per iteration (s), slowest stage\n";
+    os << "#   compute  tp_comm  cp_comm  ep_comm  pp_comm   bubble  dp_comm optimizer  "
+          "iteration\n";
+    os << " ";
+    for (Seconds s : {t.compute, t.tp_comm, t.cp_comm, t.ep_comm, t.pp_comm, t.bubble, t.dp_comm}) {
+        os << " " << pad(f("%.4g", s.value()), 8);
+    }
+    os << " " << pad(f("%.4g", t.optimizer.value()), 9) << " "
+       << pad(f("%.4g", e.iteration_time.value()), 10) << "\n";
+    os << "#\n# one micro-batch per stage (ms): fwd and bwd include their exposed comm\n";
+    os << "# stage      fwd      bwd fwd_comm bwd_comm dp_grad_sync optimizer\n";
+    for (int64_t s = 0; s < p.pp; ++s) {
+        if (s > 1 && s < p.pp - 1) {
+            continue;
+        }
+        const StageCost& c = stage_cost(e, s, p.pp);
+        os << "  " << pad(std::to_string(s), 5);
+        for (Seconds x : {c.fwd, c.bwd, c.fwd_comm, c.bwd_comm}) {
+            os << " " << pad(f("%.3f", to_ms(x)), 8);
+        }
+        os << " " << pad(f("%.3f", to_ms(c.dp_grad_sync)), 12) << " "
+           << pad(f("%.3f", to_ms(c.optimizer)), 9) << "\n";
+    }
+}
+
+void print_group(
+    std::ostream& os, const char* name, int64_t size, const GroupLink& l, Collective c, Bytes b) {
+    const double factor = busbw_factor(c, size);
+    const double busbw = to_gbps(l.busbw);
+    const double algbw = factor > 0 ? busbw / factor : busbw;
+    os << "  " << pad(name, 5) << " " << pad(std::to_string(size), 4) << " "
+       << pad(to_string(l.kind), 7) << " " << pad(std::to_string(l.nodes), 5) << " "
+       << pad(to_string(c), 14) << " " << pad(f("%.3f", factor), 6) << " "
+       << pad(f("%.4g", busbw), 8) << " " << pad(f("%.4g", algbw), 8) << " "
+       << pad(f("%.3f", to_gib(b)), 10) << "\n";
+}
+
+void print_traffic(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
+    const PlanLinks l = plan_links(in.cluster, p);
+    os << "#\n# traffic per GPU per iteration; algbw = busbw / factor (nccl-tests "
+          "PERFORMANCE.md)\n";
+    os << "# group size    link nodes     collective factor busbw(GB/s) algbw  sent(GiB)\n";
+    const CommBytes& b = e.comm_bytes_per_gpu;
+    print_group(os, "tp", p.tp, l.tp, p.sp ? Collective::all_gather : Collective::all_reduce, b.tp);
+    print_group(os, "cp", p.cp, l.cp, Collective::send_recv, b.cp);
+    print_group(os, "ep", p.ep, l.ep, Collective::all_to_all, b.ep);
+    print_group(os,
+                "dp",
+                p.dp * p.cp,
+                l.dp,
+                p.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter,
+                b.dp);
+    print_group(os, "pp", p.pp, l.pp, Collective::send_recv, b.pp);
+}
+
+void print_risks(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
+    const auto risks = describe_risks(in.model, in.cluster, in.job, p, e);
+    os << "#\n# risks (" << risks.size() << ")\n";
+    for (const Risk& r : risks) {
+        os << "  " << to_string(r.kind) << ": " << r.message << "\n";
+        os << "  " << pad("", std::string(to_string(r.kind)).size()) << "  fix: " << r.fix << "\n";
+    }
+}
+
+}  // namespace
+
+void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
+    print_headline(os, in, p, e);
+    print_memory(os, p, e);
+    print_time(os, p, e);
+    print_traffic(os, in, p, e);
+    print_risks(os, in, p, e);
 }
 
 }  // namespace cleave::cli

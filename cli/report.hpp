@@ -1,10 +1,12 @@
 #pragma once
 // JSON for one priced plan: the interface of DESIGN §3 shared by explain, plan and validate.
 
-#include <nlohmann/json.hpp>
-
 #include "cli/common.hpp"
 #include "costmodel/estimate.hpp"
+
+#include <iosfwd>
+
+#include <nlohmann/json.hpp>
 
 namespace cleave::cli {
 
@@ -17,5 +19,10 @@ namespace cleave::cli {
 /// comm_bytes_per_gpu {dp, tp, pp, cp, ep}, time_s {...}, fits, usable_memory_gib,
 /// peak_memory_stage, stages [...], risks [{kind, message, fix}], plan {...}.
 [[nodiscard]] nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e);
+
+/// explain's table (fits 100 columns; non-data lines start with '#'): headline numbers, memory
+/// per stage, time breakdown, per-stage micro-batch costs, traffic per group with algbw and busbw
+/// (factors from costmodel/collectives.hpp), risks with their fixes.
+void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e);
 
 }  // namespace cleave::cli

@@ -106,6 +106,15 @@ void add_tp(
     lc.tp_fwd = 2.0 * one;
     lc.tp_bwd = 2.0 * one * (1.0 + redo);
     lc.tp_bytes = sent * (4.0 + 2.0 * redo);
+    if (p.sp) {
+        // SP stores only the sequence shard of the QKV / fc1 input, so backward all-gathers it
+        // again for the weight gradients (Megatron
+        // LinearWithGradAccumulationAndAsyncCommunication). Korthikanti Table 4 shows it exposed:
+        // SP saves ~0.6 ms of norm/dropout traffic in the backward of a 22B layer yet the backward
+        // time barely moves (11.9 -> 11.8 ms).
+        lc.tp_bwd += 2.0 * collective(Collective::all_gather, s, p.tp, links.tp);
+        lc.tp_bytes += collective_bytes_sent(Collective::all_gather, s, p.tp) * 2.0;
+    }
 }
 
 void add_cp(LayerCost& lc,

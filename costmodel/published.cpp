@@ -1,0 +1,326 @@
+#include "costmodel/published.hpp"
+
+#include "core/errors.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/compute.hpp"
+#include "costmodel/estimate.hpp"
+
+#include <charconv>
+#include <map>
+
+namespace cleave {
+
+namespace {
+
+using Row = std::map<std::string, std::string>;
+
+// RFC 4180: fields separated by commas, quoted fields may hold commas, "" is a quote.
+std::vector<std::vector<std::string>> split_csv(std::string_view text) {
+    std::vector<std::vector<std::string>> rows;
+    std::vector<std::string> row;
+    std::string field;
+    bool quoted = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char ch = text[i];
+        if (quoted) {
+            if (ch == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+                field += '"';
+                ++i;
+            } else if (ch == '"') {
+                quoted = false;
+            } else {
+                field += ch;
+            }
+        } else if (ch == '"') {
+            quoted = true;
+        } else if (ch == ',') {
+            row.push_back(std::move(field));
+            field.clear();
+        } else if (ch == '\n' || ch == '\r') {
+            if (ch == '\r' && i + 1 < text.size() && text[i + 1] == '\n') {
+                ++i;
+            }
+            row.push_back(std::move(field));
+            field.clear();
+            if (!(row.size() == 1 && row[0].empty())) {
+                rows.push_back(std::move(row));
+            }
+            row.clear();
+        } else {
+            field += ch;
+        }
+    }
+    if (!field.empty() || !row.empty()) {
+        row.push_back(std::move(field));
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
+struct Reader {
+    const Row& row;
+    const std::string& file;
+    int64_t line;
+
+    const std::string& str(const std::string& key) const {
+        static const std::string empty;
+        const auto it = row.find(key);
+        return it == row.end() ? empty : it->second;
+    }
+
+    [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+        throw ConfigError({Diagnostic{{file, line, 0}, "column '" + key + "': " + what}});
+    }
+
+    double num(const std::string& key, double fallback = 0.0) const {
+        const std::string& s = str(key);
+        if (s.empty()) {
+            return fallback;
+        }
+        double v = 0.0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (r.ec != std::errc{} || r.ptr != s.data() + s.size()) {
+            fail(key, "'" + s + "' is not a number");
+        }
+        return v;
+    }
+
+    int64_t count(const std::string& key, int64_t fallback = 0) const {
+        return static_cast<int64_t>(num(key, static_cast<double>(fallback)));
+    }
+
+    bool has(const std::string& key) const { return !str(key).empty(); }
+};
+
+bool contains(const std::string& s, const char* what) {
+    return s.find(what) != std::string::npos;
+}
+
+// The shipped profile of the row's hardware, or "" with the reason.
+std::string profile_for(const Reader& r, std::string& reason) {
+    const std::string& gpu = r.str("gpu_type");
+    const int64_t mem = r.count("gpu_memory_gb");
+    if (contains(gpu, "A100")) {
+        if (contains(gpu, "PCIe")) {
+            return "a100-pcie-1gbe";
+        }
+        if (mem == 80) {
+            return "dgx-a100-80g";
+        }
+        if (mem == 40 || contains(gpu, "2020")) {
+            return "dgx-a100-40g";  // 2020 DGX A100s carried the 40 GB part (row notes)
+        }
+    }
+    if (contains(gpu, "V100")) {
+        if (contains(gpu, "DGX-2") || r.count("gpus_per_node") == 16) {
+            reason = "DGX-2 (16 x V100-SXM3 on NVSwitch) has no shipped profile; dgx1-v100 is a "
+                     "different node (8 x V100-SXM2, hybrid cube-mesh)";
+            return "";
+        }
+        return "dgx1-v100";
+    }
+    if (contains(gpu, "H100")) {
+        return "dgx-h100";
+    }
+    if (contains(gpu, "H200")) {
+        return "dgx-h200";
+    }
+    if (contains(gpu, "B200")) {
+        return "dgx-b200";
+    }
+    if (contains(gpu, "MI300X")) {
+        return "mi300x";
+    }
+    reason = "no shipped profile for GPU '" + gpu + "'";
+    return "";
+}
+
+ModelSpec model_of(const Reader& r) {
+    ModelSpec m;  // GPT-style: learned positions, GeLU, LayerNorm, tied embeddings, biases
+    m.name = r.str("model");
+    m.layers = r.count("num_layers");
+    m.hidden = r.count("hidden_size");
+    m.heads = r.count("num_attention_heads");
+    m.kv_heads = r.count("num_kv_heads", m.heads);
+    m.ffn_hidden = r.count("ffn_hidden_size", 4 * m.hidden);
+    m.vocab = r.count("vocab_size");
+    m.seq_len = r.count("seq_length");
+    if (r.count("num_experts") > 0) {
+        m.moe.experts = r.count("num_experts");
+        m.moe.top_k = r.count("moe_topk", 1);
+        m.moe.expert_ffn_hidden = m.ffn_hidden;
+    }
+    return m;
+}
+
+JobSpec job_of(const Reader& r, std::string& notes) {
+    JobSpec j;
+    j.gpus = r.count("num_gpus");
+    j.global_batch = r.count("global_batch_size");
+    j.seq_len = r.count("seq_length");
+    const std::string& prec = r.str("precision");
+    j.compute = contains(prec, "fp16") ? Dtype::fp16 : Dtype::bf16;
+    j.weights = j.compute;
+    const std::string& fw = r.str("framework");
+    if (contains(fw, "2020") || contains(fw, "2021")) {
+        // Megatron before the 2022 distributed optimizer reduced grads in the model dtype.
+        j.grads = j.compute;
+        notes += "16-bit grads (Megatron " + fw.substr(fw.find('(') + 1, 4) + "); ";
+    }
+    return j;
+}
+
+Plan plan_of(const Reader& r, std::string& notes) {
+    Plan p;
+    p.tp = r.count("tp", 1);
+    p.pp = r.count("pp", 1);
+    p.dp = r.count("dp", 1);
+    p.cp = r.count("cp", 1);
+    p.ep = r.count("ep", 1);
+    p.vpp = r.count("vpp", 1);
+    p.mbs = r.count("micro_batch_size", 1);
+    p.schedule = p.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+    p.sp = r.str("sequence_parallel") == "yes";
+    const std::string& rc = r.str("activation_recompute");
+    if (rc.rfind("full", 0) == 0) {
+        p.recompute = Recompute::full;
+    } else if (rc.rfind("selective", 0) == 0) {
+        p.recompute = Recompute::selective;
+    } else if (rc.empty()) {
+        p.recompute = Recompute::full;
+        notes += "recompute not stated: full assumed (the source's TFLOP/s match SC21 eq. 3); ";
+    }
+    const std::string& sh = r.str("dp_sharding");
+    if (contains(sh, "ZeRO-3") || contains(sh, "FSDP")) {
+        p.zero = 3;
+    } else if (contains(sh, "ZeRO-2")) {
+        p.zero = 2;
+    } else if (contains(sh, "ZeRO-1") || contains(sh, "distributed optimizer")) {
+        p.zero = 1;
+    }
+    if (!r.has("vpp") && p.pp > 1) {
+        notes += "interleaving not stated: plain 1F1B; ";
+    }
+    return p;
+}
+
+PublishedCase case_of(const Reader& r) {
+    PublishedCase c;
+    c.row_id = r.count("row_id");
+    c.source_key = r.str("source_key");
+    c.model_name = r.str("model");
+    c.confidence = r.str("confidence");
+    c.model = model_of(r);
+    std::string notes;
+    c.job = job_of(r, notes);
+    c.plan = plan_of(r, notes);
+    c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
+                                                  : PublishedMetric::iteration_time;
+    if (c.metric == PublishedMetric::layer_time) {
+        c.published_s = r.num("layer_fwd_ms") * 1e-3;
+        c.published_bwd_s = r.num("layer_bwd_ms") * 1e-3;
+    } else if (r.has("iteration_time_s")) {
+        c.published_s = r.num("iteration_time_s");
+    } else if (r.has("iteration_time_s_derived")) {
+        c.published_s = r.num("iteration_time_s_derived");
+        c.derived = true;
+    }
+    std::string why;
+    c.profile = profile_for(r, why);
+    if (c.profile.empty()) {
+        c.reason = why;
+        return c;
+    }
+    if (c.published_s <= 0.0) {
+        c.reason = "no iteration or layer time published or derivable";
+        return c;
+    }
+    const auto broken = check_plan(c.model, c.job, c.plan);
+    if (!broken.empty()) {
+        c.reason = "plan cannot be expressed: " + broken.front();
+        return c;
+    }
+    c.expressible = true;
+    c.reason = notes;
+    return c;
+}
+
+}  // namespace
+
+std::vector<PublishedCase> parse_public_runs(std::string_view csv, const std::string& source_name) {
+    const auto rows = split_csv(csv);
+    if (rows.empty()) {
+        throw ConfigError({Diagnostic{{source_name, 1, 1}, "empty file: expected a CSV header"}});
+    }
+    const auto& header = rows.front();
+    for (const char* need : {"row_id",
+                             "num_layers",
+                             "hidden_size",
+                             "num_attention_heads",
+                             "vocab_size",
+                             "seq_length",
+                             "gpu_type",
+                             "num_gpus",
+                             "tp",
+                             "pp",
+                             "dp",
+                             "micro_batch_size",
+                             "global_batch_size"}) {
+        bool found = false;
+        for (const auto& h : header) {
+            found = found || h == need;
+        }
+        if (!found) {
+            throw ConfigError({Diagnostic{{source_name, 1, 1},
+                                          std::string("header lacks the column '") + need + "'"}});
+        }
+    }
+    std::vector<PublishedCase> out;
+    for (size_t i = 1; i < rows.size(); ++i) {
+        Row row;
+        for (size_t k = 0; k < header.size() && k < rows[i].size(); ++k) {
+            row[header[k]] = rows[i][k];
+        }
+        out.push_back(case_of(Reader{row, source_name, static_cast<int64_t>(i + 1)}));
+    }
+    return out;
+}
+
+PublishedResult evaluate_published(const PublishedCase& c, const ClusterSpec& cluster) {
+    PublishedResult r;
+    if (c.metric == PublishedMetric::layer_time) {
+        const PlanLinks links = plan_links(cluster, c.plan);
+        const LayerCost lc = layer_cost(c.model, cluster, c.job, c.plan, links, false);
+        r.predicted_s = (lc.fwd + lc.tp_fwd + lc.cp_fwd).value();
+        r.predicted_bwd_s = (lc.bwd + lc.recompute + lc.tp_bwd + lc.cp_bwd).value();
+        r.error_fwd_pct = 100.0 * (r.predicted_s - c.published_s) / c.published_s;
+        r.error_bwd_pct = 100.0 * (r.predicted_bwd_s - c.published_bwd_s) / c.published_bwd_s;
+        const double pub = c.published_s + c.published_bwd_s;
+        r.error_pct = 100.0 * (r.predicted_s + r.predicted_bwd_s - pub) / pub;
+        return r;
+    }
+    const Estimate e = estimate(c.model, cluster, c.job, c.plan);
+    r.predicted_s = e.iteration_time.value();
+    r.error_pct = 100.0 * (r.predicted_s - c.published_s) / c.published_s;
+    r.tflops_per_gpu = e.tflops_per_gpu;
+    r.mfu = e.mfu;
+    return r;
+}
+
+ErrorSummary summarize_errors(const std::vector<std::pair<int64_t, double>>& errors) {
+    ErrorSummary s;
+    double sum = 0.0;
+    for (const auto& [row, err] : errors) {
+        const double a = err < 0 ? -err : err;
+        sum += a;
+        if (a >= s.worst_pct) {
+            s.worst_pct = a;
+            s.worst_row = row;
+        }
+    }
+    s.count = static_cast<int64_t>(errors.size());
+    s.mape_pct = errors.empty() ? 0.0 : sum / static_cast<double>(errors.size());
+    return s;
+}
+
+}  // namespace cleave

@@ -1,0 +1,73 @@
+#pragma once
+// The fidelity check against published training runs (shared/validation/public_runs.csv): turn
+// each CSV row into cleave's inputs, price it, and compare with the published number. Parsing
+// only: the caller reads the file and loads the hardware profiles.
+
+#include "core/cluster.hpp"
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cleave {
+
+enum class PublishedMetric {
+    iteration_time,  // seconds per step (reported, or *_derived where only TFLOP/s is given)
+    layer_time       // one transformer layer's forward and backward (Korthikanti Table 4)
+};
+
+/// One row of public_runs.csv as cleave understands it.
+struct PublishedCase {
+    int64_t row_id = 0;
+    std::string source_key;
+    std::string model_name;
+    std::string confidence;
+    std::string profile;  // shipped hardware profile for the row's hardware ("" = none)
+    bool expressible = false;
+    std::string reason;  // why not expressible, or the assumptions made for this row
+    PublishedMetric metric = PublishedMetric::iteration_time;
+    bool derived = false;          // published value is the CSV's iteration_time_s_derived
+    double published_s = 0.0;      // iteration time, or layer forward time
+    double published_bwd_s = 0.0;  // layer backward time (layer_time rows)
+    ModelSpec model;
+    JobSpec job;
+    Plan plan;
+};
+
+/// Parses the CSV text (RFC 4180 quoting). Throws ConfigError naming `source_name`, the line and
+/// the column when the header lacks a needed column or a number does not parse.
+[[nodiscard]] std::vector<PublishedCase> parse_public_runs(std::string_view csv,
+                                                           const std::string& source_name);
+
+/// Prediction and error of one expressible case against `cluster`.
+struct PublishedResult {
+    double predicted_s = 0.0;
+    double predicted_bwd_s = 0.0;  // layer_time rows
+    double error_pct = 0.0;        // (predicted - published) / published * 100; layer rows: of
+                                   // forward + backward together
+    double error_fwd_pct = 0.0;    // layer rows only
+    double error_bwd_pct = 0.0;    // layer rows only
+    double tflops_per_gpu = 0.0;
+    double mfu = 0.0;
+};
+
+[[nodiscard]] PublishedResult evaluate_published(const PublishedCase& c,
+                                                 const ClusterSpec& cluster);
+
+/// Mean and worst absolute percentage error over a set of errors.
+struct ErrorSummary {
+    int64_t count = 0;
+    double mape_pct = 0.0;
+    double worst_pct = 0.0;
+    int64_t worst_row = 0;
+};
+
+/// Summary of (row_id, error %) pairs; empty input gives count 0.
+[[nodiscard]] ErrorSummary summarize_errors(const std::vector<std::pair<int64_t, double>>& errors);
+
+}  // namespace cleave
