@@ -1,0 +1,130 @@
+// The CUDA backend across ranks (run under mpirun, one GPU per rank): NCCL collectives against
+// the CPU backend's MPI collectives on the same data, point-to-point traffic in the pattern that
+// deadlocks on a single communicator (every rank sends before it receives, messages larger than
+// NCCL's buffers), and the timeout (both neighbours wait for a message nobody sends). Inputs are
+// small integers, so sums are exact. Skips when there are fewer devices than ranks (NCCL does not
+// put two ranks of one communicator on one GPU).
+#include "executor/cpu/cpu_backend.hpp"
+#include "executor/cuda/cuda_backend.hpp"
+#include "tests/cuda/cuda_fixture.hpp"
+
+#include <doctest/doctest.h>
+#include <mpi.h>
+
+using namespace cleave;
+using namespace cleave::executor;
+using namespace cleave::executor::test;
+
+namespace {
+
+int world_size() {
+    ensure_mpi();
+    int n = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &n);
+    return n;
+}
+
+bool enough_devices() {
+    const int ranks = world_size();
+    const CudaProbe probe = probe_cuda_devices();
+    if (probe.device_count >= ranks && ranks >= 2) {
+        return true;
+    }
+    MESSAGE("skipped: needs at least 2 ranks and one GPU per rank (" << ranks << " ranks; "
+                                                                     << probe.message << ")");
+    return false;
+}
+
+std::vector<float> download(Backend& be, View v) {
+    std::vector<float> out(static_cast<size_t>(v.size));
+    be.download(out, v);
+    return out;
+}
+
+}  // namespace
+
+TEST_SUITE("cuda") {
+
+    TEST_CASE("cuda mpi: collectives on per-group communicators match MPI on the CPU") {
+        if (!enough_devices()) {
+            return;
+        }
+        Fixture f;
+        const int rank = f.gpu().world_rank();
+        Group g[2];
+        Group pairs[2];
+        f.both([&](Backend& be, Side s) {
+            g[static_cast<int>(s)] = be.create_group(0, rank, "world");
+            pairs[static_cast<int>(s)] = be.create_group(rank / 2, rank, "pairs");
+        });
+        const int n = f.gpu().group_size(g[1]);
+        const Pair x = f.tensor(ints(1000, 100 + rank));
+        const Pair y = f.tensor(ints(1000, 200 + rank));
+        const Pair z = f.tensor(ints(64, 300 + rank));
+        const Pair gathered = f.zeros(64 * n);
+        const Pair big = f.tensor(ints(1000 * n, 400 + rank));
+        const Pair part = f.zeros(1000);
+        f.both([&](Backend& be, Side s) {
+            const Group w = g[static_cast<int>(s)];
+            be.all_reduce(w, x(s), ReduceOp::sum);
+            be.all_reduce(pairs[static_cast<int>(s)], y(s), ReduceOp::max);
+            be.all_gather(w, z(s), gathered(s));
+            be.reduce_scatter(w, big(s), part(s));
+            be.broadcast(w, z(s), n - 1);
+            be.synchronize();
+        });
+        f.expect_equal(x, "all_reduce sum");
+        f.expect_equal(y, "all_reduce max on pairs");
+        f.expect_equal(gathered, "all_gather");
+        f.expect_equal(part, "reduce_scatter");
+        f.expect_equal(z, "broadcast");
+    }
+
+    TEST_CASE("cuda mpi: every rank sends to both ring neighbours before receiving") {
+        if (!enough_devices()) {
+            return;
+        }
+        ensure_mpi();
+        auto be = make_cuda_backend({30.0});
+        const int rank = be->world_rank();
+        const Group g = be->create_group(0, rank, "pp");
+        const int n = be->group_size(g);
+        const int next = (rank + 1) % n;
+        const int prev = (rank + n - 1) % n;
+        const int64_t count = int64_t{4} << 20;  // 16 MiB: far beyond NCCL's staging buffers
+        Buffer a(*be, count);
+        Buffer b(*be, count);
+        be->upload(a, ints(count, 500 + rank));
+        be->upload(b, ints(count, 600 + rank));
+        be->send(g, a, next, 1);  // "activation" forward
+        be->send(g, b, prev, 2);  // "gradient" backward
+        be->send(g, b, next, 3);  // a second message on the same channel
+        be->fill(a, 0.0f);        // staged: must not change what was sent
+        Buffer from_prev(*be, count);
+        Buffer from_next(*be, count);
+        Buffer from_prev2(*be, count);
+        be->recv(g, from_prev, prev, 1);
+        be->recv(g, from_next, next, 2);
+        be->recv(g, from_prev2, prev, 3);
+        be->synchronize();
+        CHECK(download(*be, from_prev) == ints(count, 500 + prev));
+        CHECK(download(*be, from_next) == ints(count, 600 + next));
+        CHECK(download(*be, from_prev2) == ints(count, 600 + prev));
+    }
+
+    TEST_CASE("cuda mpi: a receive nobody sends to times out, names the operation, aborts NCCL") {
+        if (!enough_devices()) {
+            return;
+        }
+        ensure_mpi();
+        auto be = make_cuda_backend({1.0});
+        const int rank = be->world_rank();
+        const Group g = be->create_group(0, rank, "pp");
+        const int prev = (rank + be->group_size(g) - 1) % be->group_size(g);
+        Buffer x(*be, 16);
+        CHECK_THROWS_WITH_AS(
+            be->recv(g, x, prev, 7), doctest::Contains("recv on group 'pp'"), CommTimeout);
+        CHECK_THROWS_AS(be->all_reduce(g, x, ReduceOp::sum), BackendError);  // aborted
+    }
+
+}  // TEST_SUITE
