@@ -44,6 +44,14 @@ private:
 
 enum class Need { required, optional };
 
+/// Largest count and quantity the loaders accept: far beyond any real model or machine, and
+/// small enough that products of a few of them stay finite and inside int64_t.
+inline constexpr int64_t max_count = 1'000'000'000'000;
+inline constexpr double max_quantity = 1e15;
+
+/// Most parameters a model may have (double estimate), so exact int64 counts cannot overflow.
+inline constexpr double max_params = 1e15;
+
 /// One accepted spelling of an enumerated string value.
 template <class E>
 struct Choice {

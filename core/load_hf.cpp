@@ -166,7 +166,9 @@ void read_gpt2(JsonReader& r, ModelSpec& m) {
     set(m.hidden, r.count("n_embd", Need::required));
     set(m.heads, r.count("n_head", Need::required));
     m.kv_heads = m.heads;
-    m.ffn_hidden = 4 * m.hidden;  // GPT2Config: n_inner = None means 4 * n_embd
+    if (m.hidden > 0 && m.hidden <= detail::max_count) {
+        m.ffn_hidden = 4 * m.hidden;  // GPT2Config: n_inner = None means 4 * n_embd
+    }
     set(m.ffn_hidden, r.count("n_inner", Need::optional));
     set(m.vocab, r.count("vocab_size", Need::required));
     set(m.seq_len, r.count("n_positions", Need::required));
@@ -198,7 +200,7 @@ std::string family_of(const json& j) {
 void check_head_dim(JsonReader& r, const json& j, const ModelSpec& m) {
     const auto it = j.find("head_dim");
     if (it != j.end() && it->is_number_integer() && m.heads > 0 &&
-        it->get<int64_t>() * m.heads != m.hidden) {
+        (m.hidden % m.heads != 0 || it->get<int64_t>() != m.hidden / m.heads)) {
         r.error("head_dim",
                 "'head_dim' = " + std::to_string(it->get<int64_t>()) +
                     " is not hidden_size / num_attention_heads; cleave cannot represent it");

@@ -2,6 +2,7 @@
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 namespace cleave {
@@ -69,6 +70,19 @@ std::vector<ModelProblem> model_problems(const ModelSpec& m) {
             {"kv_heads", eq("kv_heads", m.kv_heads) + " does not divide " + eq("heads", m.heads)});
     }
     moe_problems(m, out);
+    // Upper bound of params_total in double: every exact int64 count below it is safe.
+    const double h = static_cast<double>(m.hidden);
+    const double experts = static_cast<double>(std::max<int64_t>(m.moe.experts, 1));
+    const double ffn = static_cast<double>(std::max(m.ffn_hidden, m.moe.expert_ffn_hidden));
+    const double layer = 4.0 * h * h + 3.0 * h * ffn * experts + h * experts + 8.0 * h + 3.0 * ffn;
+    const double total =
+        static_cast<double>(m.layers) * layer +
+        (2.0 * static_cast<double>(m.vocab) + static_cast<double>(m.seq_len) + 2.0) * h;
+    if (!(total <= max_params)) {
+        out.push_back({"layers",
+                       "the model would have more than 1e15 parameters; cleave's counts would "
+                       "overflow"});
+    }
     return out;
 }
 

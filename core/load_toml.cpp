@@ -130,6 +130,10 @@ std::optional<int64_t> TableReader::count(std::string_view key, Need need, bool 
         return std::nullopt;
     }
     const int64_t x = v->get();
+    if (x > max_count) {
+        bad_value(key, "is too large: " + std::to_string(x) + " > " + std::to_string(max_count));
+        return std::nullopt;
+    }
     if (x < 0 || (x == 0 && !allow_zero)) {
         bad_value(key,
                   std::string("must be ") + (allow_zero ? "zero or positive" : "positive") +
@@ -151,7 +155,7 @@ std::optional<double> TableReader::quantity(std::string_view key, Need need, boo
     }
     // NaN fails both comparisons below, so it is rejected too.
     const bool ok = allow_zero ? (*x >= 0.0) : (*x > 0.0);
-    if (!ok || *x > 1e300) {
+    if (!ok || *x > max_quantity) {
         bad_value(key,
                   std::string("must be ") + (allow_zero ? "zero or positive" : "positive") +
                       " and finite, got " + format_number(*x));
@@ -226,7 +230,7 @@ TableReader::numbers(std::string_view key, Need need, bool fractions) {
     bool ok = true;
     for (const toml::node& e : *a) {
         const auto x = e.is_number() ? e.value<double>() : std::nullopt;
-        const bool in_range = x && *x > 0.0 && *x <= (fractions ? 1.0 : 1e300);
+        const bool in_range = x && *x > 0.0 && *x <= (fractions ? 1.0 : max_quantity);
         if (!in_range) {
             failed_.emplace_back(key);
             sink_.error(e.source(),

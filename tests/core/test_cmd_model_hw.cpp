@@ -1,0 +1,156 @@
+// `cleave model` and `cleave hw` run in process through make_app / run_cli (STYLE S7.4).
+#include "cli/app.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+    int code = 0;
+    std::string out;
+    std::string err;
+};
+
+Run cleave_cli(std::vector<std::string> args) {
+    args.insert(args.begin(), "cleave");
+    std::vector<const char*> argv;
+    for (const auto& a : args) {
+        argv.push_back(a.c_str());
+    }
+    std::ostringstream out;
+    std::ostringstream err;
+    cleave::cli::CliContext ctx{out, err};
+    const int code = cleave::cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
+    return {code, out.str(), err.str()};
+}
+
+std::string data(const std::string& rel) {
+    return std::string(CLEAVE_TEST_DATA_DIR) + "/" + rel;
+}
+
+}  // namespace
+
+TEST_SUITE("core") {
+    TEST_CASE("cmd model: GPT-3 175B as JSON has params_total within 0.1% of 174.6e9") {
+        const Run r = cleave_cli({"model", data("examples/gpt3-175b.toml"), "--format", "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j["params_total"].get<double>() == doctest::Approx(174.6e9).epsilon(0.001));
+        CHECK(j["params_per_layer"] == 1812099072);
+        CHECK(j["params_embedding"] == 51200 * 12288 + 2048 * 12288);
+        CHECK(j["layers"] == 96);
+        CHECK(j["hidden"] == 12288);
+        CHECK(j["heads"] == 96);
+        CHECK(j["kv_heads"] == 96);
+        CHECK(j["ffn_hidden"] == 49152);
+        CHECK(j["vocab"] == 51200);
+        CHECK(j["moe"].is_null());
+    }
+
+    TEST_CASE("cmd model: MoE fields, per-stage counts and a HF config.json") {
+        const Run r = cleave_cli({"model",
+                                  data("examples/hf/mixtral-8x7b.config.json"),
+                                  "--format",
+                                  "json",
+                                  "--pp",
+                                  "4"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j["params_total"] == 46702792704);
+        CHECK(j["params_active"] == 12879925248);
+        CHECK(j["moe"]["experts"] == 8);
+        CHECK(j["moe"]["top_k"] == 2);
+        CHECK(j["moe"]["moe_layers"] == 32);
+        REQUIRE(j["params_per_stage"].size() == 4);
+        // untied: the 4 stages add up to the total exactly
+        int64_t sum = 0;
+        for (const auto& s : j["params_per_stage"]) {
+            sum += s.get<int64_t>();
+        }
+        CHECK(sum == 46702792704);
+    }
+
+    TEST_CASE("cmd model: table lines are data or start with #") {
+        const Run r = cleave_cli({"model", data("examples/llama-3-8b.toml")});
+        REQUIRE(r.code == 0);
+        std::istringstream in(r.out);
+        std::string line;
+        bool total = false;
+        while (std::getline(in, line)) {
+            CAPTURE(line);
+            CHECK(!line.empty());
+            if (line.rfind("params_total ", 0) == 0) {
+                total = line.find("8030261248") != std::string::npos;
+            }
+        }
+        CHECK(total);
+        CHECK(r.out.rfind("# ", 0) == 0);
+    }
+
+    TEST_CASE("cmd model: a bad model file exits 2 with file:line:col") {
+        const std::string path = std::string(CLEAVE_BINARY_DIR) + "/test_cmd_bad_model.toml";
+        std::ofstream(path) << "[model]\narch = \"gpt\"\nlayers = 0\n";
+        const Run r = cleave_cli({"model", path});
+        CHECK(r.code == 2);
+        CHECK(r.err.find(path + ":3:10: error: 'model.layers' must be positive") !=
+              std::string::npos);
+    }
+
+    TEST_CASE("cmd hw: list shows every shipped profile") {
+        const Run r = cleave_cli({"hw", "list", "--format", "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        REQUIRE(j.size() >= 8);
+        CHECK(j[0]["name"] == "a100-pcie-1gbe");  // sorted by name
+        const Run t = cleave_cli({"hw", "list"});
+        CHECK(t.code == 0);
+        CHECK(t.out.rfind("# name", 0) == 0);
+        CHECK(t.out.find("\ndgx-h100 ") != std::string::npos);
+    }
+
+    TEST_CASE("cmd hw: show prints the profile in display units") {
+        const Run r = cleave_cli({"hw", "show", "dgx-a100-80g", "--format", "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j["gpu"]["hbm_capacity_gib"] == 80.0);
+        CHECK(j["gpu"]["peak_tflops_bf16"].get<double>() == doctest::Approx(312.0));
+        CHECK(j["node"]["intra_link"] == "nvswitch");
+        CHECK(j["network"]["inter_bandwidth_gbps"].get<double>() == doctest::Approx(24.0));
+        const Run t = cleave_cli({"hw", "show", "a100-pcie-1gbe"});
+        CHECK(t.code == 0);
+        CHECK(t.out.find("network.inter_bandwidth_gbps") != std::string::npos);
+    }
+
+    TEST_CASE("cmd hw: a misspelled key in a cluster file exits 2 with line:col") {
+        std::ifstream in(data("hwprofiles/dgx-h100.toml"));
+        std::stringstream text;
+        text << in.rdbuf();
+        std::string s = text.str();
+        const auto at = s.find("\nintra_latency_us");
+        REQUIRE(at != std::string::npos);
+        s.replace(at, 17, "\nintra_latncy_us");
+        const std::string path = std::string(CLEAVE_BINARY_DIR) + "/test_cmd_typo_profile.toml";
+        std::ofstream(path) << s;
+        int64_t line = 1;
+        for (size_t i = 0; i <= at; ++i) {
+            line += s[i] == '\n' ? 1 : 0;
+        }
+        const Run r = cleave_cli({"hw", "show", path});
+        CHECK(r.code == 2);
+        CAPTURE(r.err);
+        CHECK(r.err.find(path + ":" + std::to_string(line) +
+                         ":1: error: unknown key 'node.intra_latncy_us'") != std::string::npos);
+    }
+
+    TEST_CASE("cmd hw: an unknown profile name exits 2 and lists the shipped names") {
+        const Run r = cleave_cli({"hw", "show", "dgx-z9"});
+        CHECK(r.code == 2);
+        CHECK(r.err.find("dgx-a100-80g") != std::string::npos);
+    }
+}
