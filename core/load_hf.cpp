@@ -49,6 +49,17 @@ Position position_of_key(std::string_view text, const std::string& key) {
     return {};
 }
 
+// nlohmann's out_of_range messages quote the offending token ("... parsing '1e999'"): locate it.
+Position position_of_quoted_token(std::string_view text, std::string_view message) {
+    const auto open = message.find('\'');
+    const auto close = message.rfind('\'');
+    if (open == std::string_view::npos || close <= open + 1) {
+        return {};
+    }
+    const auto at = text.find(message.substr(open + 1, close - open - 1));
+    return at == std::string_view::npos ? Position{} : position_of_offset(text, at);
+}
+
 class JsonReader {
 public:
     JsonReader(const json& j, std::string_view text, detail::DiagnosticSink& sink)
@@ -216,6 +227,12 @@ ModelSpec parse_model_hf_json(std::string_view text, const std::string& source_n
         j = json::parse(text.begin(), text.end());
     } catch (const json::parse_error& e) {
         const Position p = position_of_offset(text, e.byte > 0 ? e.byte - 1 : 0);
+        sink.error_at(p.line, p.column, std::string("invalid JSON: ") + e.what());
+        sink.throw_if_any();
+    } catch (const json::exception& e) {
+        // Not only parse_error: a number too large for a double throws out_of_range (406),
+        // found by the fuzzer (tests/fuzz/regressions/crash-abd9e4ff...).
+        const Position p = position_of_quoted_token(text, e.what());
         sink.error_at(p.line, p.column, std::string("invalid JSON: ") + e.what());
         sink.throw_if_any();
     }

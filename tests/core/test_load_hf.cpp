@@ -143,3 +143,18 @@ TEST_SUITE("core") {
             {{1, 1, "'heads' = 8 does not divide 'hidden' = 100"}});
     }
 }
+
+TEST_SUITE("core") {
+    TEST_CASE("hf: a number too large for a double is a ConfigError at the number") {
+        // Found by scripts/fuzz.sh: nlohmann throws out_of_range, not parse_error, here.
+        try {
+            (void)parse_model_hf_json("{\"model_type\": \"gpt2\",\n \"n_layer\": 1e999}", "c.json");
+            FAIL("expected ConfigError");
+        } catch (const ConfigError& e) {
+            REQUIRE(e.diagnostics().size() == 1);
+            CHECK(e.diagnostics()[0].where.line == 2);
+            CHECK(e.diagnostics()[0].where.column == 13);
+            CHECK(e.diagnostics()[0].message.find("number overflow") != std::string::npos);
+        }
+    }
+}
