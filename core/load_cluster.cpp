@@ -58,8 +58,12 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
     set(g.name, r.text("name", Need::required));
     const auto capacity = r.quantity("hbm_capacity_gib", Need::required);
     const auto reserved = r.quantity("reserved_memory_gib", Need::required, true);
-    g.memory = gib(capacity.value_or(0.0));
-    g.reserved_memory = gib(reserved.value_or(0.0));
+    if (capacity) {
+        g.memory = gib(*capacity);
+    }
+    if (reserved) {
+        g.reserved_memory = gib(*reserved);
+    }
     if (capacity && reserved && *reserved >= *capacity) {
         r.bad_value("reserved_memory_gib", "must be less than " + r.quoted("hbm_capacity_gib"));
     }
