@@ -17,7 +17,8 @@
 // first and receive second would deadlock, which the interface allows. Point-to-point traffic
 // therefore uses one extra two-rank communicator per direction between ring neighbours of the
 // group (rank i -> i+1 and i -> i-1, mod size), each with its own stream for the sending side:
-// a channel is a FIFO, so sends behave like MPI's buffered sends.
+// a channel is a FIFO, so sends behave like MPI's buffered sends. Channels are created and
+// connected eagerly in create_group() (NCCL's lazy connection setup blocks the host).
 
 #include "executor/backend.hpp"
 #include "executor/cuda/cuda_check.hpp"
@@ -271,6 +272,7 @@ private:
     [[nodiscard]] const CommGroup& comm_group(Group g) const;
     [[nodiscard]] const Channel& channel(Group g, int peer, bool outgoing) const;
     void init_channels(Group g);
+    void connect_channel(Group g, const Channel& ch);
     void retire_completed_sends();
     void send_to_self(Group g, View x, int tag);
     void recv_from_self(Group g, View x, int tag);

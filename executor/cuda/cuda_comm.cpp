@@ -114,7 +114,25 @@ void CudaBackend::init_channels(Group g) {
             CLEAVE_CUDA_CHECK(
                 cudaStreamCreateWithFlags(&channels.back().stream, cudaStreamNonBlocking));
         }
+        connect_channel(g, channels.back());
     }
+}
+
+// NCCL sets up point-to-point connections on a communicator's first send/recv, and that setup
+// blocks the host until the peer takes part (NVIDIA/nccl#783). Inside a schedule where both
+// neighbours send first it would deadlock, so one float goes through every channel here, while
+// all ranks walk their links in the same global order.
+void CudaBackend::connect_channel(Group g, const Channel& ch) {
+    auto* probe = static_cast<float*>(temp_alloc(4));
+    if (ch.outgoing) {
+        CLEAVE_NCCL_CHECK(ncclSend(probe, 1, ncclFloat, 1, ch.comm, stream_));
+    } else {
+        CLEAVE_NCCL_CHECK(ncclRecv(probe, 1, ncclFloat, 0, ch.comm, stream_));
+    }
+    temp_free(probe);
+    wait_compute({g,
+                  "connecting a point-to-point channel",
+                  std::string(ch.outgoing ? "to" : "from") + " rank " + std::to_string(ch.peer)});
 }
 
 const CudaBackend::CommGroup& CudaBackend::comm_group(Group g) const {
