@@ -169,6 +169,12 @@ void print_why_not(std::ostream& os,
         return;
     }
     os << " (reason, count, best rejected)\n";
+    if (r.has_baseline && !r.baseline.estimate.fits) {
+        const Estimate& e = r.baseline.estimate;
+        os << "#   baseline: pure DP (" << to_flags(r.baseline.plan) << ") needs "
+           << f("%.1f", to_gib(e.memory.total)) << " GiB per GPU, has "
+           << f("%.1f", to_gib(e.memory_usable)) << "\n";
+    }
     for (std::size_t i = 0; i < reject_reason_count; ++i) {
         const auto why = static_cast<RejectReason>(i);
         const Rejection& rj = r.rejected[i];
@@ -281,6 +287,9 @@ nlohmann::json plan_result_json(const Inputs& in,
             {"rejected", rejected},
             {"rejected_best", best},
             {"rejected_total", r.rejected_total()},
+            {"baseline_pure_dp",
+             r.has_baseline ? estimate_to_json(in, r.baseline.plan, r.baseline.estimate)
+                            : nlohmann::json(nullptr)},
             {"plans", plans},
             {"elapsed_s", elapsed_s}};
 }

@@ -496,6 +496,12 @@ SearchResult search_with(const ModelSpec& model,
         }
     }
     sink.finish();
+    Plan base;
+    base.dp = job.gpus;
+    if (check_plan(model, job, base).empty()) {
+        r.has_baseline = true;
+        r.baseline = {base, price(model, cluster, job, base)};
+    }
     return r;
 }
 

@@ -90,6 +90,10 @@ struct SearchResult {
     std::array<Rejection, reject_reason_count> rejected{};
     std::vector<RankedPlan> plans;             // best first, at most top_k
     std::vector<int64_t> gpu_counts_searched;  // job sizes searched (one unless objective gpus)
+    /// The plainest plan, pure DP on job.gpus (mbs 1, no recomputation, no ZeRO), priced for the
+    /// why-not report whether or not it fits; has_baseline is false when it cannot be expressed.
+    bool has_baseline = false;
+    RankedPlan baseline;
 
     [[nodiscard]] int64_t rejected_total() const;
 
