@@ -353,7 +353,7 @@ void CudaBackend::wait_compute(const WaitFor& what) {
 void CudaBackend::wait_event(cudaEvent_t event, const WaitFor& what) {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    for (int polls = 1;; ++polls) {
+    for (int64_t polls = 1;; ++polls) {
         const cudaError_t rc = cudaEventQuery(event);
         if (rc == cudaSuccess) {
             return;
@@ -362,20 +362,25 @@ void CudaBackend::wait_event(cudaEvent_t event, const WaitFor& what) {
             throw BackendError(describe(what) + ": " +
                                cuda_error_message(rc, "cudaEventQuery", __FILE__, __LINE__));
         }
-        check_async_errors(what);
+        if (polls % 64 == 0) {
+            check_async_errors(what);
+        }
         const double waited_s = std::chrono::duration<double>(clock::now() - start).count();
         if (timeout_s_ > 0.0 && waited_s > timeout_s_) {
+            check_async_errors(what);  // a peer's failure explains the wait better
             abort_all();
             std::ostringstream os;
             os << describe(what) << ": not done after " << timeout_s_
                << " s (NCCL communicators aborted)";
             throw CommTimeout(os.str());
         }
-        // Spin briefly (latency), then back off so oversubscribed ranks leave the cores alone.
-        if (polls < 64) {
+        // The clock_s() around every op waits here, so spin (one rank per GPU has a core to
+        // itself) for the first 100 ms, and only then sleep: a sleep's wake-up latency would be
+        // added to the measured time of every operation.
+        if (waited_s < 0.1) {
             std::this_thread::yield();
         } else {
-            std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
         }
     }
 }
