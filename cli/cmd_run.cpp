@@ -350,9 +350,12 @@ void run(RunOptions& o, CliContext& ctx) {
         if (mpi.size() == 1) {
             throw;
         }
-        // A failed rank must take the whole job down, or its peers wait forever.
-        ctx.err << "cleave run: rank " << mpi.rank() << ": " << ex.what()
-                << "\ncleave run: aborting the job (MPI_Abort)" << std::endl;
+        // A failed rank must take the whole job down, or its peers wait forever. A timeout's
+        // message already starts with the rank.
+        const bool named = dynamic_cast<const executor::CommTimeout*>(&ex) != nullptr;
+        ctx.err << "cleave run: "
+                << (named ? std::string() : "rank " + std::to_string(mpi.rank()) + ": ")
+                << ex.what() << "\ncleave run: aborting the job (MPI_Abort)" << std::endl;
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
 }

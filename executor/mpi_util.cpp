@@ -86,7 +86,6 @@ const std::string& MpiGroups::label(Group g) const {
 void MpiGroups::wait(MPI_Request& req, Group g, const char* op, const std::string& detail) const {
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
-    int polls = 0;
     for (;;) {
         int done = 0;
         CLEAVE_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
@@ -102,13 +101,12 @@ void MpiGroups::wait(MPI_Request& req, Group g, const char* op, const std::strin
                << ": not done after " << timeout_s_ << " s";
             throw CommTimeout(os.str());
         }
-        // Spin briefly (latency), then back off so oversubscribed ranks leave the cores to the
-        // ranks that have work.
-        ++polls;
-        if (polls < 64) {
+        // Yield for the first milliseconds (latency: a yield hands the core to a peer rank on
+        // an oversubscribed machine), then sleep so idle ranks leave the cores to busy ones.
+        if (waited_s < 2e-3) {
             std::this_thread::yield();
         } else {
-            std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+            std::this_thread::sleep_for(std::chrono::microseconds(waited_s < 0.1 ? 50 : 500));
         }
     }
 }

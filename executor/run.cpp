@@ -80,13 +80,13 @@ int p2p_tag(const RankState& s, int64_t mb, int64_t receiver_stage, int directio
 }
 
 // One pipeline step: receive, compute, send.
-void run_step(RankState& s,
-              Transformer& tf,
-              Recorder& rec,
-              std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
-              const Step& step,
-              int64_t iteration,
-              double& loss_sum) {
+void run_step_impl(RankState& s,
+                   Transformer& tf,
+                   Recorder& rec,
+                   std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
+                   const Step& step,
+                   int64_t iteration,
+                   double& loss_sum) {
     const ChunkHandles& c = s.chunks[static_cast<size_t>(step.chunk)];
     const int64_t vs = c.virtual_stage;
     const int64_t stages = s.plan.pp * s.plan.vpp;
@@ -130,6 +130,25 @@ void run_step(RankState& s,
         rec.timed(Phase::pp_wait, Stream::pp_bwd, "send gradient", [&] {
             s.be.send(s.groups.pp, dx, prev, p2p_tag(s, step.microbatch, vs - 1, 1));
         });
+    }
+}
+
+void run_step(RankState& s,
+              Transformer& tf,
+              Recorder& rec,
+              std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
+              const Step& step,
+              int64_t iteration,
+              double& loss_sum) {
+    try {
+        run_step_impl(s, tf, rec, caches, step, iteration, loss_sum);
+    } catch (const CommTimeout& e) {
+        throw CommTimeout(
+            std::string(e.what()) + " (during the " + (step.forward ? "forward" : "backward") +
+            " of micro-batch " + std::to_string(step.microbatch) + ", chunk " +
+            std::to_string(step.chunk) + ", iteration " + std::to_string(iteration) + "; stage " +
+            std::to_string(s.at.pp_rank) + ", dp rank " + std::to_string(s.at.dp_rank) +
+            ", tp rank " + std::to_string(s.at.tp_rank) + ")");
     }
 }
 

@@ -8,6 +8,8 @@
 #include "executor/transformer.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include <doctest/doctest.h>
 #include <mpi.h>
@@ -55,6 +57,17 @@ struct Harness {
         d = make_dims(model, 8, plan.mbs, plan, 0);
         chunks = build_chunks(params, model, d, plan, {});
         params.allocate(*be, 1, 7);
+        // Ten times the training init (std 0.2): attention scores and MLP inputs leave the
+        // near-linear regime, so every term of the backward carries weight in the loss.
+        std::vector<float> w(static_cast<size_t>(params.padded_size()));
+        be->download(w, params.weights());
+        for (const ParamInfo& p : params.all()) {
+            for (int64_t i = 0; i < p.size(); ++i) {
+                float& x = w[static_cast<size_t>(p.offset + i)];
+                x = p.kind == InitKind::gain ? 1.0f + 10.0f * (x - 1.0f) : 10.0f * x;
+            }
+        }
+        be->upload(params.weights(), w);
         groups = {be->create_group(0, 0, "tp"),
                   be->create_group(0, 0, "dp"),
                   be->create_group(0, 0, "pp"),
@@ -138,14 +151,25 @@ void check_model(const std::string& toml) {
             proj += random[i] * g[static_cast<size_t>(p.offset) + i];
             along[i] = norm > 0.0 ? along[i] / norm : 0.0;
         }
-        // fp32 forward: loss noise ~1e-6, so with h = 1e-2 the difference quotient is good to
-        // ~1e-4 absolute; the analytic gradient must agree to 2 % of |g| plus that.
-        const double h = 1e-2;
-        if (norm > 1e-3) {
-            CHECK(hs.directional(p, along, h) == doctest::Approx(norm).epsilon(0.02));
+        // fp32 forward: loss noise ~1e-7..1e-6, so with h = 1e-3 the difference quotient is good
+        // to ~1e-4 absolute (observed agreement: ~1e-4 relative). A 10 % error in one term of
+        // the attention backward shows up as 5-15 % here.
+        const double h = 1e-3;
+        const double fd_along = hs.directional(p, along, h);
+        const double fd_random = hs.directional(p, random, h);
+        if (std::getenv("GRADCHECK_VERBOSE") != nullptr) {
+            std::printf("%-20s |g| %.3e along %.3e  proj %.3e random %.3e\n",
+                        p.name.c_str(),
+                        norm,
+                        fd_along,
+                        proj,
+                        fd_random);
+        }
+        if (norm > 1e-2) {
+            CHECK(fd_along == doctest::Approx(norm).epsilon(3e-3));
             ++checked;
         }
-        CHECK(std::abs(hs.directional(p, random, h) - proj) <= 0.02 * norm + 2e-4);
+        CHECK(std::abs(fd_random - proj) <= 3e-3 * norm + 1.5e-4);
     }
     // Most tensors carry a gradient large enough for the relative check.
     CHECK(checked >= static_cast<int>(hs.params.all().size()) / 2);
