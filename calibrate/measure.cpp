@@ -59,6 +59,7 @@ Calibration measure(executor::Backend& be, const BenchOptions& options) {
     c.quick = options.quick;
     c.gemm = bench_gemm(be, options);
     c.memory = bench_memory(be, options);
+    c.kernels = bench_kernels(be, options);
     c.collectives = bench_collectives(be, options);
     return c;
 }

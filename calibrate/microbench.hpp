@@ -30,7 +30,7 @@ struct GemmSample {
     int64_t m = 0;
     int64_t n = 0;
     int64_t k = 0;
-    double t_s = 0.0;  // one GEMM, slowest rank, median over trials
+    double t_s = 0.0;  // one GEMM, slowest rank, best of trials
 
     [[nodiscard]] double flop() const {
         return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -46,7 +46,7 @@ struct StreamSample {
     std::string kernel;         // "copy" (8 B/element), "axpy" (12 B/element), "scale" (8 B)
     double bytes_per_elem = 0;  // bytes moved per element
     int64_t elems = 0;
-    double t_s = 0.0;  // one pass, slowest rank, median over trials
+    double t_s = 0.0;  // one pass, slowest rank, best of trials
 
     [[nodiscard]] double bytes_per_s() const {
         return t_s > 0.0 ? bytes_per_elem * static_cast<double>(elems) / t_s : 0.0;
@@ -62,7 +62,7 @@ struct CollectiveSample {
     Collective op = Collective::all_reduce;
     int64_t ranks = 0;
     double size_B = 0.0;
-    double t_s = 0.0;  // one call, slowest rank, median over trials
+    double t_s = 0.0;  // one call, slowest rank, best of trials
 
     bool operator==(const CollectiveSample&) const = default;
 };
@@ -78,6 +78,13 @@ struct CollectiveSample {
 /// Times copy, axpy and scale over buffers of 32 MiB (quick) or 128 MiB per rank.
 [[nodiscard]] std::vector<StreamSample> bench_memory(executor::Backend& be,
                                                      const BenchOptions& options);
+
+/// Times the executor's memory-bound kernels (layernorm forward and backward, GeLU forward and
+/// backward, Adam) on 1 Mi elements, each with the bytes per element the cost model charges it
+/// (costmodel/compute.cpp, 4-byte activations), so that bytes / time is the bandwidth these
+/// kernels reach in the cost model's accounting.
+[[nodiscard]] std::vector<StreamSample> bench_kernels(executor::Backend& be,
+                                                      const BenchOptions& options);
 
 /// Group sizes measured on `world` ranks: the powers of two from 2 up to world, and world.
 [[nodiscard]] std::vector<int64_t> group_sizes(int64_t world);

@@ -23,6 +23,7 @@ struct Calibration {
     bool quick = false;
     std::vector<GemmSample> gemm;
     std::vector<StreamSample> memory;
+    std::vector<StreamSample> kernels;  // the executor's memory-bound kernels
     std::vector<CollectiveSample> collectives;
 };
 
@@ -37,7 +38,8 @@ struct Summary {
                           // the executor's Eigen path reaches; the curve is relative to this)
     std::vector<GemmEfficiencyPoint> curve;  // strictly increasing sizes
     BytesPerSecond memory_peak;              // best streaming kernel, per rank, all ranks at once
-    double memory_efficiency = 1.0;          // axpy (the executor's streaming op) / memory_peak
+    BytesPerSecond kernels_bw;               // executor kernels: cost-model bytes / measured time
+    double memory_efficiency = 1.0;          // kernels_bw / memory_peak, at most 1
     std::vector<CollectiveFit> per_collective;
     AlphaBetaFit link;  // one fit over every collective sample: the profile's intra-node link
     bool link_measured = false;

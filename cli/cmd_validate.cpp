@@ -1,17 +1,215 @@
-// TODO(#issue): placeholder until this subcommand lands; its owner replaces this file.
+// cleave validate: plan a job, run the chosen plans through the executor, and print predicted
+// against measured (docs/calibrate.md).
+#include "calibrate/mpi_session.hpp"
+#include "calibrate/validate.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
+#include "cli/report.hpp"
+#include "core/errors.hpp"
+#include "executor/registry.hpp"
 
+#include <cstdio>
 #include <ostream>
+
+#include <nlohmann/json.hpp>
 
 namespace cleave::cli {
 
-void setup_validate(CLI::App& app, CliContext& ctx) {
-    auto* sub = app.add_subcommand("validate", "(not available yet)");
-    sub->allow_extras();
-    sub->callback([&ctx] {
-        ctx.err << "cleave validate: not implemented yet\n";
+namespace {
+
+struct ValidateOptions {
+    JobFlags job;
+    int64_t top = 3;
+    double max_error_pct = 15.0;
+    int64_t iters = 3;
+    int64_t warmup = 1;
+    std::string backend = "cpu";
+    std::string format = "table";
+    double timeout_s = 600.0;
+};
+
+std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::string pair_ms(double p, double m) {
+    return fmt("%.1f", p * 1e3) + "/" + fmt("%.1f", m * 1e3);
+}
+
+void print_table(std::ostream& os,
+                 const calibrate::ValidationReport& r,
+                 const ValidateOptions& o,
+                 const Inputs& in) {
+    os << "# cleave validate: " << in.model.name << " on " << in.cluster.name << ", " << in.job.gpus
+       << " rank(s), gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", fp32, "
+       << o.iters << " iterations after " << o.warmup << " warm-up (median)\n"
+       << "# phases: predicted/measured ms; pp = send/recv + bubble; memory: peak stage MiB\n";
+    char line[512];
+    std::snprintf(line,
+                  sizeof line,
+                  "# %-18s %-44s %9s %9s %6s %13s %13s %13s %13s %13s %13s\n",
+                  "role",
+                  "plan",
+                  "pred(ms)",
+                  "meas(ms)",
+                  "err%",
+                  "compute",
+                  "tp",
+                  "pp",
+                  "dp",
+                  "optimizer",
+                  "mem(MiB)");
+    os << line;
+    for (const auto& p : r.plans) {
+        const auto& a = p.predicted_phases;
+        const auto& b = p.measured_phases;
+        std::snprintf(line,
+                      sizeof line,
+                      "  %-18s %-44s %9.2f %9.2f %6.1f %13s %13s %13s %13s %13s %13s\n",
+                      p.role.c_str(),
+                      to_string(p.plan).c_str(),
+                      p.predicted_s * 1e3,
+                      p.measured_s * 1e3,
+                      p.error_pct,
+                      pair_ms(a.compute_s, b.compute_s).c_str(),
+                      pair_ms(a.tp_comm_s, b.tp_comm_s).c_str(),
+                      pair_ms(a.pp_wait_s, b.pp_wait_s).c_str(),
+                      pair_ms(a.dp_comm_s, b.dp_comm_s).c_str(),
+                      pair_ms(a.optimizer_s, b.optimizer_s).c_str(),
+                      (fmt("%.1f", p.predicted_memory_B / 1048576.0) + "/" +
+                       fmt("%.1f", p.measured_memory_B / 1048576.0))
+                          .c_str());
+        os << line;
+    }
+    os << "# MAPE " << fmt("%.1f", r.mape_pct) << "% (max " << fmt("%.1f", o.max_error_pct)
+       << "%), Spearman rank correlation " << fmt("%.3f", r.rank_correlation)
+       << ", predicted fastest (" << r.plans[r.predicted_best].role << ") "
+       << (r.predicted_best_is_measured_best ? "is" : "is NOT") << " the measured fastest ("
+       << r.plans[r.measured_best].role << ")\n";
+}
+
+nlohmann::json phases_json(const executor::PhaseTimes& p) {
+    return {{"compute", p.compute_s},
+            {"tp_comm", p.tp_comm_s},
+            {"pp_wait", p.pp_wait_s},
+            {"dp_comm", p.dp_comm_s},
+            {"optimizer", p.optimizer_s}};
+}
+
+nlohmann::json
+to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const Inputs& in) {
+    auto plans = nlohmann::json::array();
+    for (const auto& p : r.plans) {
+        nlohmann::json j = plan_to_json(p.plan, in.job);
+        j["role"] = p.role;
+        j["plan"] = to_string(p.plan);
+        j["predicted_s"] = p.predicted_s;
+        j["measured_s"] = p.measured_s;
+        j["error_pct"] = p.error_pct;
+        j["phases_s"] = {{"predicted", phases_json(p.predicted_phases)},
+                         {"measured", phases_json(p.measured_phases)}};
+        j["peak_memory_gib"] = {{"predicted", p.predicted_memory_B / 1073741824.0},
+                                {"measured", p.measured_memory_B / 1073741824.0}};
+        j["loss"] = p.loss;
+        plans.push_back(j);
+    }
+    return {{"model", in.model.name},
+            {"cluster", in.cluster.name},
+            {"ranks", in.job.gpus},
+            {"backend", o.backend},
+            {"iters", o.iters},
+            {"warmup", o.warmup},
+            {"plans", plans},
+            {"mape_pct", r.mape_pct},
+            {"max_error_pct", o.max_error_pct},
+            {"rank_correlation", r.rank_correlation},
+            {"predicted_best_is_measured_best", r.predicted_best_is_measured_best}};
+}
+
+void run_validate(const ValidateOptions& o, CliContext& ctx) {
+    calibrate::MpiSession mpi;
+    const bool root = mpi.rank() == 0;
+    if (o.job.gpus > 0 && o.job.gpus != mpi.size()) {
+        throw ConfigError("--gpus " + std::to_string(o.job.gpus) + " but " +
+                          std::to_string(mpi.size()) + " ranks run (mpirun -np N sets the count)");
+    }
+    JobFlags jf = o.job;
+    jf.gpus = mpi.size();
+    Inputs in = load_inputs(jf);
+    in.job = calibrate::as_executed(in.job);
+    const auto candidates = calibrate::choose_plans(in.model, in.cluster, in.job, o.top);
+    calibrate::ValidationReport r;
+    try {
+        executor::BackendOptions bo;
+        bo.timeout_s = o.timeout_s;
+        auto be = executor::make_backend(o.backend, bo);
+        executor::RunOptions ro;
+        ro.iters = o.iters;
+        ro.warmup = o.warmup;
+        const auto progress = [&](size_t i, size_t n, const calibrate::Candidate& c) {
+            if (root) {
+                ctx.err << "# validate: running " << (i + 1) << "/" << n << " " << c.role << ": "
+                        << to_string(c.plan) << "\n"
+                        << std::flush;
+            }
+        };
+        r = calibrate::validate_plans(*be, in.model, in.job, candidates, ro, progress);
+    } catch (const std::exception& e) {
+        ctx.err << "cleave validate (rank " << mpi.rank() << "): " << e.what() << "\n";
+        mpi.abort_if_parallel(1);
+        throw;
+    }
+    if (root) {
+        if (o.format == "json") {
+            ctx.out << to_json(r, o, in).dump(2) << "\n";
+        } else {
+            print_table(ctx.out, r, o, in);
+        }
+    }
+    if (r.mape_pct > o.max_error_pct) {
+        if (root) {
+            ctx.err << "cleave validate: MAPE " << fmt("%.1f", r.mape_pct)
+                    << "% exceeds --max-error " << fmt("%.1f", o.max_error_pct) << "%\n";
+        }
         ctx.exit_code = 1;
-    });
+    }
+}
+
+}  // namespace
+
+void setup_validate(CLI::App& app, CliContext& ctx) {
+    auto opt = std::make_shared<ValidateOptions>();
+    auto* sub = app.add_subcommand(
+        "validate",
+        "Plan a job, run the top plans and a few contrasting ones under mpirun, and compare the "
+        "cost model's predictions with the measurements. Exit 1 when MAPE > --max-error.");
+    add_job_flags(*sub, opt->job, false);
+    sub->add_option("--top",
+                    opt->top,
+                    "Best plans to run (plus one per missing dp/tp/pp shape "
+                    "and the worst feasible plan)")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--max-error", opt->max_error_pct, "Largest acceptable MAPE in percent")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--iters", opt->iters, "Measured iterations per plan")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
+    sub->add_option("--warmup", opt->warmup, "Unmeasured iterations first")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--backend", opt->backend, "Executor backend")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    sub->add_option("--timeout", opt->timeout_s, "Seconds any one collective may take")
+        ->capture_default_str();
+    sub->add_option("--format", opt->format, "Output format")
+        ->check(CLI::IsMember({"table", "json"}))
+        ->capture_default_str();
+    sub->callback([opt, &ctx] { run_validate(*opt, ctx); });
 }
 
 }  // namespace cleave::cli

@@ -1,0 +1,125 @@
+#include "calibrate/profile.hpp"
+#include "core/load.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+using namespace cleave::calibrate;
+
+namespace {
+
+// alpha = 10 us per step, beta = 1 GB/s; exact ring-model times.
+double ring_time(Collective op, int64_t n, double s) {
+    return 10e-6 * static_cast<double>(ring_steps(op, n)) + s * busbw_factor(op, n) / 1e9;
+}
+
+Calibration synthetic() {
+    Calibration c;
+    c.backend = "cpu";
+    c.device = "Test CPU";
+    c.host = "testhost";
+    c.ranks = 2;
+    c.ranks_per_host = 2;
+    c.host_memory_B = 16.0 * 1073741824.0;
+    // 2 n^3 FLOP at 10, 20 and 40 GFLOP/s: 65536 / 1e10, 524288 / 2e10, 4194304 / 4e10 seconds.
+    c.gemm = {{32, 32, 32, 65536.0 / 1e10},
+              {64, 64, 64, 524288.0 / 2e10},
+              {128, 128, 128, 4194304.0 / 4e10}};
+    // copy 8 GB/s, axpy 6 GB/s.
+    c.memory = {{"copy", 8.0, 1000000, 1e-3}, {"axpy", 12.0, 1000000, 2e-3}};
+    // Executor kernels: 8e6 B in 2 ms and 32e6 B in 8 ms: 40e6 B / 10 ms = 4 GB/s.
+    c.kernels = {{"norm_fwd", 8.0, 1000000, 2e-3}, {"adam", 32.0, 1000000, 8e-3}};
+    for (const Collective op :
+         {Collective::all_reduce, Collective::all_gather, Collective::send_recv}) {
+        for (const double s : {4096.0, 65536.0, 1048576.0}) {
+            c.collectives.push_back({op, 2, s, ring_time(op, 2, s)});
+        }
+    }
+    return c;
+}
+
+}  // namespace
+
+TEST_SUITE("calibrate") {
+    TEST_CASE("summarize: peak, efficiency curve, memory and the collective fit") {
+        const Summary s = summarize(synthetic());
+        CHECK(s.peak.value() == doctest::Approx(4e10).epsilon(1e-12));
+        REQUIRE(s.curve.size() == 3);
+        CHECK(s.curve[0].size.value() == 65536.0);
+        CHECK(s.curve[0].efficiency == doctest::Approx(0.25).epsilon(1e-12));
+        CHECK(s.curve[1].efficiency == doctest::Approx(0.5).epsilon(1e-12));
+        CHECK(s.curve[2].efficiency == doctest::Approx(1.0).epsilon(1e-12));
+        CHECK(s.memory_peak.value() == doctest::Approx(8e9).epsilon(1e-12));
+        CHECK(s.kernels_bw.value() == doctest::Approx(4e9).epsilon(1e-12));
+        CHECK(s.memory_efficiency == doctest::Approx(0.5).epsilon(1e-12));  // 4 / 8 GB/s
+        REQUIRE(s.link_measured);
+        CHECK(s.link.alpha.value() == doctest::Approx(10e-6).epsilon(1e-9));
+        CHECK(s.link.beta.value() == doctest::Approx(1e9).epsilon(1e-9));
+        REQUIRE(s.per_collective.size() == 3);  // reduce-scatter was not measured
+        CHECK(s.per_collective[1].op == Collective::all_gather);
+        CHECK(s.per_collective[1].fit.beta.value() == doctest::Approx(1e9).epsilon(1e-9));
+    }
+
+    TEST_CASE("alpha_beta_samples: steps and wire bytes from the shared busbw table") {
+        // all-gather of S = 1 MiB on 4 ranks: 3 steps, 3/4 * 1048576 = 786432 bytes.
+        const auto v = alpha_beta_samples({{Collective::all_gather, 4, 1048576.0, 1e-3}});
+        REQUIRE(v.size() == 1);
+        CHECK(v[0].steps == 3.0);
+        CHECK(v[0].wire_B == 786432.0);
+        CHECK(v[0].t_s == 1e-3);
+    }
+
+    TEST_CASE("profile_toml: round trip through the cluster loader") {
+        const Calibration c = synthetic();
+        const Summary s = summarize(c);
+        const ClusterSpec k = to_cluster(c, s, "calibrated-test");
+        CHECK(k.node.gpus_per_node == 2);
+        CHECK(to_gib(k.gpu.memory) == doctest::Approx(8.0).epsilon(1e-12));  // 16 GiB / 2 ranks
+        const std::string text = profile_toml(c, s, k, {"2026-11-29T22:00:00Z", "mpirun -np 2 x"});
+        CHECK(text.find("measured by cleave calibrate on 2026-11-29T22:00:00Z") !=
+              std::string::npos);
+        CHECK(text.find("command: mpirun -np 2 x") != std::string::npos);
+
+        const auto dir = std::filesystem::temp_directory_path();
+        const auto path = dir / "cleave-test-calibrated.toml";
+        std::ofstream(path) << text;
+        const ClusterSpec back = load_cluster(path.string());
+        std::filesystem::remove(path);
+        CHECK(back.name == "calibrated-test");
+        CHECK(back.gpu.peak_fp32.value() == doctest::Approx(4e10).epsilon(1e-5));
+        CHECK(back.gpu.hbm_bw.value() == doctest::Approx(8e9).epsilon(1e-5));
+        CHECK(back.gpu.hbm_efficiency == doctest::Approx(0.5).epsilon(1e-3));
+        REQUIRE(back.gpu.gemm_efficiency.size() == 3);
+        CHECK(back.gpu.gemm_efficiency[0].size.value() == doctest::Approx(65536.0).epsilon(1e-5));
+        CHECK(back.gpu.gemm_efficiency[0].efficiency == doctest::Approx(0.25).epsilon(1e-3));
+        CHECK(back.node.intra_bw.value() == doctest::Approx(1e9).epsilon(1e-5));
+        CHECK(back.node.intra_latency.value() == doctest::Approx(10e-6).epsilon(1e-5));
+        CHECK(back.node.gpus_per_node == 2);
+        CHECK(back.network.inter_bw.value() == doctest::Approx(1e9).epsilon(1e-5));
+    }
+
+    TEST_CASE("summarize: kernels faster than the DRAM stream set the peak") {
+        Calibration c = synthetic();
+        c.kernels = {{"gelu_fwd", 8.0, 1000000, 0.5e-3}};  // 16 GB/s, from cache
+        const Summary s = summarize(c);
+        CHECK(s.memory_peak.value() == doctest::Approx(16e9).epsilon(1e-12));
+        CHECK(s.memory_efficiency == doctest::Approx(1.0).epsilon(1e-12));
+    }
+
+    TEST_CASE("summarize: one rank has no collectives and estimates the link") {
+        Calibration c = synthetic();
+        c.ranks = 1;
+        c.ranks_per_host = 1;
+        c.collectives.clear();
+        const Summary s = summarize(c);
+        CHECK_FALSE(s.link_measured);
+        CHECK(s.link.beta.value() == doctest::Approx(4e9).epsilon(1e-12));  // 8 GB/s copy / 2
+        const ClusterSpec k = to_cluster(c, s, "one");
+        const ClusterSpec back = parse_cluster_toml(profile_toml(c, s, k, {"d", "c"}), "x.toml");
+        CHECK(back.node.gpus_per_node == 1);
+    }
+}

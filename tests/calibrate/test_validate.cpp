@@ -1,0 +1,101 @@
+#include "calibrate/validate.hpp"
+#include "core/load.hpp"
+#include "executor/run.hpp"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+using namespace cleave::calibrate;
+
+namespace {
+
+PlanResult result(const char* role, double predicted, double measured) {
+    PlanResult r;
+    r.role = role;
+    r.predicted_s = predicted;
+    r.measured_s = measured;
+    return r;
+}
+
+}  // namespace
+
+TEST_SUITE("calibrate") {
+    TEST_CASE("summarize: errors, MAPE, rank correlation and the best-plan check") {
+        const ValidationReport r =
+            summarize({result("a", 1.0, 1.1), result("b", 2.0, 1.8), result("c", 1.5, 2.0)});
+        // Errors: 0.1 / 1.1 = 9.0909%, 0.2 / 1.8 = 11.1111%, 0.5 / 2 = 25%.
+        CHECK(r.plans[0].error_pct == doctest::Approx(100.0 / 11.0).epsilon(1e-12));
+        CHECK(r.plans[1].error_pct == doctest::Approx(100.0 / 9.0).epsilon(1e-12));
+        CHECK(r.plans[2].error_pct == doctest::Approx(25.0).epsilon(1e-12));
+        CHECK(r.mape_pct ==
+              doctest::Approx((100.0 / 11.0 + 100.0 / 9.0 + 25.0) / 3.0).epsilon(1e-12));
+        // Predicted ranks a1 c2 b3, measured a1 b2 c3: sum d^2 = 2, rho = 1 - 6*2/(3*8) = 0.5.
+        CHECK(r.rank_correlation == doctest::Approx(0.5).epsilon(1e-12));
+        CHECK(r.predicted_best == 0);
+        CHECK(r.measured_best == 0);
+        CHECK(r.predicted_best_is_measured_best);
+
+        const ValidationReport w = summarize({result("a", 1.0, 2.0), result("b", 1.5, 1.0)});
+        CHECK_FALSE(w.predicted_best_is_measured_best);
+        CHECK(w.rank_correlation == doctest::Approx(-1.0).epsilon(1e-12));
+    }
+
+    TEST_CASE("as_executed: the executor's job is fp32 throughout") {
+        JobSpec j;
+        j.gpus = 2;
+        j.global_batch = 8;
+        const JobSpec e = as_executed(j);
+        CHECK(e.compute == Dtype::fp32);
+        CHECK(e.weights == Dtype::fp32);
+        CHECK(e.grads == Dtype::fp32);
+        CHECK_FALSE(e.master_weights);
+        CHECK(e.gpus == 2);
+        CHECK(e.global_batch == 8);
+    }
+
+    TEST_CASE("choose_plans: top plans, one per missing shape, and the poor one") {
+        const ModelSpec m =
+            load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/calibrate/data/tiny-gpt.toml");
+        const ClusterSpec c = load_cluster("dgx-h100");
+        JobSpec j;
+        j.gpus = 2;
+        j.global_batch = 4;
+        j.seq_len = 32;
+        j = as_executed(j);
+        const auto cands = choose_plans(m, c, j, 2);
+        REQUIRE(cands.size() >= 4);
+        CHECK(cands[0].role == "top-1");
+        CHECK(cands[1].role == "top-2");
+        CHECK(cands.back().role == "poor");
+        std::set<std::tuple<int64_t, int64_t, int64_t>> shapes;
+        for (const auto& x : cands) {
+            shapes.insert({x.plan.dp, x.plan.tp, x.plan.pp});
+            CHECK_NOTHROW(executor::check_executable(m, j, x.plan, 2));
+            CHECK(x.estimate.fits);
+            // The planner ranks by time: top-1 is the fastest listed, poor the slowest.
+            CHECK(cands[0].estimate.iteration_time <= x.estimate.iteration_time);
+            CHECK(cands.back().estimate.iteration_time >= x.estimate.iteration_time);
+        }
+        CHECK(shapes.size() == 3);  // dp2, tp2 and pp2 all present
+    }
+
+    TEST_CASE("predicted_phases: pp_wait is exposed send/recv plus the bubble") {
+        Estimate e;
+        e.time.compute = seconds(1.0);
+        e.time.tp_comm = seconds(0.25);
+        e.time.pp_comm = seconds(0.125);
+        e.time.bubble = seconds(0.5);
+        e.time.dp_comm = seconds(0.0625);
+        e.time.optimizer = seconds(0.03125);
+        const executor::PhaseTimes p = predicted_phases(e);
+        CHECK(p.compute_s == 1.0);
+        CHECK(p.tp_comm_s == 0.25);
+        CHECK(p.pp_wait_s == 0.625);
+        CHECK(p.dp_comm_s == 0.0625);
+        CHECK(p.optimizer_s == 0.03125);
+    }
+}
