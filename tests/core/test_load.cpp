@@ -52,7 +52,8 @@ TEST_SUITE("core") {
         CHECK(params_total(m) == 124439808);
     }
 
-    TEST_CASE("load: the llama arch sets SwiGLU, RMSNorm, RoPE, untied, no bias; keys override") {
+    TEST_CASE(
+        "load: the llama arch sets SwiGLU, RMSNorm, RoPE, untied, no bias, and keys override") {
         const ModelSpec m = parse_model_toml(R"([model]
 arch = "llama"
 layers = 2
@@ -74,7 +75,7 @@ tied_embeddings = true
         CHECK_FALSE(m.linear_bias);
     }
 
-    TEST_CASE("load: an MoE table is read; expert_ffn_hidden defaults to ffn_hidden") {
+    TEST_CASE("load: an MoE table is read and expert_ffn_hidden defaults to ffn_hidden") {
         const ModelSpec m = parse_model_toml(R"([model]
 arch = "llama"
 layers = 4
@@ -129,7 +130,7 @@ seq_len = 32
             {{2, 1, "missing required key 'model.vocab' in [model]"}});
     }
 
-    TEST_CASE("load: a missing [model] table points at the top of the file") {
+    TEST_CASE("load: a missing model table points at the top of the file") {
         expect_diagnostics([] { (void)parse_model_toml("[modle]\nlayers = 1\n", "m.toml"); },
                            {{1, 1, "missing required key 'model' at the top level"},
                             {1, 2, "unknown key 'modle' (did you mean 'model'?)"}});

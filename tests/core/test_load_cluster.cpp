@@ -128,7 +128,7 @@ TEST_SUITE("core") {
               R"('node.intra_link' must be one of "nvswitch", "nvlink-mesh", "xgmi", "pcie", got "nvlink")"}});
     }
 
-    TEST_CASE("load: GEMM sizes must increase and efficiencies lie in (0, 1]") {
+    TEST_CASE("load: GEMM sizes must increase and efficiencies lie in 0..1") {
         const auto text = replace(good_profile,
                                   "size_gflop = [1, 1000]\nefficiency = [0.5, 0.8]",
                                   "size_gflop = [1000, 1]\nefficiency = [0.5, \"x\"]");
@@ -161,7 +161,6 @@ TEST_SUITE("core") {
             CHECK(c.node.gpus_per_node == 8);
             CHECK(usable_memory(c.gpu).value() > 0.0);
             CHECK(c.gpu.gemm_efficiency.size() >= 5);
-            CHECK(c.gpu.hbm_efficiency > 0.5);
             CHECK(c.network.inter_bw < c.node.intra_bw);
             CHECK(peak_flops(c.gpu, Dtype::fp16).value() > peak_flops(c.gpu, Dtype::fp32).value());
         }
