@@ -123,3 +123,25 @@ TEST_SUITE("calibrate") {
         CHECK(back.node.gpus_per_node == 1);
     }
 }
+
+TEST_SUITE("calibrate") {
+    TEST_CASE("gemm_shapes: sorted by FLOPs, no duplicates, a GPU sweep reaches 8192") {
+        const auto cpu = gemm_shapes(false, false);
+        REQUIRE(!cpu.empty());
+        for (size_t i = 1; i < cpu.size(); ++i) {
+            CHECK(cpu[i - 1].flop() <= cpu[i].flop());
+            CHECK_FALSE(cpu[i - 1] == cpu[i]);
+        }
+        CHECK(cpu.back().flop() == 2.0 * 1024 * 1024 * 1024);  // 1024^3 square
+        const auto gpu = gemm_shapes(false, true);
+        CHECK(gpu.back().m == 8192);
+        CHECK(gemm_shapes(true, false).size() < cpu.size());
+    }
+
+    TEST_CASE("group_sizes: powers of two up to the world, and the world") {
+        CHECK(group_sizes(1).empty());
+        CHECK(group_sizes(2) == std::vector<int64_t>{2});
+        CHECK(group_sizes(6) == std::vector<int64_t>{2, 4, 6});
+        CHECK(group_sizes(8) == std::vector<int64_t>{2, 4, 8});
+    }
+}

@@ -85,7 +85,7 @@ TEST_SUITE("simulator") {
         CHECK(r.iteration_time.value() > 0.0);
     }
 
-    TEST_CASE("adapter: 1F1B keeps one chunk; without dp_reduce the exposed dp_grad_sync is used") {
+    TEST_CASE("adapter: 1F1B keeps one chunk, without dp_reduce the exposed dp_grad_sync is used") {
         const ModelSpec model = gpt_8_layers();
         JobSpec job;
         job.gpus = 2;
