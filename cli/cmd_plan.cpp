@@ -23,7 +23,7 @@ struct PlanOptions {
     std::string objective = "time";
     double target_tokens_per_s = 0.0;
     std::string format = "table";
-    bool no_tp_cross_node = false;
+    bool allow_tp_cross_node = false;
     int64_t max_tp = 0;
     int64_t max_pp = 0;
     int64_t max_cp = 0;
@@ -97,7 +97,7 @@ SearchOptions search_options(const PlanOptions& o) {
                   : o.objective == "gpus" ? Objective::gpus
                                           : Objective::time;
     s.top_k = o.top;
-    s.allow_tp_cross_node = !o.no_tp_cross_node;
+    s.allow_tp_cross_node = o.allow_tp_cross_node;
     s.max_tp = o.max_tp;
     s.max_pp = o.max_pp;
     s.max_cp = o.max_cp;
@@ -506,9 +506,9 @@ void setup_plan(CLI::App& app, CliContext& ctx) {
     sub->add_option("--format", opts->format, "Output: table, json, csv, megatron or deepspeed")
         ->check(CLI::IsMember({"table", "json", "csv", "megatron", "deepspeed"}))
         ->capture_default_str();
-    sub->add_flag("--no-tp-cross-node",
-                  opts->no_tp_cross_node,
-                  "Reject TP groups that leave a node (default: price them, flagged)");
+    sub->add_flag("--allow-tp-cross-node",
+                  opts->allow_tp_cross_node,
+                  "Also price TP groups that leave a node (default: rejected, tp_cross_node)");
     sub->add_option("--max-tp", opts->max_tp, "Largest TP size to try (0 = any)")
         ->capture_default_str();
     sub->add_option("--max-pp", opts->max_pp, "Largest PP size to try (0 = any)")

@@ -580,7 +580,8 @@ std::string structural_why(const ModelSpec& model,
         return s;
     }
     if (reason == RejectReason::tp_cross_node) {
-        return "tp=" + std::to_string(p.tp) + " leaves the node (TP across nodes is disallowed)";
+        return "tp=" + std::to_string(p.tp) +
+               " leaves the node (TP across nodes is off; --allow-tp-cross-node prices it)";
     }
     if (reason == RejectReason::heuristic) {
         return heuristic_why(model, job, p);

@@ -48,9 +48,9 @@ inline constexpr std::size_t reject_reason_count = static_cast<std::size_t>(Reje
 struct SearchOptions {
     Objective objective = Objective::time;
     int64_t top_k = 10;
-    /// TP groups that leave a node are priced (the cost model puts them on the NIC and flags
-    /// tp_cross_node) unless this is off; then they are rejected with reason tp_cross_node.
-    bool allow_tp_cross_node = true;
+    /// TP groups that leave a node are rejected (reason tp_cross_node), as Megatron users keep
+    /// TP inside a node; when on, they are priced and the cost model flags tp_cross_node.
+    bool allow_tp_cross_node = false;
     int64_t max_tp = 0;  // 0 = no limit
     int64_t max_pp = 0;
     int64_t max_cp = 0;

@@ -190,24 +190,26 @@ TEST_SUITE("planner") {
         CHECK(a.candidates_evaluated == b.candidates_evaluated);
     }
 
-    TEST_CASE("search: TP across nodes is priced by default and rejected when disallowed") {
-        // 2 GPUs per node: tp=2 tiles a node, tp=4 does not.
-        SearchOptions o;
-        const auto allowed = search_with(tiny_model(), node_of(2), tiny_job(), o, &fake_price);
-        CHECK(count_of(allowed, RejectReason::tp_cross_node) == 0);
-        o.allow_tp_cross_node = false;
-        const auto denied = search_with(tiny_model(), node_of(2), tiny_job(), o, &fake_price);
-        // tp=4 already fails heads=2, so nothing is left to cross: widen heads.
+    TEST_CASE("search: TP across nodes is rejected by default and priced when allowed") {
+        // 2 GPUs per node: tp=2 tiles a node, tp=4 does not. Heads 4 so that tp=4 divides them.
         ModelSpec wide = tiny_model();
         wide.heads = 4;
         wide.kv_heads = 4;
-        const auto w = search_with(wide, node_of(2), tiny_job(), o, &fake_price);
-        CHECK(count_of(denied, RejectReason::tp_cross_node) == 0);
-        CHECK(count_of(w, RejectReason::tp_cross_node) == 1);  // (4,1,1)
-        // (4,1,1) dp1: mbs{1,2,4} x 3 rc x 2 sp (4 | 4) x 1 zero = 18 plans fewer
+        SearchOptions o;
+        CHECK_FALSE(o.allow_tp_cross_node);
+        const auto denied = search_with(wide, node_of(2), tiny_job(), o, &fake_price);
+        CHECK(count_of(denied, RejectReason::tp_cross_node) == 1);  // (4,1,1)
+        CHECK(count_of(denied, RejectReason::tp_split) == 0);
+        // (4,1,1) dp1: mbs{1,2,4} x 3 rc x 2 sp (tp*cp=4 | 4) x 1 zero = 18 plans more
         o.allow_tp_cross_node = true;
-        const auto wa = search_with(wide, node_of(2), tiny_job(), o, &fake_price);
-        CHECK(wa.candidates_evaluated - w.candidates_evaluated == 18);
+        const auto allowed = search_with(wide, node_of(2), tiny_job(), o, &fake_price);
+        CHECK(count_of(allowed, RejectReason::tp_cross_node) == 0);
+        CHECK(allowed.candidates_evaluated - denied.candidates_evaluated == 18);
+        // on 4-GPU nodes tp=4 stays inside: nothing to reject
+        o.allow_tp_cross_node = false;
+        const auto inside = search_with(wide, node_of(4), tiny_job(), o, &fake_price);
+        CHECK(count_of(inside, RejectReason::tp_cross_node) == 0);
+        CHECK(inside.candidates_evaluated == allowed.candidates_evaluated);
     }
 
     TEST_CASE("search: limits and heuristics are counted, never silent") {
