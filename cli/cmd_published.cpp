@@ -87,8 +87,9 @@ std::string plan_str(const Plan& p) {
 
 void print_table(std::ostream& os, const std::vector<Evaluated>& evs, const std::string& csv) {
     os << "# cleave published: predicted vs published, " << csv << "\n";
-    os << "# iteration rows: seconds per step (d = the CSV's iteration_time_s_derived);\n"
-          "# layer rows (KOR_T4, calibration): one layer's forward / backward in ms\n";
+    os << "# iteration rows: seconds per step (d = the CSV's iteration_time_s_derived; x = "
+          "outside\n"
+          "# the MAPE, see below); layer rows (KOR_T4): one layer's forward / backward in ms\n";
     char line[256];
     std::snprintf(line,
                   sizeof line,
@@ -141,6 +142,9 @@ void print_table(std::ostream& os, const std::vector<Evaluated>& evs, const std:
                       ev.c.derived ? "d" : " ",
                       ev.r.predicted_s,
                       ev.r.error_pct);
+        if (!ev.c.in_mape) {
+            line[0] = 'x';  // shown, but outside the MAPE (reason below the table)
+        }
         os << line;
     }
 }
@@ -149,7 +153,7 @@ std::vector<std::pair<int64_t, double>> errors_of(const std::vector<Evaluated>& 
                                                   bool calibration) {
     std::vector<std::pair<int64_t, double>> out;
     for (const auto& ev : evs) {
-        if (!ev.c.expressible || ev.calibration != calibration) {
+        if (!ev.c.expressible || !ev.c.in_mape || ev.calibration != calibration) {
             continue;
         }
         if (calibration) {
@@ -176,7 +180,7 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
     os << line;
     std::snprintf(line,
                   sizeof line,
-                  "# calibration (KOR_T4 layer fwd/bwd): %lld values, MAPE %.2f %%, worst %.2f %% "
+                  "# layer time (KOR_T4 fwd/bwd): %lld values, MAPE %.2f %%, worst %.2f %% "
                   "(row %lld)\n",
                   static_cast<long long>(cal.count),
                   cal.mape_pct,
@@ -187,6 +191,13 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
         if (!ev.c.expressible) {
             os << "# not expressed: row " << ev.c.row_id << " (" << ev.c.source_key << ", "
                << ev.c.model_name << "): " << ev.c.reason << "\n";
+        }
+    }
+    os << "# calibrated: the A100 profiles' GEMM-curve factor and hbm_efficiency, fitted once over "
+          "every\n# row above in the MAPE (see the profiles' comments and docs/costmodel.md)\n";
+    for (const auto& ev : evs) {
+        if (ev.c.expressible && !ev.c.in_mape) {
+            os << "# outside the MAPE: row " << ev.c.row_id << ": " << ev.c.excluded_why << "\n";
         }
     }
     for (const auto& ev : evs) {
@@ -213,6 +224,8 @@ nlohmann::json to_json(const std::vector<Evaluated>& evs) {
                             {"profile", ev.c.profile},
                             {"plan", plan_str(ev.c.plan)},
                             {"assumptions", ev.c.reason},
+                            {"in_mape", ev.c.in_mape},
+                            {"excluded_why", ev.c.excluded_why},
                             {"calibration", ev.calibration}};
         if (ev.c.metric == PublishedMetric::layer_time) {
             j["metric"] = "layer_time";
@@ -242,7 +255,7 @@ nlohmann::json to_json(const std::vector<Evaluated>& evs) {
               {"mape_pct", it.mape_pct},
               {"worst_pct", it.worst_pct},
               {"worst_row", it.worst_row}}},
-            {"calibration",
+            {"layer_time",
              {{"rows", "KOR_T4 layer forward/backward"},
               {"values", cal.count},
               {"mape_pct", cal.mape_pct},

@@ -215,12 +215,37 @@ void print_traffic(std::ostream& os, const Inputs& in, const Plan& p, const Esti
     print_group(os, "pp", p.pp, l.pp, Collective::send_recv, b.pp);
 }
 
+// Word-wraps `text` to 100 columns; the first line starts with `first`, the rest with `indent`.
+void wrap(std::ostream& os,
+          const std::string& first,
+          const std::string& indent,
+          const std::string& text) {
+    constexpr size_t width = 100;
+    std::string line = first;
+    size_t i = 0;
+    while (i < text.size()) {
+        size_t j = text.find(' ', i);
+        if (j == std::string::npos) {
+            j = text.size();
+        }
+        const std::string word = text.substr(i, j - i);
+        const bool fresh = line.size() == first.size() || line == indent;
+        if (!fresh && line.size() + 1 + word.size() > width) {
+            os << line << "\n";
+            line = indent;
+        }
+        line += (line.size() == first.size() || line == indent) ? word : " " + word;
+        i = j + 1;
+    }
+    os << line << "\n";
+}
+
 void print_risks(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
     const auto risks = describe_risks(in.model, in.cluster, in.job, p, e);
     os << "#\n# risks (" << risks.size() << ")\n";
     for (const Risk& r : risks) {
-        os << "  " << to_string(r.kind) << ": " << r.message << "\n";
-        os << "  " << pad("", std::string(to_string(r.kind)).size()) << "  fix: " << r.fix << "\n";
+        wrap(os, "  " + std::string(to_string(r.kind)) + ": ", "    ", r.message);
+        wrap(os, "    fix: ", "    ", r.fix);
     }
 }
 

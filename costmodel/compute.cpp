@@ -83,38 +83,47 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
 
 namespace {
 
-void add_tp(
-    LayerCost& lc, const ModelSpec& m, const JobSpec& job, const Plan& p, const PlanLinks& links) {
+// TP collectives of one layer (Megatron f / g operators, Korthikanti et al. 2022 Sec. 4.2.2):
+// forward 2 all-reduces of T x h (SP: 2 all-gathers + 2 reduce-scatters), exposed. Backward runs
+// the column-parallel layers (QKV, fc1) through LinearWithGradAccumulationAndAsyncCommunication
+// (megatron/core/tensor_parallel/layers.py): the input-gradient all-reduce (SP: reduce-scatter)
+// overlaps the weight-gradient GEMM, and SP's re-all-gather of the sharded input overlaps the
+// data-gradient GEMM; only the row-parallel layers' SP all-gathers (proj, fc2) stay exposed.
+// Korthikanti Table 4 agrees: SP removes ~0.8 ms of norm/dropout traffic from a 22B layer's
+// backward yet the backward barely moves (11.9 -> 11.8 ms).
+void add_tp(LayerCost& lc,
+            const ModelSpec& m,
+            const JobSpec& job,
+            const Plan& p,
+            const PlanLinks& links,
+            const Seconds col_gemm[2]) {
     if (p.tp <= 1) {
         return;
     }
-    // Megatron: 2 all-reduces of T x h forward and 2 backward (f / g operators); with sequence
-    // parallelism 2 all-gathers + 2 reduce-scatters each way (Korthikanti et al. 2022, Sec. 4.2.2).
     const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.hidden) * activation_bytes(job));
-    Seconds one;
-    Bytes sent;
-    if (p.sp) {
-        one = collective(Collective::all_gather, s, p.tp, links.tp) +
-              collective(Collective::reduce_scatter, s, p.tp, links.tp);
-        sent = collective_bytes_sent(Collective::all_gather, s, p.tp) +
-               collective_bytes_sent(Collective::reduce_scatter, s, p.tp);
-    } else {
-        one = collective(Collective::all_reduce, s, p.tp, links.tp);
-        sent = collective_bytes_sent(Collective::all_reduce, s, p.tp);
-    }
+    const Seconds ar = collective(Collective::all_reduce, s, p.tp, links.tp);
+    const Seconds ag = collective(Collective::all_gather, s, p.tp, links.tp);
+    const Seconds rs = collective(Collective::reduce_scatter, s, p.tp, links.tp);
+    const Bytes ar_b = collective_bytes_sent(Collective::all_reduce, s, p.tp);
+    const Bytes ag_b = collective_bytes_sent(Collective::all_gather, s, p.tp);
+    const Bytes rs_b = collective_bytes_sent(Collective::reduce_scatter, s, p.tp);
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
-    lc.tp_fwd = 2.0 * one;
-    lc.tp_bwd = 2.0 * one * (1.0 + redo);
-    lc.tp_bytes = sent * (4.0 + 2.0 * redo);
+    Seconds bwd;
     if (p.sp) {
-        // SP stores only the sequence shard of the QKV / fc1 input, so backward all-gathers it
-        // again for the weight gradients (Megatron
-        // LinearWithGradAccumulationAndAsyncCommunication). Korthikanti Table 4 shows it exposed:
-        // SP saves ~0.6 ms of norm/dropout traffic in the backward of a 22B layer yet the backward
-        // time barely moves (11.9 -> 11.8 ms).
-        lc.tp_bwd += 2.0 * collective(Collective::all_gather, s, p.tp, links.tp);
-        lc.tp_bytes += collective_bytes_sent(Collective::all_gather, s, p.tp) * 2.0;
+        lc.tp_fwd = 2.0 * (ag + rs);
+        bwd = 2.0 * ag;  // row-parallel layers: all-gather of the output gradient
+        for (int k = 0; k < 2; ++k) {
+            bwd += max(Seconds{}, ag - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+        }
+        lc.tp_bytes = (ag_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+    } else {
+        lc.tp_fwd = 2.0 * ar;
+        for (int k = 0; k < 2; ++k) {
+            bwd += max(Seconds{}, ar - col_gemm[k]);
+        }
+        lc.tp_bytes = ar_b * (4.0 + 2.0 * redo);
     }
+    lc.tp_bwd = bwd + lc.tp_fwd * redo;
 }
 
 void add_cp(LayerCost& lc,
@@ -191,7 +200,10 @@ LayerCost layer_cost(const ModelSpec& m,
         break;
     }
     lc.flops_fwd = forward_flops(g);
-    add_tp(lc, m, job, p, links);
+    // One data- or weight-gradient GEMM of each column-parallel layer (same FLOPs as forward).
+    const Seconds col_gemm[2] = {gemm_time(gpu, job.compute, g.qkv),
+                                 gemm_time(gpu, job.compute, g.mlp_in)};
+    add_tp(lc, m, job, p, links, col_gemm);
     add_cp(lc, m, job, p, links, core);
     if (moe) {
         add_ep(lc, m, job, p, links);

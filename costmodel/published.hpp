@@ -29,7 +29,9 @@ struct PublishedCase {
     std::string confidence;
     std::string profile;  // shipped hardware profile for the row's hardware ("" = none)
     bool expressible = false;
-    std::string reason;  // why not expressible, or the assumptions made for this row
+    std::string reason;        // why not expressible, or the assumptions made for this row
+    bool in_mape = true;       // false: predicted and shown, but outside what the model claims
+    std::string excluded_why;  // why it is outside (in_mape == false)
     PublishedMetric metric = PublishedMetric::iteration_time;
     bool derived = false;          // published value is the CSV's iteration_time_s_derived
     double published_s = 0.0;      // iteration time, or layer forward time

@@ -1,0 +1,93 @@
+#include "costmodel/collectives.hpp"
+
+#include <doctest/doctest.h>
+
+#include "tests/costmodel/fixtures.hpp"
+
+using namespace cleave;
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("collectives: busbw factors follow nccl-tests PERFORMANCE.md") {
+        // all-reduce 2(n-1)/n: n=8 -> 14/8 = 1.75; n=2 -> 1
+        CHECK(busbw_factor(Collective::all_reduce, 8) == doctest::Approx(1.75).epsilon(1e-12));
+        CHECK(busbw_factor(Collective::all_reduce, 2) == doctest::Approx(1.0).epsilon(1e-12));
+        // all-gather / reduce-scatter / all-to-all (n-1)/n: n=8 -> 0.875
+        CHECK(busbw_factor(Collective::all_gather, 8) == doctest::Approx(0.875).epsilon(1e-12));
+        CHECK(busbw_factor(Collective::reduce_scatter, 4) == doctest::Approx(0.75).epsilon(1e-12));
+        CHECK(busbw_factor(Collective::all_to_all, 16) == doctest::Approx(15.0 / 16).epsilon(1e-12));
+        CHECK(busbw_factor(Collective::send_recv, 2) == 1.0);
+        CHECK(busbw_factor(Collective::all_reduce, 1) == 0.0);
+        // factor grows towards 2 (all-reduce) and 1 (all-gather) with n
+        CHECK(busbw_factor(Collective::all_reduce, 1024) < 2.0);
+        CHECK(busbw_factor(Collective::all_reduce, 1024) > busbw_factor(Collective::all_reduce, 8));
+    }
+
+    TEST_CASE("collectives: TP=8 inside a DGX node is NVLink, TP=16 crosses nodes") {
+        const ClusterSpec c = test::dgx_a100();
+        const GroupLink tp8 = group_link(c, 8, 1);
+        CHECK(tp8.kind == LinkKind::nvlink);
+        CHECK_FALSE(tp8.crosses_nodes());
+        CHECK(tp8.busbw.value() == doctest::Approx(234.89e9));
+        const GroupLink tp16 = group_link(c, 16, 1);
+        CHECK(tp16.kind == LinkKind::network);
+        CHECK(tp16.nodes == 2);
+        CHECK(tp16.members_per_node == 8);
+        // 8 GPUs per node, each with its NIC: min(234.89, 8 x 24) = 192 GB/s
+        CHECK(tp16.busbw.value() == doctest::Approx(192e9));
+    }
+
+    TEST_CASE("collectives: DP across nodes gets one NIC per member per node") {
+        const ClusterSpec c = test::dgx_a100();
+        // tp=8: DP members are 8 ranks apart -> one per node -> 24 GB/s
+        const PlanLinks l = plan_links(c, test::plan(4, 8, 1));
+        CHECK(l.dp.kind == LinkKind::network);
+        CHECK(l.dp.members_per_node == 1);
+        CHECK(l.dp.nodes == 4);
+        CHECK(l.dp.busbw.value() == doctest::Approx(24e9));
+        // tp=2, dp=16: 4 members per node -> min(234.89, 4 x 24) = 96 GB/s
+        const PlanLinks l2 = plan_links(c, test::plan(16, 2, 1));
+        CHECK(l2.dp.members_per_node == 4);
+        CHECK(l2.dp.busbw.value() == doctest::Approx(96e9));
+        // tp=2, dp=4 fits in one node (stride 2 x 4 = 8)
+        CHECK(plan_links(c, test::plan(4, 2, 1)).dp.kind == LinkKind::nvlink);
+        // pp=2 behind tp=8: the boundary crosses nodes on one NIC
+        const PlanLinks l3 = plan_links(c, test::plan(1, 8, 2));
+        CHECK(l3.pp.crosses_nodes());
+        CHECK(l3.pp.busbw.value() == doctest::Approx(24e9));
+    }
+
+    TEST_CASE("collectives: a PCIe node maps intra-node groups to PCIe") {
+        const GroupLink g = group_link(test::pcie_1gbe(), 2, 1);
+        CHECK(g.kind == LinkKind::pcie);
+        CHECK(g.busbw.value() == doctest::Approx(12e9));
+    }
+
+    TEST_CASE("collectives: alpha-beta time of a ring all-reduce") {
+        const ClusterSpec c = test::dgx_a100();
+        const GroupLink l = group_link(c, 8, 1);
+        // 1 GB over 8 NVLink ranks: 14 steps x 2.41 us + 1e9 x 1.75 / 234.89e9 s
+        const double want = 14 * 2.41e-6 + 1e9 * 1.75 / 234.89e9;
+        CHECK(collective_time(Collective::all_reduce, bytes(1e9), 8, l).value() ==
+              doctest::Approx(want).epsilon(1e-12));
+        // all-gather of the same array: 7 steps, factor 7/8
+        const double ag = 7 * 2.41e-6 + 1e9 * 0.875 / 234.89e9;
+        CHECK(collective_time(Collective::all_gather, bytes(1e9), 8, l).value() ==
+              doctest::Approx(ag).epsilon(1e-12));
+        CHECK(collective_bytes_sent(Collective::all_reduce, bytes(1e9), 8).value() ==
+              doctest::Approx(1.75e9));
+        // algbw = S / t, busbw = algbw x factor
+        const Bandwidths bw = bandwidths(Collective::all_reduce, bytes(1e9), 8, seconds(0.01));
+        CHECK(bw.algbw.value() == doctest::Approx(1e11));
+        CHECK(bw.busbw.value() == doctest::Approx(1.75e11));
+    }
+
+    TEST_CASE("collectives: time is monotonic in bytes") {
+        const GroupLink l = group_link(test::dgx_a100(), 8, 1);
+        Seconds prev;
+        for (double b = 1e3; b < 1e11; b *= 10) {
+            const Seconds t = collective_time(Collective::all_reduce, bytes(b), 8, l);
+            CHECK(t > prev);
+            prev = t;
+        }
+    }
+}
