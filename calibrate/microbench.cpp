@@ -88,7 +88,7 @@ void fill_pattern(Backend& be, View v) {
 
 }  // namespace
 
-std::vector<GemmSample> gemm_shapes(bool quick) {
+std::vector<GemmSample> gemm_shapes(bool quick, bool gpu) {
     // Squares 32..1024 and transformer MLP-like shapes (T x h) * (h x 4h) with T = 4h / 2,
     // covering per-GEMM sizes from 65 kFLOP to 2 GFLOP (quick: to 134 MFLOP).
     const std::vector<int64_t> squares =
@@ -97,6 +97,14 @@ std::vector<GemmSample> gemm_shapes(bool quick) {
     const std::vector<int64_t> hidden =
         quick ? std::vector<int64_t>{32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256, 512};
     std::vector<GemmSample> out;
+    std::vector<int64_t> big;
+    if (gpu) {
+        big =
+            quick ? std::vector<int64_t>{1024, 2048} : std::vector<int64_t>{1024, 2048, 4096, 8192};
+        for (const int64_t s : big) {
+            out.push_back({s, s, s, 0.0});
+        }
+    }
     for (const int64_t s : squares) {
         out.push_back({s, s, s, 0.0});
     }
@@ -107,13 +115,14 @@ std::vector<GemmSample> gemm_shapes(bool quick) {
     std::sort(out.begin(), out.end(), [](const GemmSample& a, const GemmSample& b) {
         return a.flop() < b.flop();
     });
+    out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;
 }
 
 std::vector<GemmSample> bench_gemm(Backend& be, const BenchOptions& options) {
     const Group world = world_group(be);
     Clock clock(be, world);
-    std::vector<GemmSample> out = gemm_shapes(options.quick);
+    std::vector<GemmSample> out = gemm_shapes(options.quick, be.name() != "cpu");
     const double target_s = options.quick ? 0.01 : 0.08;
     const int trials = options.quick ? 3 : 5;
     for (size_t i = 0; i < out.size(); ++i) {

@@ -68,8 +68,9 @@ struct CollectiveSample {
 };
 
 /// GEMM shapes of the sweep: squares and transformer-like (tokens x hidden) x (hidden x 4 hidden)
-/// shapes from tiny to large. quick: the smaller half.
-[[nodiscard]] std::vector<GemmSample> gemm_shapes(bool quick);
+/// shapes from tiny to large. quick: the smaller half; gpu: up to 8192 (a GPU's GEMMs reach
+/// their peak only there).
+[[nodiscard]] std::vector<GemmSample> gemm_shapes(bool quick, bool gpu = false);
 
 /// Times every shape of gemm_shapes(options.quick).
 [[nodiscard]] std::vector<GemmSample> bench_gemm(executor::Backend& be,
