@@ -4,7 +4,10 @@
 #include "cli/report.hpp"
 #include "core/errors.hpp"
 #include "planner/search.hpp"
+#include "simulator/simulate.hpp"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <ostream>
@@ -29,7 +32,17 @@ struct PlanOptions {
     int64_t max_cp = 0;
     int64_t max_ep = 0;
     bool heuristics = false;
+    bool simulate = false;
 };
+
+/// A top plan re-scored by the discrete-event simulator (--simulate).
+struct SimScore {
+    int64_t analytic_rank = 0;  // 1-based place in the cost model's list
+    double iteration_time_s = 0.0;
+    double bubble_ratio = 0.0;
+};
+
+using SimScores = std::vector<SimScore>;  // empty without --simulate; else one per plan
 
 std::string f(const char* spec, double v) {
     std::array<char, 64> b{};
@@ -171,9 +184,9 @@ void print_why_not(std::ostream& os,
     os << " (reason, count, best rejected)\n";
     if (r.has_baseline && !r.baseline.estimate.fits) {
         const Estimate& e = r.baseline.estimate;
-        os << "#   baseline: pure DP (" << to_flags(r.baseline.plan) << ") needs "
-           << f("%.1f", to_gib(e.memory.total)) << " GiB per GPU, has "
-           << f("%.1f", to_gib(e.memory_usable)) << "\n";
+        os << "#   baseline pure DP (dp" << r.baseline.plan.dp
+           << ", mbs 1, no recompute, no ZeRO): needs " << f("%.1f", to_gib(e.memory.total))
+           << " GiB per GPU, has " << f("%.1f", to_gib(e.memory_usable)) << "\n";
     }
     for (std::size_t i = 0; i < reject_reason_count; ++i) {
         const auto why = static_cast<RejectReason>(i);
@@ -213,10 +226,31 @@ void print_top_risks(std::ostream& os, const Inputs& in, const SearchResult& r) 
     }
 }
 
+void print_sim_rows(std::ostream& os, const SearchResult& r, const SimScores& sims) {
+    if (sims.empty()) {
+        return;
+    }
+    os << "# simulated (simulator/, event by event): re-ranked by simulated iteration time\n";
+    os << "#  # was   sim(s) analytic(s) sim bub% plan\n";
+    for (std::size_t i = 0; i < sims.size(); ++i) {
+        std::array<char, 96> b{};
+        std::snprintf(b.data(),
+                      b.size(),
+                      "%4zu %3lld %8.3f %11.3f %8.1f ",
+                      i + 1,
+                      static_cast<long long>(sims[i].analytic_rank),
+                      sims[i].iteration_time_s,
+                      r.plans[i].estimate.iteration_time.value(),
+                      100.0 * sims[i].bubble_ratio);
+        os << b.data() << to_string(r.plans[i].plan) << "\n";
+    }
+}
+
 void print_table(std::ostream& os,
                  const Inputs& in,
                  const SearchOptions& so,
                  const SearchResult& r,
+                 const SimScores& sims,
                  double elapsed_s) {
     print_header(os, in, so);
     os << "# searched " << r.candidates_evaluated << " candidates: " << r.feasible
@@ -224,6 +258,7 @@ void print_table(std::ostream& os,
     os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
           "bubble(>30%) sharedcomm\n";
     print_rows(os, r);
+    print_sim_rows(os, r, sims);
     print_top_risks(os, in, r);
     print_why_not(os, in, so, r);
     os << "# elapsed: " << f("%.3f", elapsed_s) << " s\n";
@@ -256,6 +291,7 @@ rejection_json(const Inputs& in, const SearchOptions& so, RejectReason why, cons
 nlohmann::json plan_result_json(const Inputs& in,
                                 const SearchOptions& so,
                                 const SearchResult& r,
+                                const SimScores& sims,
                                 double elapsed_s) {
     nlohmann::json rejected = nlohmann::json::object();
     nlohmann::json best = nlohmann::json::object();
@@ -270,6 +306,12 @@ nlohmann::json plan_result_json(const Inputs& in,
     int64_t rank = 0;
     for (const RankedPlan& rp : r.plans) {
         nlohmann::json pj = estimate_to_json(inputs_for(in, rp.plan), rp.plan, rp.estimate);
+        if (!sims.empty()) {
+            const SimScore& sc = sims[static_cast<std::size_t>(rank)];
+            pj["simulated_iteration_time_s"] = sc.iteration_time_s;
+            pj["simulated_bubble_ratio"] = sc.bubble_ratio;
+            pj["analytic_rank"] = sc.analytic_rank;
+        }
         pj["rank"] = ++rank;
         plans.push_back(std::move(pj));
     }
@@ -294,20 +336,22 @@ nlohmann::json plan_result_json(const Inputs& in,
             {"elapsed_s", elapsed_s}};
 }
 
-void print_csv(std::ostream& os, const SearchResult& r) {
+void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
     os << "rank,dp,tp,pp,cp,ep,vpp,mbs,schedule,recompute,sp,zero,iteration_time_s,tokens_per_s,"
-          "tflops_per_gpu,mfu,bubble_ratio,memory_gib,usable_memory_gib,risks\n";
-    int rank = 0;
+          "tflops_per_gpu,mfu,bubble_ratio,memory_gib,usable_memory_gib,risks,"
+          "simulated_iteration_time_s\n";
+    std::size_t rank = 0;
     for (const RankedPlan& rp : r.plans) {
         const Plan& p = rp.plan;
         const Estimate& e = rp.estimate;
+        const std::string sim = sims.empty() ? "" : f("%.9g", sims[rank].iteration_time_s);
         os << ++rank << "," << p.dp << "," << p.tp << "," << p.pp << "," << p.cp << "," << p.ep
            << "," << p.vpp << "," << p.mbs << "," << to_string(p.schedule) << ","
            << to_string(p.recompute) << "," << (p.sp ? 1 : 0) << "," << p.zero << ","
            << f("%.9g", e.iteration_time.value()) << "," << f("%.9g", e.tokens_per_s) << ","
            << f("%.9g", e.tflops_per_gpu) << "," << f("%.9g", e.mfu) << ","
            << f("%.9g", e.bubble_ratio) << "," << f("%.9g", to_gib(e.memory.total)) << ","
-           << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "\n";
+           << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "," << sim << "\n";
     }
 }
 
@@ -459,19 +503,42 @@ void print_deepspeed(std::ostream& os,
     err << "\n";
 }
 
+/// Re-scores the top plans with simulate() and re-ranks them by simulated iteration time
+/// (ties by plan key), keeping each plan's analytic rank.
+SimScores rescore(const Inputs& in, SearchResult& r) {
+    std::vector<std::pair<SimScore, RankedPlan>> rows;
+    for (std::size_t i = 0; i < r.plans.size(); ++i) {
+        const RankedPlan& rp = r.plans[i];
+        const Inputs pi = inputs_for(in, rp.plan);
+        const SimResult sim = simulate(pi.model, pi.cluster, pi.job, rp.plan, rp.estimate);
+        rows.push_back(
+            {{static_cast<int64_t>(i) + 1, sim.iteration_time.value(), sim.bubble_ratio}, rp});
+    }
+    std::stable_sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+        return a.first.iteration_time_s < b.first.iteration_time_s;
+    });
+    SimScores out;
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+        r.plans[i] = rows[i].second;
+        out.push_back(rows[i].first);
+    }
+    return out;
+}
+
 void run_plan(const PlanOptions& o, CliContext& ctx) {
     const Inputs in = load_inputs(o.job);
     const SearchOptions so = search_options(o);
     const auto t0 = std::chrono::steady_clock::now();
-    const SearchResult r = search(in.model, in.cluster, in.job, so);
+    SearchResult r = search(in.model, in.cluster, in.job, so);
+    const SimScores sims = o.simulate ? rescore(in, r) : SimScores{};
     const double elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (o.format == "json") {
-        ctx.out << plan_result_json(in, so, r, elapsed_s).dump(2) << "\n";
+        ctx.out << plan_result_json(in, so, r, sims, elapsed_s).dump(2) << "\n";
     } else if (o.format == "csv") {
-        print_csv(ctx.out, r);
+        print_csv(ctx.out, r, sims);
     } else if (o.format == "table" || r.plans.empty()) {
-        print_table(o.format == "table" ? ctx.out : ctx.err, in, so, r, elapsed_s);
+        print_table(o.format == "table" ? ctx.out : ctx.err, in, so, r, sims, elapsed_s);
     } else if (o.format == "megatron") {
         print_megatron(ctx.out, inputs_for(in, r.plans.front().plan), r.plans.front());
     } else {
@@ -520,6 +587,9 @@ void setup_plan(CLI::App& app, CliContext& ctx) {
     sub->add_flag("--heuristics",
                   opts->heuristics,
                   "Also skip: TP across nodes, GPipe, CP below seq 8192 (may miss feasible plans)");
+    sub->add_flag("--simulate",
+                  opts->simulate,
+                  "Re-score the top plans with the discrete-event simulator and re-rank them");
     sub->callback([opts, &ctx] { run_plan(*opts, ctx); });
 }
 
