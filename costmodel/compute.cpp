@@ -177,10 +177,11 @@ LayerCost layer_cost(const ModelSpec& m,
                      bool moe) {
     const LayerGemms g = layer_gemms(m, job, p, moe);
     const GpuSpec& gpu = c.gpu;
-    const Seconds linear =
-        gemm_time(gpu, job.compute, g.qkv) + gemm_time(gpu, job.compute, g.proj) +
-        gemm_time(gpu, job.compute, g.mlp_in) + gemm_time(gpu, job.compute, g.mlp_out) +
-        gemm_time(gpu, core_dtype(job.compute), g.router);
+    const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv);
+    const Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
+    const Seconds linear = t_qkv + gemm_time(gpu, job.compute, g.proj) + t_in +
+                           gemm_time(gpu, job.compute, g.mlp_out) +
+                           gemm_time(gpu, core_dtype(job.compute), g.router);
     const Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
                          gemm_time(gpu, core_dtype(job.compute), g.attn_v);
     const LayerTraffic tr = layer_traffic(m, job, p, moe);
@@ -201,8 +202,7 @@ LayerCost layer_cost(const ModelSpec& m,
     }
     lc.flops_fwd = forward_flops(g);
     // One data- or weight-gradient GEMM of each column-parallel layer (same FLOPs as forward).
-    const Seconds col_gemm[2] = {gemm_time(gpu, job.compute, g.qkv),
-                                 gemm_time(gpu, job.compute, g.mlp_in)};
+    const Seconds col_gemm[2] = {t_qkv, t_in};
     add_tp(lc, m, job, p, links, col_gemm);
     add_cp(lc, m, job, p, links, core);
     if (moe) {

@@ -1,8 +1,7 @@
 #include "costmodel/collectives.hpp"
+#include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
-
-#include "tests/costmodel/fixtures.hpp"
 
 using namespace cleave;
 
@@ -14,7 +13,8 @@ TEST_SUITE("costmodel") {
         // all-gather / reduce-scatter / all-to-all (n-1)/n: n=8 -> 0.875
         CHECK(busbw_factor(Collective::all_gather, 8) == doctest::Approx(0.875).epsilon(1e-12));
         CHECK(busbw_factor(Collective::reduce_scatter, 4) == doctest::Approx(0.75).epsilon(1e-12));
-        CHECK(busbw_factor(Collective::all_to_all, 16) == doctest::Approx(15.0 / 16).epsilon(1e-12));
+        CHECK(busbw_factor(Collective::all_to_all, 16) ==
+              doctest::Approx(15.0 / 16).epsilon(1e-12));
         CHECK(busbw_factor(Collective::send_recv, 2) == 1.0);
         CHECK(busbw_factor(Collective::all_reduce, 1) == 0.0);
         // factor grows towards 2 (all-reduce) and 1 (all-gather) with n
@@ -22,7 +22,7 @@ TEST_SUITE("costmodel") {
         CHECK(busbw_factor(Collective::all_reduce, 1024) > busbw_factor(Collective::all_reduce, 8));
     }
 
-    TEST_CASE("collectives: TP=8 inside a DGX node is NVLink, TP=16 crosses nodes") {
+    TEST_CASE("collectives: TP=8 inside a DGX node is NVLink and TP=16 crosses nodes") {
         const ClusterSpec c = test::dgx_a100();
         const GroupLink tp8 = group_link(c, 8, 1);
         CHECK(tp8.kind == LinkKind::nvlink);

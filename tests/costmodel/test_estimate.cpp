@@ -1,9 +1,8 @@
 #include "costmodel/estimate.hpp"
-
-#include <doctest/doctest.h>
-
 #include "costmodel/flops.hpp"
 #include "tests/costmodel/fixtures.hpp"
+
+#include <doctest/doctest.h>
 
 using namespace cleave;
 
@@ -23,7 +22,7 @@ Plan kor_175b() {
 }  // namespace
 
 TEST_SUITE("costmodel") {
-    TEST_CASE("estimate: pure, and the time breakdown adds up to the iteration") {
+    TEST_CASE("estimate: pure and the time breakdown adds up to the iteration") {
         const ModelSpec m = test::gpt3();
         const JobSpec j = test::job(64, 64);
         const Estimate a = estimate(m, test::dgx_a100(), j, kor_175b());
@@ -38,14 +37,15 @@ TEST_SUITE("costmodel") {
         CHECK(a.bubble_ratio == doctest::Approx(7.0 / 199.0).epsilon(1e-12));
     }
 
-    TEST_CASE("estimate: throughput, MFU and HFU follow from the iteration time") {
+    TEST_CASE("estimate: throughput and MFU and HFU follow from the iteration time") {
         const ModelSpec m = test::gpt3();
         const JobSpec j = test::job(64, 64);
         const Estimate e = estimate(m, test::dgx_a100(), j, kor_175b());
         const double t = e.iteration_time.value();
         // tokens/s = B s / t; MFU = model FLOPs / (t N peak)
         CHECK(e.tokens_per_s == doctest::Approx(64.0 * 2048 / t).epsilon(1e-12));
-        CHECK(e.mfu == doctest::Approx(model_flops(m, j).value() / (t * 64 * 312e12)).epsilon(1e-12));
+        CHECK(e.mfu ==
+              doctest::Approx(model_flops(m, j).value() / (t * 64 * 312e12)).epsilon(1e-12));
         CHECK(e.tflops_per_gpu == doctest::Approx(e.mfu * 312).epsilon(1e-12));
         // HFU / MFU = (1 + s/3h + V/12Lh) / (1 + s/6h + V/12Lh)
         //           = (1 + 0.0555556 + 0.0036169) / (1 + 0.0277778 + 0.0036169) = 1.026938
@@ -107,7 +107,7 @@ TEST_SUITE("costmodel") {
         CHECK_FALSE(nv.has(RiskKind::tp_over_pcie));
     }
 
-    TEST_CASE("risks: few micro-batches, large bubble and shared communicator") {
+    TEST_CASE("risks: few micro-batches and large bubble and shared communicator") {
         const ModelSpec m = test::seed13b();
         // the seed's second try: 8 stages of 4 layers x 4-way DP, m = 16/(1 x 4) = 4 < p = 8
         Plan p = test::plan(4, 1, 8);
@@ -153,7 +153,8 @@ TEST_SUITE("costmodel") {
         const ModelSpec m = test::gpt3();
         const Estimate e = estimate(m, test::dgx_a100(), test::job(8, 8), test::plan(1, 8, 1));
         CHECK_FALSE(e.fits);
-        const auto risks = describe_risks(m, test::dgx_a100(), test::job(8, 8), test::plan(1, 8, 1), e);
+        const auto risks =
+            describe_risks(m, test::dgx_a100(), test::job(8, 8), test::plan(1, 8, 1), e);
         REQUIRE_FALSE(risks.empty());
         CHECK(risks.front().kind == RiskKind::oom);
         CHECK(risks.front().message.find("stage 0 of 1") != std::string::npos);

@@ -1,12 +1,12 @@
 // cleave explain and cleave published, driven in process through make_app() (STYLE S7.4).
+#include "cli/app.hpp"
+
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
-
-#include "cli/app.hpp"
 
 using namespace cleave;
 
@@ -39,14 +39,34 @@ const std::string gpt3 = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/gpt3-175
 }  // namespace
 
 TEST_SUITE("costmodel") {
-    TEST_CASE("explain: JSON carries the DESIGN §3 fields") {
-        const Run r = run({"explain", gpt3, "dgx-a100-80g", "--gpus", "64", "--gbs", "64", "--tp",
-                           "8", "--pp", "8", "--vpp", "3", "--sp", "--recompute", "selective",
-                           "--format", "json"});
+    TEST_CASE("explain: JSON carries the DESIGN section 3 fields") {
+        const Run r = run({"explain",
+                           gpt3,
+                           "dgx-a100-80g",
+                           "--gpus",
+                           "64",
+                           "--gbs",
+                           "64",
+                           "--tp",
+                           "8",
+                           "--pp",
+                           "8",
+                           "--vpp",
+                           "3",
+                           "--sp",
+                           "--recompute",
+                           "selective",
+                           "--format",
+                           "json"});
         REQUIRE_MESSAGE(r.code == 0, r.err);
         const auto j = nlohmann::json::parse(r.out);
-        for (const char* k : {"iteration_time_s", "tokens_per_s", "tflops_per_gpu", "mfu",
-                              "bubble_ratio", "fits", "risks"}) {
+        for (const char* k : {"iteration_time_s",
+                              "tokens_per_s",
+                              "tflops_per_gpu",
+                              "mfu",
+                              "bubble_ratio",
+                              "fits",
+                              "risks"}) {
             CHECK_MESSAGE(j.contains(k), k);
         }
         for (const char* k : {"weights", "grads", "optimizer", "activations", "total"}) {
@@ -59,9 +79,22 @@ TEST_SUITE("costmodel") {
         CHECK(j["plan"]["schedule"] == "interleaved");
     }
 
-    TEST_CASE("explain: the table fits 100 columns and marks non-data lines with '#'") {
-        const Run r = run({"explain", gpt3, "dgx-a100-80g", "--gpus", "64", "--gbs", "16", "--tp",
-                           "8", "--pp", "4", "--dp", "2", "--recompute", "full"});
+    TEST_CASE("explain: the table fits 100 columns and marks non-data lines") {
+        const Run r = run({"explain",
+                           gpt3,
+                           "dgx-a100-80g",
+                           "--gpus",
+                           "64",
+                           "--gbs",
+                           "16",
+                           "--tp",
+                           "8",
+                           "--pp",
+                           "4",
+                           "--dp",
+                           "2",
+                           "--recompute",
+                           "full"});
         REQUIRE_MESSAGE(r.code == 0, r.err);
         std::istringstream in(r.out);
         std::string line;
@@ -86,7 +119,16 @@ TEST_SUITE("costmodel") {
         CHECK(r.code == 2);
         CHECK(r.err.find("pp=128 is more than layers=96") != std::string::npos);
         // mbs not dividing the per-DP batch: 6 sequences over dp=1 in micro-batches of 4
-        r = run({"explain", gpt3, "dgx-a100-80g", "--gpus", "8", "--gbs", "6", "--tp", "8", "--mbs",
+        r = run({"explain",
+                 gpt3,
+                 "dgx-a100-80g",
+                 "--gpus",
+                 "8",
+                 "--gbs",
+                 "6",
+                 "--tp",
+                 "8",
+                 "--mbs",
                  "4"});
         CHECK(r.code == 2);
         CHECK(r.err.find("mbs*dp=4 does not divide the global batch 6") != std::string::npos);

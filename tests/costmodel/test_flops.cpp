@@ -1,8 +1,7 @@
 #include "costmodel/flops.hpp"
+#include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
-
-#include "tests/costmodel/fixtures.hpp"
 
 using namespace cleave;
 

@@ -1,9 +1,8 @@
+#include "costmodel/estimate.hpp"
 #include "costmodel/memory.hpp"
+#include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
-
-#include "costmodel/estimate.hpp"
-#include "tests/costmodel/fixtures.hpp"
 
 using namespace cleave;
 
@@ -17,7 +16,8 @@ JobSpec bf16_grads(JobSpec j) {
 }  // namespace
 
 TEST_SUITE("costmodel") {
-    TEST_CASE("memory: mixed-precision Adam is 16 B/param with 2-byte grads, 18 with fp32 grads") {
+    TEST_CASE(
+        "memory: mixed-precision Adam is 16 B per param with 2-byte grads and 18 with fp32 grads") {
         const JobSpec j = bf16_grads(test::job(1, 1));
         // 2 (bf16 weights) + 2 (bf16 grads) + 4 (fp32 master) + 4 + 4 (Adam m, v) = 16
         const StateBytes s = model_states(j, 1e9, 0, 1);
@@ -29,7 +29,7 @@ TEST_SUITE("costmodel") {
         CHECK((f.weights + f.grads + f.optimizer).value() == doctest::Approx(18e9));
     }
 
-    TEST_CASE("memory: ZeRO 1/2/3 shard optimizer, then grads, then weights") {
+    TEST_CASE("memory: ZeRO 1 2 3 shard optimizer then grads then weights") {
         const JobSpec j = bf16_grads(test::job(8, 8));
         const auto total = [&](int zero) {
             const StateBytes s = model_states(j, 1e9, zero, 8);
@@ -105,7 +105,8 @@ TEST_SUITE("costmodel") {
         p.vpp = 3;
         const Estimate e = estimate(test::gpt3(), test::dgx_a100(), test::job(64, 64), p);
         // The last stage holds fp32 + 16-bit logits of one micro-batch: (2 + 4) x 2048 x 51200/8
-        CHECK(e.stage[2].memory.logits.value() == doctest::Approx(6.0 * 2048 * 6400).epsilon(1e-12));
+        CHECK(e.stage[2].memory.logits.value() ==
+              doctest::Approx(6.0 * 2048 * 6400).epsilon(1e-12));
         CHECK(e.stage[0].memory.logits.value() == 0.0);
         // The first stage adds the embedding (V h + s h)/t parameters: 2 B each more weights
         const double emb = (51200.0 * 12288 + 2048.0 * 12288) / 8;

@@ -1,13 +1,12 @@
 #include "costmodel/pipeline.hpp"
+#include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
-
-#include "tests/costmodel/fixtures.hpp"
 
 using namespace cleave;
 
 TEST_SUITE("costmodel") {
-    TEST_CASE("pipeline: p=8, m=4 bubble is 7/11 (the seed says 47%, it is 63.6%)") {
+    TEST_CASE("pipeline: p=8 m=4 bubble is 7 of 11 not the seed 47 percent") {
         const Plan p = test::plan(1, 1, 8);
         // (p-1)/(m+p-1) = 7/(4+7) = 0.63636...
         CHECK(bubble_fraction(p, 4) == doctest::Approx(7.0 / 11.0).epsilon(1e-12));
@@ -50,6 +49,7 @@ TEST_SUITE("costmodel") {
         CHECK(pipeline_time(p, 8, seconds(4), seconds(1)).value() == doctest::Approx(9.5));
         // uneven stages: the slowest paces the steady state
         Plan q = test::plan(1, 1, 2);
-        CHECK(pipeline_time(q, 4, seconds(3), seconds(2)).value() == doctest::Approx(3.0 + 3 * 2.0));
+        CHECK(pipeline_time(q, 4, seconds(3), seconds(2)).value() ==
+              doctest::Approx(3.0 + 3 * 2.0));
     }
 }

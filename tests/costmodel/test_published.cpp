@@ -1,4 +1,5 @@
 // Fidelity against published runs: a real bound on the error of the shipped profiles.
+#include "core/load.hpp"
 #include "costmodel/published.hpp"
 
 #include <fstream>
@@ -6,8 +7,6 @@
 #include <sstream>
 
 #include <doctest/doctest.h>
-
-#include "core/load.hpp"
 
 using namespace cleave;
 
