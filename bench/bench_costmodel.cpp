@@ -1,9 +1,9 @@
-// One estimate() for GPT-3 175B on DGX A100s (Korthikanti et al. 2022's 64-GPU plan), the call
-// the planner makes millions of times per search.
+// One estimate() for GPT-3 175B on 1024 DGX A100 GPUs (TP 8, PP 8 interleaved, DP 16, ZeRO-1), the
+// call the planner makes millions of times per search.
 //   build/<dir>/bench/bench_costmodel --benchmark_repetitions=10 --benchmark_report_aggregates_only
-#include <benchmark/benchmark.h>
-
 #include "costmodel/estimate.hpp"
+
+#include <benchmark/benchmark.h>
 
 namespace {
 

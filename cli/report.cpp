@@ -222,6 +222,7 @@ void wrap(std::ostream& os,
           const std::string& text) {
     constexpr size_t width = 100;
     std::string line = first;
+    bool fresh = true;  // nothing but the prefix on this line yet
     size_t i = 0;
     while (i < text.size()) {
         size_t j = text.find(' ', i);
@@ -229,12 +230,13 @@ void wrap(std::ostream& os,
             j = text.size();
         }
         const std::string word = text.substr(i, j - i);
-        const bool fresh = line.size() == first.size() || line == indent;
         if (!fresh && line.size() + 1 + word.size() > width) {
             os << line << "\n";
             line = indent;
+            fresh = true;
         }
-        line += (line.size() == first.size() || line == indent) ? word : " " + word;
+        line += fresh ? word : " " + word;
+        fresh = false;
         i = j + 1;
     }
     os << line << "\n";

@@ -118,7 +118,9 @@ PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
     const int64_t ep = std::max<int64_t>(1, p.ep);
     l.dp_expert = group_link(c, std::max<int64_t>(1, p.dp * p.cp / ep), p.tp * ep);
     // A stage boundary: two ranks tp*cp*dp apart.
-    l.pp = p.pp > 1 ? group_link(c, 2, p.tp * p.cp * p.dp) : GroupLink{};
+    // The whole pipeline: when it spans nodes some stage boundary crosses them, and the slowest
+    // boundary paces every micro-batch.
+    l.pp = p.pp > 1 ? group_link(c, p.pp, p.tp * p.cp * p.dp) : GroupLink{};
     if (l.pp.crosses_nodes()) {
         l.pp.busbw = min(c.node.intra_bw, c.network.inter_bw);  // one pair, one NIC
     }

@@ -60,7 +60,7 @@ struct PlanLinks {
     GroupLink ep;
     GroupLink dp;         // dense parameters: dp ranks (x cp for the distributed optimizer)
     GroupLink dp_expert;  // expert parameters: dp*cp/ep ranks
-    GroupLink pp;         // one stage boundary (stride tp*cp*dp)
+    GroupLink pp;         // the pipeline (stride tp*cp*dp); busbw of its slowest boundary
 
     bool operator==(const PlanLinks&) const = default;
 };
