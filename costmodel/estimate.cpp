@@ -63,7 +63,19 @@ StageParams stage_params(const Context& x, int64_t s) {
     }
     const double expert_total =
         d(sp.moe_layers) * d(m.moe.experts) * d(params_mlp(m, m.moe.expert_ffn_hidden));
-    const double all = d(params_stage(m, x.p.pp, s));
+    // Closed form of params_stage() (no loop over layers): shared attention + norms per layer,
+    // dense MLPs, MoE routers + experts, embedding on the first stage, head (and the tied
+    // embedding copy Megatron keeps) on the last.
+    const int64_t layers = m.layers / x.p.pp;
+    double all = d(layers) * d(params_attention(m) + params_layer_norms(m)) +
+                 d(layers - sp.moe_layers) * d(params_mlp(m, m.ffn_hidden)) +
+                 d(sp.moe_layers) * d(m.hidden * m.moe.experts) + expert_total;
+    if (s == 0) {
+        all += d(params_embedding(m));
+    }
+    if (s == x.p.pp - 1) {
+        all += d(params_head(m)) + (m.tied_embeddings && x.p.pp > 1 ? d(m.vocab * m.hidden) : 0.0);
+    }
     sp.dense = (all - expert_total) / d(x.p.tp);
     sp.expert = expert_total / (d(x.p.tp) * d(x.p.ep));
     return sp;
