@@ -116,6 +116,41 @@ TEST_SUITE("executor") {
         same_as_single_rank("tiny_llama.toml", 4, "--pp 2 --dp 2 --zero 1");
     }
 
+    TEST_CASE("run: the table marks non-data lines with # and the trace has every step") {
+        const std::string trace = std::string(CLEAVE_BINARY_DIR) + "/executor_test_trace.json";
+        const Result r =
+            shell(mpirun(2) + data("tiny_gpt.toml") +
+                  " dgx-a100-80g --pp 2 --gbs 4 --warmup 0 --iters 1 --trace " + trace);
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+        int data_lines = 0;
+        size_t pos = 0;
+        while (pos < r.output.size()) {
+            const size_t end = r.output.find('\n', pos);
+            const std::string line = r.output.substr(pos, end - pos);
+            pos = end == std::string::npos ? r.output.size() : end + 1;
+            if (!line.empty() && line[0] != '#') {
+                ++data_lines;  // one per rank: "rank stage dp tp iter compute ..."
+            }
+        }
+        CHECK(data_lines == 2);
+        FILE* f = std::fopen(trace.c_str(), "r");
+        REQUIRE(f != nullptr);
+        const nlohmann::json t = nlohmann::json::parse(f);
+        std::fclose(f);
+        // pp = 2, m = 4: each stage runs F and B of micro-batches 0..3 once.
+        int steps[2] = {0, 0};
+        for (const auto& e : t["traceEvents"]) {
+            const std::string name = e.value("name", "");
+            if (e["ph"] == "X" && (name.rfind("F mb", 0) == 0 || name.rfind("B mb", 0) == 0)) {
+                CHECK(e["tid"] == 0);
+                ++steps[e["pid"].get<int>()];
+            }
+        }
+        CHECK(steps[0] == 8);
+        CHECK(steps[1] == 8);
+    }
+
     TEST_CASE("run: a hung rank aborts the job within the timeout, naming group and operation") {
         using clock = std::chrono::steady_clock;
         const auto t0 = clock::now();
