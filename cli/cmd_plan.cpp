@@ -255,6 +255,15 @@ void print_table(std::ostream& os,
     print_header(os, in, so);
     os << "# searched " << r.candidates_evaluated << " candidates: " << r.feasible
        << " feasible, top " << r.plans.size() << " below\n";
+    if (so.objective == Objective::gpus) {
+        os << "# job sizes searched (GPUs):";
+        for (int64_t n : r.gpu_counts_searched) {
+            os << " " << n;
+        }
+        os << "; fewest reaching the target: "
+           << (r.plans.empty() ? std::string("none") : std::to_string(plan_gpus(r.plans[0].plan)))
+           << "\n";
+    }
     os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
           "bubble(>30%) sharedcomm\n";
     print_rows(os, r);
