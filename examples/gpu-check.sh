@@ -67,4 +67,19 @@ check "tiny (gbs 8)" "$tiny" --gbs 8
 check "llama-3-8b 4 layers, seq 1024" "$root/examples/llama-3-8b.toml" --layers 4 --seq 1024 --gbs 4 --dtype fp32
 check "llama-3-8b 8 layers, seq 2048" "$root/examples/llama-3-8b.toml" --layers 8 --seq 2048 --gbs 4 --dtype fp32
 check "gpt3-175b 2 layers, hidden 4096" "$root/examples/gpt3-175b.toml" --layers 2 --hidden 4096 --heads 32 --seq 2048 --gbs 4 --dtype fp32
+# ---- 5. calibrate + validate on one GPU (issue #7; section owned by calibrate/) -----------------
+# cleave calibrate measures this GPU through the CUDA backend (cuBLAS GEMM sweep up to 8192^3,
+# memory, the executor's kernels; one rank has no collectives) and writes a profile; cleave
+# validate then runs the top 1x1x1 plans of a 4-layer GPT (and the worst feasible one) and prints
+# predicted against measured with that profile. The profile's hbm_capacity_gib is host memory
+# (the Backend interface does not report device memory): memory fit is not checked here.
+profile="$build/calibrated-gpu.toml"
+if "${mpi[@]}" "$cleave" calibrate --backend cuda --out "$profile"; then
+    "${mpi[@]}" "$cleave" validate "$root/tests/calibrate/data/gpu-gpt.toml" "$profile" \
+        --backend cuda --gbs 8 --top 3 --iters "$iters" --warmup 2 ||
+        { echo "gpu-check: cleave validate failed or its MAPE exceeds 15%" >&2; status=1; }
+else
+    echo "gpu-check: cleave calibrate --backend cuda failed" >&2
+    status=1
+fi
 exit "$status"
