@@ -79,7 +79,7 @@ TEST_SUITE("planner") {
         CHECK_FALSE(best.estimate.has(RiskKind::slow_network));
         CHECK_FALSE(best.estimate.has(RiskKind::nccl_timeout));
         CHECK(best.plan.dp * best.plan.tp * best.plan.cp <= s.cluster.node.gpus_per_node);
-        CHECK(best.estimate.iteration_time * 100.0 < e.iteration_time);
+        CHECK(best.estimate.iteration_time * 10.0 < e.iteration_time);
         CHECK(best.estimate.iteration_time > fast.plans.front().estimate.iteration_time);
     }
 
