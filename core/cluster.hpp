@@ -55,6 +55,19 @@ struct GpuSpec {
     std::vector<GemmEfficiencyPoint> gemm_efficiency;
     double hbm_efficiency = 0.0;  // achieved / peak HBM bandwidth for streaming kernels
     Bytes reserved_memory;        // CUDA/HIP context + allocator fragmentation + framework
+    /// Achieved / peak HBM bandwidth of each class of memory-bound kernel, in the bytes the
+    /// cost model charges that class (costmodel/compute.hpp, KernelClass); 0 = hbm_efficiency.
+    double norm_efficiency = 0.0;              // layernorm / RMSNorm forward and backward
+    double elementwise_efficiency = 0.0;       // bias-dropout-add, residual, RoPE, embedding rows
+    double activation_efficiency = 0.0;        // GeLU forward and backward
+    double gated_activation_efficiency = 0.0;  // SwiGLU forward and backward
+    double softmax_efficiency = 0.0;           // attention scale-mask-softmax + attention dropout
+    double cross_entropy_efficiency = 0.0;     // fp32 cross-entropy over the logits
+    double optimizer_efficiency = 0.0;         // Adam step
+    /// true: the attention GEMMs of all batch elements and heads run as one batched kernel
+    /// (cuBLAS strided-batched), at the efficiency of the whole batch's FLOPs; false: one GEMM
+    /// per batch element and head (a loop, as the CPU executor runs them), each at its own size.
+    bool batched_gemm_fused = true;
 
     bool operator==(const GpuSpec&) const = default;
 };

@@ -71,6 +71,15 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
         g.hbm_bw = gbps(*bw);
     }
     set(g.hbm_efficiency, r.fraction("hbm_efficiency", Need::required));
+    // Per-class memory efficiencies (optional; absent = 0 = hbm_efficiency, costmodel/compute.hpp).
+    set(g.norm_efficiency, r.fraction("norm_efficiency", Need::optional));
+    set(g.elementwise_efficiency, r.fraction("elementwise_efficiency", Need::optional));
+    set(g.activation_efficiency, r.fraction("activation_efficiency", Need::optional));
+    set(g.gated_activation_efficiency, r.fraction("gated_activation_efficiency", Need::optional));
+    set(g.softmax_efficiency, r.fraction("softmax_efficiency", Need::optional));
+    set(g.cross_entropy_efficiency, r.fraction("cross_entropy_efficiency", Need::optional));
+    set(g.optimizer_efficiency, r.fraction("optimizer_efficiency", Need::optional));
+    set(g.batched_gemm_fused, r.flag("batched_gemm_fused", Need::optional));
     g.peak_fp32 = peak(r, "peak_tflops_fp32", Need::required);
     g.peak_tf32 = peak(r, "peak_tflops_tf32", Need::optional);
     g.peak_bf16 = peak(r, "peak_tflops_bf16", Need::optional);

@@ -1,0 +1,97 @@
+// The optional per-kernel-class memory efficiencies and batched_gemm_fused of a hardware profile
+// (core/load_cluster.cpp, docs/file-formats.md).
+#include "core/errors.hpp"
+#include "core/load.hpp"
+#include "tests/core/diag_helpers.hpp"
+
+#include <string>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+using cleave::test::expect_diagnostics;
+
+namespace {
+
+std::string profile(const std::string& extra_gpu_keys) {
+    return R"([cluster]
+name = "classes"
+
+[gpu]
+name = "Test CPU"
+hbm_capacity_gib = 8
+reserved_memory_gib = 0
+hbm_bandwidth_gbps = 20
+hbm_efficiency = 0.1
+peak_tflops_fp32 = 0.04
+)" + extra_gpu_keys +
+           R"(
+[gpu.gemm_efficiency]
+size_gflop = [1]
+efficiency = [0.5]
+
+[node]
+gpus_per_node = 2
+intra_link = "nvswitch"
+intra_bandwidth_gbps = 2
+intra_latency_us = 5
+pcie_bandwidth_gbps = 20
+
+[network]
+kind = "none"
+inter_bandwidth_gbps = 2
+inter_latency_us = 5
+)";
+}
+
+}  // namespace
+
+TEST_SUITE("core") {
+    TEST_CASE("load: kernel-class efficiencies are optional and 0 when absent") {
+        const ClusterSpec c = parse_cluster_toml(profile(""), "c.toml");
+        CHECK(c.gpu.hbm_efficiency == 0.1);
+        CHECK(c.gpu.norm_efficiency == 0.0);
+        CHECK(c.gpu.elementwise_efficiency == 0.0);
+        CHECK(c.gpu.activation_efficiency == 0.0);
+        CHECK(c.gpu.gated_activation_efficiency == 0.0);
+        CHECK(c.gpu.softmax_efficiency == 0.0);
+        CHECK(c.gpu.cross_entropy_efficiency == 0.0);
+        CHECK(c.gpu.optimizer_efficiency == 0.0);
+        CHECK(c.gpu.batched_gemm_fused);
+    }
+
+    TEST_CASE("load: kernel-class efficiencies and batched_gemm_fused are read") {
+        const ClusterSpec c = parse_cluster_toml(profile(R"(norm_efficiency = 0.06
+elementwise_efficiency = 0.2
+activation_efficiency = 0.012
+gated_activation_efficiency = 0.07
+softmax_efficiency = 0.04
+cross_entropy_efficiency = 0.05
+optimizer_efficiency = 1
+batched_gemm_fused = false
+)"),
+                                                 "c.toml");
+        CHECK(c.gpu.norm_efficiency == 0.06);
+        CHECK(c.gpu.elementwise_efficiency == 0.2);
+        CHECK(c.gpu.activation_efficiency == 0.012);
+        CHECK(c.gpu.gated_activation_efficiency == 0.07);
+        CHECK(c.gpu.softmax_efficiency == 0.04);
+        CHECK(c.gpu.cross_entropy_efficiency == 0.05);
+        CHECK(c.gpu.optimizer_efficiency == 1.0);
+        CHECK_FALSE(c.gpu.batched_gemm_fused);
+    }
+
+    TEST_CASE("load: a kernel-class efficiency outside (0, 1] or a non-boolean flag is an error") {
+        const std::string text = profile(R"(softmax_efficiency = 1.5
+norm_efficiency = 0
+batched_gemm_fused = "no"
+)");
+        expect_diagnostics([&] { (void)parse_cluster_toml(text, "c.toml"); },
+                           {{11, 22, "'gpu.softmax_efficiency' must be in (0, 1], got 1.5"},
+                            {12, 19, "'gpu.norm_efficiency' must be in (0, 1], got 0"},
+                            {13,
+                             22,
+                             "'gpu.batched_gemm_fused' must be a boolean (true or false), "
+                             "got a string"}});
+    }
+}
