@@ -182,6 +182,7 @@ std::vector<StreamSample> bench_kernels(Backend& be, const BenchOptions& options
     Buffer dy(be, n);
     Buffer m(be, n);
     Buffer v(be, n);
+    Buffer z(be, n);
     Buffer gamma(be, cols);
     Buffer beta(be, cols);
     Buffer dgamma(be, cols);
@@ -190,29 +191,86 @@ std::vector<StreamSample> bench_kernels(Backend& be, const BenchOptions& options
     Buffer rstd(be, rows);
     fill_pattern(be, x);
     fill_pattern(be, dy);
+    fill_pattern(be, m);
     be.fill(gamma, 1.0f);
+    const AttentionShape a = attention_bench_shape;
+    const int64_t q_elems = a.seq * a.batch * a.heads * a.head_dim;
+    Buffer q(be, q_elems);
+    Buffer k(be, q_elems);
+    Buffer val(be, q_elems);
+    Buffer probs(be, a.scores());
+    Buffer ctx(be, q_elems);
+    Buffer dq(be, q_elems);
+    Buffer dk(be, q_elems);
+    Buffer dv(be, q_elems);
+    fill_pattern(be, q);
+    fill_pattern(be, k);
+    fill_pattern(be, val);
+    // Cross-entropy over a rows x vocab block of logits (1 Mi logits, 2048 columns).
+    const int64_t xent_rows = 512;
+    const int64_t vocab = n / xent_rows;
+    std::vector<int32_t> targets(static_cast<size_t>(xent_rows));
+    for (size_t i = 0; i < targets.size(); ++i) {
+        targets[i] = static_cast<int32_t>((i * 7919) % static_cast<size_t>(vocab));
+    }
+    Buffer stats(be, 2 * xent_rows);
+    const View row_max = stats.view().slice(0, xent_rows);
+    const View sum_exp = stats.view().slice(xent_rows, xent_rows);
+    Buffer target_logit(be, xent_rows);
     const double target_s = options.quick ? 0.02 : 0.1;
     const int trials = options.quick ? 3 : 5;
     const auto ln = executor::NormType::layernorm;
+    constexpr int64_t total = 11;
     std::vector<StreamSample> out;
-    const auto add = [&](const char* name, double bytes_per_elem, auto&& f) {
-        report(options, "kernels", static_cast<int64_t>(out.size()), 5);
-        out.push_back({name, bytes_per_elem, n, clock.time(trials, target_s, f)});
+    const auto add = [&](const char* name, double bytes_per_elem, int64_t elems, auto&& f) {
+        report(options, "kernels", static_cast<int64_t>(out.size()), total);
+        out.push_back({name, bytes_per_elem, elems, clock.time(trials, target_s, f)});
     };
-    // Bytes per element as costmodel/compute.cpp counts them at 4-byte activations: a norm
-    // reads x and writes y (2 x 4) forward, reads x and dy and writes dx (3 x 4) backward; GeLU
-    // likewise; Adam per fp32 parameter: w, g read + w written, m and v read + written (32 B).
-    add("norm_fwd", 8.0, [&] {
+    // Bytes per element as costmodel/compute.cpp counts them at 4-byte activations (see
+    // kernel_class_of in profile.hpp for the class each kernel measures).
+    // Norm: reads x and writes y (2 x 4) forward, reads x and dy and writes dx (3 x 4) backward.
+    add("norm_fwd", 8.0, n, [&] {
         be.norm_fwd(ln, x, rows, cols, gamma, beta, 1e-5f, y, mean, rstd);
     });
-    add("norm_bwd", 12.0, [&] {
+    add("norm_bwd", 12.0, n, [&] {
         be.norm_bwd(ln, dy, x, rows, cols, gamma, mean, rstd, y, dgamma, dbeta);
     });
-    add("gelu_fwd", 8.0, [&] { be.gelu_fwd(x, y); });
-    add("gelu_bwd", 12.0, [&] { be.gelu_bwd(x, dy, y); });
+    // Bias-dropout-add: x, residual, out + a 1-B mask forward (13 B), dy + mask read and dx
+    // written backward (9 B); the executor runs add_bias + the residual axpy, and bias_grad +
+    // the residual axpy.
+    add("bias_residual_fwd", 13.0, n, [&] {
+        be.add_bias(y, rows, cols, beta);
+        be.axpy(1.0f, x, y);
+    });
+    add("bias_residual_bwd", 9.0, n, [&] {
+        be.bias_grad(dy, rows, cols, dbeta);
+        be.axpy(1.0f, dy, y);
+    });
+    // Activations: GeLU in, out (8 B) / in, dy, dx (12 B); SwiGLU gate, up, out (12 B) / gate,
+    // up, dy, dgate, dup (20 B).
+    add("gelu_fwd", 8.0, n, [&] { be.gelu_fwd(x, y); });
+    add("gelu_bwd", 12.0, n, [&] { be.gelu_bwd(x, dy, y); });
+    add("swiglu_fwd", 12.0, n, [&] { be.swiglu_fwd(x, dy, y); });
+    add("swiglu_bwd", 20.0, n, [&] { be.swiglu_bwd(x, dy, m, y, z); });
+    // Attention core, forward + backward, with its GEMMs (summarize() subtracts the cost model's
+    // price of those): scale-mask-softmax + attention dropout 17 B per score forward, 21 B
+    // backward.
+    add("attention", 38.0, a.scores(), [&] {
+        be.attention_fwd(q, k, val, a.seq, a.batch, a.heads, a.heads, a.head_dim, probs, ctx);
+        be.attention_bwd(
+            q, k, val, probs, ctx, a.seq, a.batch, a.heads, a.heads, a.head_dim, dq, dk, dv);
+    });
+    // Vocab-parallel cross-entropy: row max, exp-sum and target logit, then the gradient (the
+    // cost model: cast + max + exp-sum + stored softmax 20 B per logit forward, 8 B backward).
+    add("cross_entropy", 28.0, n, [&] {
+        be.xent_row_max(y, xent_rows, vocab, row_max);
+        be.xent_partial(y, xent_rows, vocab, 0, targets, row_max, sum_exp, target_logit);
+        be.xent_bwd(y, xent_rows, vocab, 0, targets, row_max, sum_exp, 1e-3f, dy);
+    });
+    // Adam per fp32 parameter: w, g read + w written, m and v read + written (32 B).
     int64_t step = 0;
-    add("adam", 32.0, [&] { be.adam(y, dy, m, v, 1e-6f, 0.9f, 0.95f, 1e-8f, 0.0f, ++step); });
-    report(options, "kernels", 5, 5);
+    add("adam", 32.0, n, [&] { be.adam(y, dy, m, v, 1e-6f, 0.9f, 0.95f, 1e-8f, 0.0f, ++step); });
+    report(options, "kernels", total, total);
     return out;
 }
 

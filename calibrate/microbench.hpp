@@ -80,10 +80,26 @@ struct CollectiveSample {
 [[nodiscard]] std::vector<StreamSample> bench_memory(executor::Backend& be,
                                                      const BenchOptions& options);
 
-/// Times the executor's memory-bound kernels (layernorm forward and backward, GeLU forward and
-/// backward, Adam) on 1 Mi elements, each with the bytes per element the cost model charges it
-/// (costmodel/compute.cpp, 4-byte activations), so that bytes / time is the bandwidth these
-/// kernels reach in the cost model's accounting.
+/// The attention problem bench_kernels times (a small model's: 128 tokens, head dim 32).
+struct AttentionShape {
+    int64_t seq = 128;
+    int64_t batch = 2;
+    int64_t heads = 8;
+    int64_t head_dim = 32;
+
+    [[nodiscard]] constexpr int64_t scores() const { return batch * heads * seq * seq; }
+};
+
+inline constexpr AttentionShape attention_bench_shape{};
+
+/// Times the executor's memory-bound kernels, one or more per kernel class the cost model
+/// prices (costmodel/compute.hpp KernelClass): norm_fwd / norm_bwd, bias_residual_fwd / _bwd
+/// (add_bias or bias_grad + the residual axpy), gelu_fwd / _bwd, swiglu_fwd / _bwd, attention
+/// (attention_fwd + attention_bwd on attention_bench_shape, GEMMs included), cross_entropy
+/// (xent_row_max + xent_partial + xent_bwd) and adam; on 1 Mi elements (attention: its scores),
+/// each with the bytes per element the cost model charges it (costmodel/compute.cpp, 4-byte
+/// activations), so that bytes / time is the bandwidth these kernels reach in the cost model's
+/// accounting.
 [[nodiscard]] std::vector<StreamSample> bench_kernels(executor::Backend& be,
                                                       const BenchOptions& options);
 

@@ -50,6 +50,49 @@ std::vector<AlphaBetaSample> alpha_beta_samples(const std::vector<CollectiveSamp
     return out;
 }
 
+std::optional<KernelClass> kernel_class_of(std::string_view kernel) {
+    const auto starts = [&](std::string_view p) { return kernel.substr(0, p.size()) == p; };
+    if (starts("norm_")) {
+        return KernelClass::norm;
+    }
+    if (starts("bias_residual_")) {
+        return KernelClass::elementwise;
+    }
+    if (starts("gelu_")) {
+        return KernelClass::activation;
+    }
+    if (starts("swiglu_")) {
+        return KernelClass::gated_activation;
+    }
+    if (kernel == "attention") {
+        return KernelClass::softmax;
+    }
+    if (kernel == "cross_entropy") {
+        return KernelClass::cross_entropy;
+    }
+    if (kernel == "adam") {
+        return KernelClass::optimizer;
+    }
+    return std::nullopt;
+}
+
+double attention_gemm_s(const std::string& backend,
+                        FlopsPerSecond peak,
+                        const std::vector<GemmEfficiencyPoint>& curve) {
+    GpuSpec g;
+    g.peak_fp32 = peak;
+    g.gemm_efficiency = curve;
+    g.batched_gemm_fused = backend != "cpu";
+    const AttentionShape a = attention_bench_shape;
+    const auto d = [](int64_t v) { return static_cast<double>(v); };
+    const double count = d(a.batch * a.heads);
+    const GemmShape score{d(a.seq), d(a.seq), d(a.head_dim), count};
+    const GemmShape attn_v{d(a.seq), d(a.head_dim), d(a.seq), count};
+    // Forward Q K^T and P V; backward a data- and a weight-gradient GEMM of each (as
+    // costmodel/compute.cpp layer_cost prices the attention core).
+    return 3.0 * (gemm_time(g, Dtype::fp32, score) + gemm_time(g, Dtype::fp32, attn_v)).value();
+}
+
 Summary summarize(const Calibration& c) {
     if (c.gemm.empty() || c.memory.empty()) {
         throw ConfigError("calibration holds no GEMM or memory samples");
@@ -73,19 +116,46 @@ Summary summarize(const Calibration& c) {
     for (const auto& m : c.memory) {
         mem_peak = std::max(mem_peak, m.bytes_per_s());
     }
-    // The executor's kernels in the cost model's byte accounting: sum of bytes / sum of times
-    // (a kernel mix, weighted by how long each takes). On small activations that stay in cache
-    // they can beat the DRAM stream; then they set the peak and the efficiency is 1.
+    // The executor's kernels in the cost model's byte accounting, per class and all together:
+    // sum of bytes / sum of times (weighted by how long each takes). On small activations that
+    // stay in cache they can beat the DRAM stream; then they set the peak.
+    std::map<KernelClass, std::pair<double, double>> by_class;  // class -> (bytes, seconds)
     double kernel_B = 0.0;
     double kernel_s = 0.0;
     for (const auto& k : c.kernels) {
-        kernel_B += k.bytes_per_elem * static_cast<double>(k.elems);
-        kernel_s += k.t_s;
+        const std::optional<KernelClass> cls = kernel_class_of(k.kernel);
+        if (!cls) {
+            continue;
+        }
+        double t = k.t_s;
+        if (*cls == KernelClass::softmax) {
+            // The attention core less what the cost model charges its GEMMs: the softmax.
+            s.attention_s = k.t_s;
+            s.attention_gemm_s = attention_gemm_s(c.backend, s.peak, s.curve);
+            t = k.t_s - s.attention_gemm_s;
+            if (t < 0.05 * k.t_s) {
+                continue;  // the GEMM price explains it all: nothing left to measure
+            }
+        }
+        const double b = k.bytes_per_elem * static_cast<double>(k.elems);
+        auto& e = by_class[*cls];
+        e.first += b;
+        e.second += t;
+        kernel_B += b;
+        kernel_s += t;
     }
     const double kernels = kernel_s > 0.0 ? kernel_B / kernel_s : mem_peak;
     s.kernels_bw = BytesPerSecond{kernels};
-    s.memory_peak = BytesPerSecond{std::max(mem_peak, kernels)};
-    s.memory_efficiency = kernels / s.memory_peak.value();
+    double peak_bw = std::max(mem_peak, kernels);
+    for (const auto& [cls, e] : by_class) {
+        s.classes.push_back({cls, BytesPerSecond{e.first / e.second}, 0.0});
+        peak_bw = std::max(peak_bw, e.first / e.second);
+    }
+    s.memory_peak = BytesPerSecond{peak_bw};
+    s.memory_efficiency = kernels / peak_bw;
+    for (auto& cb : s.classes) {
+        cb.efficiency = cb.bw.value() / peak_bw;
+    }
     for (const Collective op : {Collective::all_reduce,
                                 Collective::all_gather,
                                 Collective::reduce_scatter,
@@ -124,6 +194,34 @@ ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string
     g.reserved_memory = Bytes{};
     g.hbm_bw = s.memory_peak;
     g.hbm_efficiency = s.memory_efficiency;
+    for (const auto& cb : s.classes) {
+        double* field = nullptr;
+        switch (cb.cls) {
+        case KernelClass::norm:
+            field = &g.norm_efficiency;
+            break;
+        case KernelClass::elementwise:
+            field = &g.elementwise_efficiency;
+            break;
+        case KernelClass::activation:
+            field = &g.activation_efficiency;
+            break;
+        case KernelClass::gated_activation:
+            field = &g.gated_activation_efficiency;
+            break;
+        case KernelClass::softmax:
+            field = &g.softmax_efficiency;
+            break;
+        case KernelClass::cross_entropy:
+            field = &g.cross_entropy_efficiency;
+            break;
+        case KernelClass::optimizer:
+            field = &g.optimizer_efficiency;
+            break;
+        }
+        *field = cb.efficiency;
+    }
+    g.batched_gemm_fused = c.backend != "cpu";
     g.peak_fp32 = s.peak;
     g.gemm_efficiency = s.curve;
     NodeSpec& n = k.node;
@@ -140,6 +238,27 @@ ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string
 }
 
 namespace {
+
+std::string class_source(KernelClass k, const Summary& s) {
+    switch (k) {
+    case KernelClass::norm:
+        return "layernorm forward + backward";
+    case KernelClass::elementwise:
+        return "add_bias + residual axpy, bias_grad + residual axpy";
+    case KernelClass::activation:
+        return "GeLU forward + backward";
+    case KernelClass::gated_activation:
+        return "SwiGLU forward + backward";
+    case KernelClass::softmax:
+        return "attention forward + backward " + num(s.attention_s * 1e3, 4) + " ms less " +
+               num(s.attention_gemm_s * 1e3, 4) + " ms the cost model charges its GEMMs";
+    case KernelClass::cross_entropy:
+        return "cross-entropy row max + exp-sum + gradient";
+    case KernelClass::optimizer:
+        return "Adam";
+    }
+    return "";
+}
 
 void header(std::ostringstream& o,
             const Calibration& c,
@@ -197,9 +316,21 @@ profile_toml(const Calibration& c, const Summary& s, const ClusterSpec& k, const
       << "hbm_bandwidth_gbps = " << num(to_gbps(k.gpu.hbm_bw)) << "  # " << by
       << ": best streaming kernel per rank, all ranks at once\n"
       << "hbm_efficiency = " << num(k.gpu.hbm_efficiency, 4) << "  # " << by
-      << ": the executor's norm / GeLU / Adam kernels, bytes as the cost model counts them "
+      << ": all the executor's memory-bound kernels below, bytes as the cost model counts them "
          "per second ("
-      << num(to_gbps(s.kernels_bw), 4) << " GB/s), / hbm_bandwidth_gbps\n"
+      << num(to_gbps(s.kernels_bw), 4) << " GB/s), / hbm_bandwidth_gbps\n";
+    for (const auto& cb : s.classes) {
+        o << to_string(cb.cls) << "_efficiency = " << num(cb.efficiency, 4) << "  # " << by << ": "
+          << class_source(cb.cls, s) << " (" << num(to_gbps(cb.bw), 4)
+          << " GB/s in the cost model's bytes), / hbm_bandwidth_gbps\n";
+    }
+    o << "batched_gemm_fused = " << (k.gpu.batched_gemm_fused ? "true" : "false") << "  # "
+      << (k.gpu.batched_gemm_fused
+              ? "[D] the cuda backend runs a batch of attention GEMMs as one strided-batched "
+                "cuBLAS call"
+              : "[D] the cpu backend runs the attention GEMMs one batch element and head at a "
+                "time")
+      << "\n"
       << "peak_tflops_fp32 = " << num(to_tflops(k.gpu.peak_fp32)) << "  # " << by
       << ": best fp32 GEMM of the sweep (" << num(to_tflops(k.gpu.peak_fp32) * 1e3, 4)
       << " GFLOP/s)\n\n[gpu.gemm_efficiency]\n# " << by

@@ -6,8 +6,11 @@
 #include "calibrate/fit.hpp"
 #include "calibrate/microbench.hpp"
 #include "core/cluster.hpp"
+#include "costmodel/compute.hpp"
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cleave::calibrate {
@@ -27,6 +30,28 @@ struct Calibration {
     std::vector<CollectiveSample> collectives;
 };
 
+/// The memory-bound kernel class a bench_kernels sample measures: norm_* -> norm,
+/// bias_residual_* -> elementwise, gelu_* -> activation, swiglu_* -> gated_activation,
+/// attention -> softmax,
+/// cross_entropy -> cross_entropy, adam -> optimizer; nullopt for any other name.
+[[nodiscard]] std::optional<KernelClass> kernel_class_of(std::string_view kernel);
+
+/// One measured kernel class: the bytes the cost model charges its samples over their time.
+struct ClassBandwidth {
+    KernelClass cls = KernelClass::norm;
+    BytesPerSecond bw;
+    double efficiency = 0.0;  // bw / Summary::memory_peak
+
+    bool operator==(const ClassBandwidth&) const = default;
+};
+
+/// Seconds the cost model charges the GEMMs of bench_kernels' "attention" sample (forward:
+/// Q K^T and P V, backward twice that; gemm_time with the measured peak and curve, one GEMM per
+/// batch element and head on the cpu backend, one batched kernel otherwise).
+[[nodiscard]] double attention_gemm_s(const std::string& backend,
+                                      FlopsPerSecond peak,
+                                      const std::vector<GemmEfficiencyPoint>& curve);
+
 struct CollectiveFit {
     Collective op = Collective::all_reduce;
     AlphaBetaFit fit;
@@ -40,6 +65,9 @@ struct Summary {
     BytesPerSecond memory_peak;              // best streaming kernel, per rank, all ranks at once
     BytesPerSecond kernels_bw;               // executor kernels: cost-model bytes / measured time
     double memory_efficiency = 1.0;          // kernels_bw / memory_peak, at most 1
+    std::vector<ClassBandwidth> classes;     // per kernel class, in KernelClass order
+    double attention_s = 0.0;                // the "attention" sample, and the cost model's
+    double attention_gemm_s = 0.0;           // price of its GEMMs (its softmax: the rest)
     std::vector<CollectiveFit> per_collective;
     AlphaBetaFit link;  // one fit over every collective sample: the profile's intra-node link
     bool link_measured = false;
@@ -50,8 +78,11 @@ struct Summary {
 [[nodiscard]] std::vector<AlphaBetaSample>
 alpha_beta_samples(const std::vector<CollectiveSample>& samples);
 
-/// Peak, curve (efficiency = throughput / peak, samples of equal FLOPs averaged), memory and the
-/// fits. Throws ConfigError when there are no GEMM or memory samples.
+/// Peak, curve (efficiency = throughput / peak, samples of equal FLOPs averaged), memory, the
+/// kernel classes (cost-model bytes over time per class; the attention sample less the price of
+/// its GEMMs counts as softmax, and is left out when that leaves under 5% of it) and the fits.
+/// memory_peak is the best of the streams, the classes and their mix, so every efficiency is at
+/// most 1. Throws ConfigError when there are no GEMM or memory samples.
 [[nodiscard]] Summary summarize(const Calibration& c);
 
 /// The profile as a value: gpu = one rank (peak fp32 = summary.peak, the curve, HBM = memory

@@ -38,7 +38,10 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
-    double eff = gemm_efficiency(gpu, f);
+    // A loop of count GEMMs runs each at the efficiency of its own size; one batched kernel at
+    // about that of a GEMM of the whole batch's FLOPs.
+    const Flops lookup = gpu.batched_gemm_fused || g.count <= 1.0 ? f : f / g.count;
+    double eff = gemm_efficiency(gpu, lookup);
     if (eff <= 0.0) {
         eff = 1.0;  // no curve in the profile: peak
     }
@@ -48,6 +51,71 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
 Seconds memory_time(const GpuSpec& gpu, Bytes b) {
     const double eff = gpu.hbm_efficiency > 0.0 ? gpu.hbm_efficiency : 1.0;
     return b / (gpu.hbm_bw * eff);
+}
+
+const char* to_string(KernelClass k) {
+    switch (k) {
+    case KernelClass::norm:
+        return "norm";
+    case KernelClass::elementwise:
+        return "elementwise";
+    case KernelClass::activation:
+        return "activation";
+    case KernelClass::gated_activation:
+        return "gated_activation";
+    case KernelClass::softmax:
+        return "softmax";
+    case KernelClass::cross_entropy:
+        return "cross_entropy";
+    case KernelClass::optimizer:
+        return "optimizer";
+    }
+    return "";
+}
+
+double kernel_efficiency(const GpuSpec& gpu, KernelClass k) {
+    double e = 0.0;
+    switch (k) {
+    case KernelClass::norm:
+        e = gpu.norm_efficiency;
+        break;
+    case KernelClass::elementwise:
+        e = gpu.elementwise_efficiency;
+        break;
+    case KernelClass::activation:
+        e = gpu.activation_efficiency;
+        break;
+    case KernelClass::gated_activation:
+        e = gpu.gated_activation_efficiency;
+        break;
+    case KernelClass::softmax:
+        e = gpu.softmax_efficiency;
+        break;
+    case KernelClass::cross_entropy:
+        e = gpu.cross_entropy_efficiency;
+        break;
+    case KernelClass::optimizer:
+        e = gpu.optimizer_efficiency;
+        break;
+    }
+    if (e <= 0.0) {
+        e = gpu.hbm_efficiency;
+    }
+    return e > 0.0 ? e : 1.0;
+}
+
+Seconds memory_time(const GpuSpec& gpu, KernelClass k, Bytes b) {
+    return b / (gpu.hbm_bw * kernel_efficiency(gpu, k));
+}
+
+Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b) {
+    return memory_time(gpu, KernelClass::norm, b.norm) +
+           memory_time(gpu, KernelClass::elementwise, b.elementwise) +
+           memory_time(gpu, KernelClass::activation, b.activation) +
+           memory_time(gpu, KernelClass::gated_activation, b.gated_activation) +
+           memory_time(gpu, KernelClass::softmax, b.softmax) +
+           memory_time(gpu, KernelClass::cross_entropy, b.cross_entropy) +
+           memory_time(gpu, KernelClass::optimizer, b.optimizer);
 }
 
 LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
@@ -69,15 +137,20 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     tr.attn_core_fwd = bytes((2.0 * ab + 2.0 * ab + 1.0) * scores);
     // fwd: norms 2 x (read + write); bias-dropout-add 2 x (x, residual, out, mask);
     // activation (GeLU: in, out; SwiGLU: gate, up, out); softmax + dropout.
-    const double fwd = 2.0 * 2.0 * ab * e_ln + 2.0 * (3.0 * ab + 1.0) * e_ln +
-                       (swiglu ? 3.0 : 2.0) * ab * inner + rope + permute;
+    KernelBytes& f = tr.fwd_by_class;
+    f.norm = bytes(2.0 * 2.0 * ab * e_ln);
+    f.elementwise = bytes(2.0 * (3.0 * ab + 1.0) * e_ln + rope + permute);
+    (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
+    f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
-    const double bwd = 2.0 * 3.0 * ab * e_ln + 2.0 * (2.0 * ab + 1.0) * e_ln +
-                       (swiglu ? 5.0 : 3.0) * ab * inner + 3.0 * ab * scores +
-                       (2.0 * ab + 1.0) * scores + rope + permute;
-    tr.fwd = bytes(fwd) + tr.attn_core_fwd;
-    tr.bwd = bytes(bwd);
+    KernelBytes& b = tr.bwd_by_class;
+    b.norm = bytes(2.0 * 3.0 * ab * e_ln);
+    b.elementwise = bytes(2.0 * (2.0 * ab + 1.0) * e_ln + rope + permute);
+    (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
+    b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
+    tr.fwd = f.total();
+    tr.bwd = b.total();
     return tr;
 }
 
@@ -186,15 +259,15 @@ LayerCost layer_cost(const ModelSpec& m,
                          gemm_time(gpu, core_dtype(job.compute), g.attn_v);
     const LayerTraffic tr = layer_traffic(m, job, p, moe);
     LayerCost lc;
-    lc.fwd = linear + core + memory_time(gpu, tr.fwd);
+    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class);
     // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
-    lc.bwd = 2.0 * (linear + core) + memory_time(gpu, tr.bwd);
+    lc.bwd = 2.0 * (linear + core) + memory_time(gpu, tr.bwd_by_class);
     switch (p.recompute) {
     case Recompute::none:
         break;
     case Recompute::selective:
         // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V.
-        lc.recompute = core + memory_time(gpu, tr.attn_core_fwd);
+        lc.recompute = core + memory_time(gpu, KernelClass::softmax, tr.attn_core_fwd);
         break;
     case Recompute::full:
         lc.recompute = lc.fwd;
@@ -221,9 +294,10 @@ EdgeCost embedding_cost(const ModelSpec& m,
     const double pos = m.positions == PositionKind::learned ? 2.0 : 0.0;
     EdgeCost e;
     // Row gather (read + write), learned positions (read + add), embedding dropout.
-    e.fwd = memory_time(c.gpu, bytes((2.0 + pos) * ab * th + (3.0 * ab + 1.0) * th));
+    const KernelClass rows = KernelClass::elementwise;
+    e.fwd = memory_time(c.gpu, rows, bytes((2.0 + pos) * ab * th + (3.0 * ab + 1.0) * th));
     // Scatter-add of dy into the fp32 weight gradient.
-    e.bwd = memory_time(c.gpu, bytes((ab + 8.0) * th));
+    e.bwd = memory_time(c.gpu, rows, bytes((ab + 8.0) * th));
     if (p.tp > 1) {
         // Vocab-parallel embedding: all-reduce (SP: reduce-scatter) of T x h (Megatron).
         const Bytes s = bytes(th * ab);
@@ -253,8 +327,14 @@ EdgeCost output_cost(const ModelSpec& m,
     // Final norm; logits GEMM; fp32 cross-entropy: cast (read 16-bit, write fp32), max, exp-sum
     // and the stored softmax (Megatron vocab_parallel_cross_entropy).
     const double norm = (p.sp ? 1.0 / d(p.tp) : 1.0) * th;
-    e.fwd = gemm + memory_time(c.gpu, bytes(2.0 * ab * norm + (ab + 16.0) * logits));
-    e.bwd = 2.0 * gemm + memory_time(c.gpu, bytes(3.0 * ab * norm + (4.0 + ab) * logits));
+    KernelBytes fwd;
+    fwd.norm = bytes(2.0 * ab * norm);
+    fwd.cross_entropy = bytes((ab + 16.0) * logits);
+    KernelBytes bwd;
+    bwd.norm = bytes(3.0 * ab * norm);
+    bwd.cross_entropy = bytes((4.0 + ab) * logits);
+    e.fwd = gemm + memory_time(c.gpu, fwd);
+    e.bwd = 2.0 * gemm + memory_time(c.gpu, bwd);
     if (p.tp > 1) {
         const Bytes s = bytes(th * ab);
         const Bytes small = bytes(tok * 4.0);
@@ -281,7 +361,7 @@ Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params) {
     // master read + write and the model copy written, or the weights read + written in place
     const double weights = master ? 8.0 + w : 2.0 * w;
     const double moments = 2.0 * optimizer_moments(job.optimizer) * os;
-    return memory_time(gpu, bytes(params * (weights + 2.0 * g + moments)));
+    return memory_time(gpu, KernelClass::optimizer, bytes(params * (weights + 2.0 * g + moments)));
 }
 
 }  // namespace cleave

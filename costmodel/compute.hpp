@@ -13,11 +13,59 @@
 
 namespace cleave {
 
-/// Time of one GEMM: FLOPs / (peak(dtype) * gemm_efficiency(FLOPs of one GEMM of the batch)).
+/// Time of `g.count` GEMMs: FLOPs / (peak(dtype) * efficiency). The efficiency is the curve's
+/// at the FLOPs of the whole batch when the GPU runs a batch as one kernel
+/// (`batched_gemm_fused`, cuBLAS strided-batched), else at the FLOPs of one GEMM of it (a loop
+/// of count GEMMs, each at the efficiency of its own shape).
 [[nodiscard]] Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g);
 
 /// Time of a memory-bound kernel moving `b` bytes: b / (hbm_bw * hbm_efficiency).
 [[nodiscard]] Seconds memory_time(const GpuSpec& gpu, Bytes b);
+
+/// Classes of memory-bound kernel, each priced at its own achieved fraction of HBM bandwidth
+/// (GpuSpec::norm_efficiency ...): on a GPU they all stream at about the same rate, on a CPU
+/// GeLU's tanh or the cross-entropy's exp make some an order of magnitude slower per byte.
+enum class KernelClass {
+    norm,
+    elementwise,
+    activation,        // GeLU
+    gated_activation,  // SwiGLU
+    softmax,
+    cross_entropy,
+    optimizer
+};
+
+/// "norm", "elementwise", "activation", "gated_activation", "softmax", "cross_entropy",
+/// "optimizer" (the profile key is this + "_efficiency").
+[[nodiscard]] const char* to_string(KernelClass k);
+
+/// The class's efficiency from the profile, hbm_efficiency when the profile has none (0), and
+/// 1 when that is 0 too.
+[[nodiscard]] double kernel_efficiency(const GpuSpec& gpu, KernelClass k);
+
+/// Time of kernels of class `k` moving `b` bytes: b / (hbm_bw * kernel_efficiency(gpu, k)).
+[[nodiscard]] Seconds memory_time(const GpuSpec& gpu, KernelClass k, Bytes b);
+
+/// Memory-bound bytes split by kernel class.
+struct KernelBytes {
+    Bytes norm;
+    Bytes elementwise;
+    Bytes activation;
+    Bytes gated_activation;
+    Bytes softmax;
+    Bytes cross_entropy;
+    Bytes optimizer;
+
+    [[nodiscard]] Bytes total() const {
+        return norm + elementwise + activation + gated_activation + softmax + cross_entropy +
+               optimizer;
+    }
+
+    bool operator==(const KernelBytes&) const = default;
+};
+
+/// Sum over the classes of memory_time(gpu, class, bytes of that class).
+[[nodiscard]] Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b);
 
 /// HBM traffic of the memory-bound kernels of one layer (Megatron's fused kernels):
 /// forward: 2 norms (read + write 2 B/elem), 2 bias-dropout-add (x, residual, out, 1-B mask),
@@ -27,6 +75,10 @@ struct LayerTraffic {
     Bytes fwd;
     Bytes bwd;
     Bytes attn_core_fwd;  // softmax + attention dropout forward (selective recompute redoes it)
+    KernelBytes fwd_by_class;  // fwd split by kernel class (norm, elementwise incl. RoPE and the
+                               // MoE permutation, (gated) activation, softmax incl. attention
+                               // dropout)
+    KernelBytes bwd_by_class;
 
     bool operator==(const LayerTraffic&) const = default;
 };

@@ -1,0 +1,164 @@
+// Per-class memory-bound efficiencies and the batched-GEMM efficiency lookup
+// (costmodel/compute.hpp, docs/calibrate.md).
+#include "costmodel/compute.hpp"
+#include "tests/costmodel/fixtures.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+
+namespace {
+
+// 1 GB/s "HBM" at 0.5, fp32 peak 10 GFLOP/s at a constant GEMM efficiency of 1: round numbers.
+ClusterSpec slow_gpu() {
+    ClusterSpec c = test::dgx_a100();
+    c.gpu.hbm_bw = gbps(1);
+    c.gpu.hbm_efficiency = 0.5;
+    c.gpu.peak_fp32 = tflops(0.01);
+    c.gpu.gemm_efficiency = {{flop(1e6), 1.0}};
+    return c;
+}
+
+// A small GPT as the CPU executor runs it: 4 layers, h 256, 8 heads, ffn 1024, V 2048, s 128.
+ModelSpec small_gpt() {
+    ModelSpec m;
+    m.name = "small-gpt";
+    m.layers = 4;
+    m.hidden = 256;
+    m.heads = 8;
+    m.kv_heads = 8;
+    m.ffn_hidden = 1024;
+    m.vocab = 2048;
+    m.seq_len = 128;
+    return m;
+}
+
+JobSpec fp32_job() {
+    JobSpec j = test::job(1, 8, 128);
+    j.compute = Dtype::fp32;
+    j.weights = Dtype::fp32;
+    j.grads = Dtype::fp32;
+    j.optimizer_states = Dtype::fp32;
+    j.master_weights = false;
+    return j;
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("kernel classes: efficiency falls back to hbm_efficiency, then to 1") {
+        GpuSpec g = slow_gpu().gpu;
+        g.norm_efficiency = 0.25;
+        CHECK(kernel_efficiency(g, KernelClass::norm) == 0.25);
+        CHECK(kernel_efficiency(g, KernelClass::activation) == 0.5);
+        CHECK(kernel_efficiency(g, KernelClass::optimizer) == 0.5);
+        g.hbm_efficiency = 0.0;
+        CHECK(kernel_efficiency(g, KernelClass::softmax) == 1.0);
+        CHECK(kernel_efficiency(g, KernelClass::norm) == 0.25);
+        // 1e6 B of norm kernels at 1 GB/s x 0.25 = 4 ms.
+        CHECK(memory_time(g, KernelClass::norm, bytes(1e6)).value() ==
+              doctest::Approx(4e-3).epsilon(1e-12));
+        CHECK(std::string(to_string(KernelClass::cross_entropy)) == "cross_entropy");
+        CHECK(std::string(to_string(KernelClass::gated_activation)) == "gated_activation");
+    }
+
+    TEST_CASE("kernel classes: one layer's bytes split by class") {
+        // mbs 1, fp32 (4 B), tp 1: 128 tokens; norm region e = 128 x 256 = 32768 elements;
+        // MLP inner 128 x 1024 = 131072; scores 8 heads x 128 x 128 = 131072.
+        const LayerTraffic t = layer_traffic(small_gpt(), fp32_job(), test::plan(1, 1, 1), false);
+        // fwd: norms 2 x (4 + 4) e = 524288; bias-dropout-add 2 x (3 x 4 + 1) e = 851968;
+        // GeLU (4 + 4) x inner = 1048576; softmax + dropout (4 + 4 + 4 + 4 + 1) x scores.
+        CHECK(t.fwd_by_class.norm.value() == 524288.0);
+        CHECK(t.fwd_by_class.elementwise.value() == 851968.0);
+        CHECK(t.fwd_by_class.activation.value() == 1048576.0);
+        CHECK(t.fwd_by_class.gated_activation.value() == 0.0);
+        CHECK(t.fwd_by_class.softmax.value() == 17.0 * 131072.0);
+        CHECK(t.fwd_by_class.cross_entropy.value() == 0.0);
+        CHECK(t.fwd.value() == 4653056.0);  // 524288 + 851968 + 1048576 + 2228224
+        // bwd: norms 2 x 12 e = 786432; dropout-add 2 x 9 e = 589824; GeLU 12 x inner =
+        // 1572864; softmax 12 + attention dropout 9 per score = 21 x 131072 = 2752512.
+        CHECK(t.bwd_by_class.norm.value() == 786432.0);
+        CHECK(t.bwd_by_class.elementwise.value() == 589824.0);
+        CHECK(t.bwd_by_class.activation.value() == 1572864.0);
+        CHECK(t.bwd_by_class.softmax.value() == 2752512.0);
+        CHECK(t.bwd.value() == 5701632.0);
+
+        ModelSpec swiglu = small_gpt();
+        swiglu.mlp = MlpKind::swiglu;
+        const LayerTraffic s = layer_traffic(swiglu, fp32_job(), test::plan(1, 1, 1), false);
+        // SwiGLU: gate, up, out 12 B per inner element forward, 20 B backward.
+        CHECK(s.fwd_by_class.activation.value() == 0.0);
+        CHECK(s.fwd_by_class.gated_activation.value() == 12.0 * 131072.0);
+        CHECK(s.bwd_by_class.gated_activation.value() == 20.0 * 131072.0);
+    }
+
+    TEST_CASE("kernel classes: a layer prices each class at its own efficiency") {
+        const ClusterSpec base = slow_gpu();
+        ClusterSpec gelu_slow = base;
+        gelu_slow.gpu.activation_efficiency = 0.05;
+        const ModelSpec m = small_gpt();
+        const JobSpec j = fp32_job();
+        const Plan p = test::plan(1, 1, 1);
+        const LayerCost a = layer_cost(m, base, j, p, plan_links(base, p), false);
+        const LayerCost b = layer_cost(m, gelu_slow, j, p, plan_links(gelu_slow, p), false);
+        // Only GeLU's bytes change price: fwd 1048576 B x (1 / 0.05 - 1 / 0.5) ns = 18.874368 ms,
+        // bwd 1572864 B x 18 ns = 28.311552 ms.
+        CHECK((b.fwd - a.fwd).value() == doctest::Approx(0.018874368).epsilon(1e-9));
+        CHECK((b.bwd - a.bwd).value() == doctest::Approx(0.028311552).epsilon(1e-9));
+        // Without class keys the layer's memory time is the single-efficiency price of all its
+        // bytes: 4653056 B / 0.5 GB/s = 9.306112 ms on top of the GEMMs.
+        const LayerGemms g = layer_gemms(m, j, p, false);
+        const Seconds gemms =
+            gemm_time(base.gpu, Dtype::fp32, g.qkv) + gemm_time(base.gpu, Dtype::fp32, g.proj) +
+            gemm_time(base.gpu, Dtype::fp32, g.mlp_in) +
+            gemm_time(base.gpu, Dtype::fp32, g.mlp_out) +
+            gemm_time(base.gpu, Dtype::fp32, g.score) + gemm_time(base.gpu, Dtype::fp32, g.attn_v);
+        CHECK((a.fwd - gemms).value() == doctest::Approx(9.306112e-3).epsilon(1e-9));
+    }
+
+    TEST_CASE("kernel classes: output layer, embedding and optimizer use their classes") {
+        ClusterSpec c = slow_gpu();
+        c.gpu.cross_entropy_efficiency = 0.1;
+        c.gpu.norm_efficiency = 0.25;
+        c.gpu.elementwise_efficiency = 0.2;
+        c.gpu.optimizer_efficiency = 0.2;
+        const ModelSpec m = small_gpt();
+        const JobSpec j = fp32_job();
+        const Plan p = test::plan(1, 1, 1);
+        const PlanLinks links = plan_links(c, p);
+        // Logits GEMM 128 x 2048 x 256 = 134217728 FLOP at 10 GFLOP/s = 13.4217728 ms; final
+        // norm 2 x 4 x 32768 B at 0.25 GB/s = 1.048576 ms; cross-entropy (4 + 16) x 262144
+        // logits at 0.1 GB/s = 52.4288 ms.
+        const EdgeCost out = output_cost(m, c, j, p, links);
+        CHECK(out.fwd.value() == doctest::Approx(13.4217728e-3 + 1.048576e-3 + 52.4288e-3));
+        // bwd: 2 GEMMs; norm 12 x 32768 B / 0.25 GB/s = 1.572864 ms; (4 + 4) x 262144 B / 0.1
+        // GB/s = 20.97152 ms.
+        CHECK(out.bwd.value() == doctest::Approx(2.0 * 13.4217728e-3 + 1.572864e-3 + 20.97152e-3));
+        // Embedding (elementwise, learned positions): fwd (2 + 2) x 4 + 13 = 29 B per element,
+        // 29 x 32768 B / 0.2 GB/s = 4.75136 ms; bwd (4 + 8) x 32768 / 0.2 GB/s = 1.96608 ms.
+        const EdgeCost emb = embedding_cost(m, c, j, p, links);
+        CHECK(emb.fwd.value() == doctest::Approx(4.75136e-3).epsilon(1e-12));
+        CHECK(emb.bwd.value() == doctest::Approx(1.96608e-3).epsilon(1e-12));
+        // Adam, fp32 weights without a master copy: w 2 x 4 + g 2 x 4 + m, v 2 x 2 x 4 = 32 B
+        // per parameter; 1e6 parameters at 0.2 GB/s = 0.16 s.
+        CHECK(optimizer_time(c.gpu, j, 1e6).value() == doctest::Approx(0.16).epsilon(1e-12));
+    }
+
+    TEST_CASE("kernel classes: batched GEMMs priced at one GEMM's size when run as a loop") {
+        GpuSpec g = slow_gpu().gpu;
+        // One Q K^T of 128 x 128 x 32: 1048576 FLOP; 16 of them: 16777216 FLOP.
+        g.gemm_efficiency = {{flop(1048576.0), 0.25}, {flop(16777216.0), 0.8}};
+        const GemmShape batch{128.0, 128.0, 32.0, 16.0};
+        // One batched kernel: 16777216 / (1e10 x 0.8) = 2.097152 ms.
+        CHECK(gemm_time(g, Dtype::fp32, batch).value() ==
+              doctest::Approx(2.097152e-3).epsilon(1e-12));
+        // A loop of 16 (the CPU executor): each at 0.25, 16777216 / 2.5e9 = 6.7108864 ms.
+        g.batched_gemm_fused = false;
+        CHECK(gemm_time(g, Dtype::fp32, batch).value() ==
+              doctest::Approx(6.7108864e-3).epsilon(1e-12));
+        // A single GEMM is looked up at its own size either way: 1 x 16777216 FLOP at 0.8.
+        const GemmShape one{512.0, 128.0, 128.0, 1.0};
+        CHECK(gemm_time(g, Dtype::fp32, one).value() ==
+              doctest::Approx(2.097152e-3).epsilon(1e-12));
+    }
+}
