@@ -110,6 +110,81 @@ TEST_SUITE("calibrate") {
         CHECK(s.memory_efficiency == doctest::Approx(1.0).epsilon(1e-12));
     }
 
+    TEST_CASE("attention_gemm_s: the cost model's price of the attention benchmark's GEMMs") {
+        const Summary s = summarize(synthetic());
+        // 16 heads x batch of 128 x 128 x 32 GEMMs, 1048576 FLOP each. cpu: one at a time, at
+        // the curve's efficiency for 1048576 FLOP: 0.5 + 0.5 x log(2) / log(8) = 2/3, so each
+        // takes 1048576 / (4e10 x 2/3) = 39.3216 us; Q K^T + P V forward, twice that backward:
+        // 3 x 2 x 16 x 39.3216 us = 3.7748736 ms.
+        CHECK(attention_gemm_s("cpu", s.peak, s.curve) ==
+              doctest::Approx(3.7748736e-3).epsilon(1e-12));
+        // cuda: one batched kernel of 16777216 FLOP at efficiency 1: 3 x 2 x 419.4304 us.
+        CHECK(attention_gemm_s("cuda", s.peak, s.curve) ==
+              doctest::Approx(2.5165824e-3).epsilon(1e-12));
+    }
+
+    TEST_CASE("summarize: one efficiency per kernel class") {
+        Calibration c = synthetic();
+        // norm 8e6 B / 2 ms = 4 GB/s; GeLU 8e6 B / 16 ms = 0.5 GB/s; Adam 32e6 B / 8 ms = 4 GB/s;
+        // attention: 38 B x 262144 scores = 9961472 B of softmax in 13.7363456 ms less the
+        // 3.7748736 ms of its GEMMs = 9.961472 ms: 1 GB/s.
+        c.kernels = {{"norm_fwd", 8.0, 1000000, 2e-3},
+                     {"gelu_fwd", 8.0, 1000000, 16e-3},
+                     {"attention", 38.0, 262144, 13.7363456e-3},
+                     {"adam", 32.0, 1000000, 8e-3},
+                     {"other", 8.0, 1000000, 1.0}};  // no class: ignored
+        const Summary s = summarize(c);
+        CHECK(s.memory_peak.value() == doctest::Approx(8e9).epsilon(1e-12));  // copy
+        REQUIRE(s.classes.size() == 4);
+        CHECK(s.classes[0].cls == KernelClass::norm);
+        CHECK(s.classes[0].bw.value() == doctest::Approx(4e9).epsilon(1e-12));
+        CHECK(s.classes[0].efficiency == doctest::Approx(0.5).epsilon(1e-12));
+        CHECK(s.classes[1].cls == KernelClass::activation);
+        CHECK(s.classes[1].efficiency == doctest::Approx(0.0625).epsilon(1e-12));
+        CHECK(s.classes[2].cls == KernelClass::softmax);
+        CHECK(s.classes[2].bw.value() == doctest::Approx(1e9).epsilon(1e-9));
+        CHECK(s.classes[2].efficiency == doctest::Approx(0.125).epsilon(1e-9));
+        CHECK(s.classes[3].cls == KernelClass::optimizer);
+        CHECK(s.classes[3].efficiency == doctest::Approx(0.5).epsilon(1e-12));
+        // The mix: 57961472 B in 35.961472 ms = 1.61176 GB/s, / 8 GB/s.
+        CHECK(s.memory_efficiency ==
+              doctest::Approx(57961472.0 / 35.961472e-3 / 8e9).epsilon(1e-9));
+
+        const ClusterSpec k = to_cluster(c, s, "classes");
+        CHECK(k.gpu.norm_efficiency == doctest::Approx(0.5).epsilon(1e-12));
+        CHECK(k.gpu.elementwise_efficiency == 0.0);  // not measured: hbm_efficiency prices it
+        CHECK_FALSE(k.gpu.batched_gemm_fused);       // cpu backend
+        const ClusterSpec back = parse_cluster_toml(profile_toml(c, s, k, {"d", "c"}), "x.toml");
+        CHECK(back.gpu.norm_efficiency == doctest::Approx(0.5).epsilon(1e-3));
+        CHECK(back.gpu.activation_efficiency == doctest::Approx(0.0625).epsilon(1e-3));
+        CHECK(back.gpu.softmax_efficiency == doctest::Approx(0.125).epsilon(1e-3));
+        CHECK(back.gpu.optimizer_efficiency == doctest::Approx(0.5).epsilon(1e-3));
+        CHECK(back.gpu.elementwise_efficiency == 0.0);
+        CHECK(back.gpu.cross_entropy_efficiency == 0.0);
+        CHECK_FALSE(back.gpu.batched_gemm_fused);
+    }
+
+    TEST_CASE("summarize: an attention sample its GEMM price explains leaves softmax unmeasured") {
+        Calibration c = synthetic();
+        // 3.9 ms measured, 3.7748736 ms of GEMMs: 3.2% left, under the 5% floor.
+        c.kernels = {{"norm_fwd", 8.0, 1000000, 2e-3}, {"attention", 38.0, 262144, 3.9e-3}};
+        const Summary s = summarize(c);
+        REQUIRE(s.classes.size() == 1);
+        CHECK(s.classes[0].cls == KernelClass::norm);
+        CHECK(s.memory_efficiency == doctest::Approx(0.5).epsilon(1e-12));  // norm alone
+    }
+
+    TEST_CASE("kernel_class_of: the class each bench_kernels sample measures") {
+        CHECK(kernel_class_of("norm_bwd") == KernelClass::norm);
+        CHECK(kernel_class_of("bias_residual_fwd") == KernelClass::elementwise);
+        CHECK(kernel_class_of("gelu_bwd") == KernelClass::activation);
+        CHECK(kernel_class_of("swiglu_fwd") == KernelClass::gated_activation);
+        CHECK(kernel_class_of("attention") == KernelClass::softmax);
+        CHECK(kernel_class_of("cross_entropy") == KernelClass::cross_entropy);
+        CHECK(kernel_class_of("adam") == KernelClass::optimizer);
+        CHECK_FALSE(kernel_class_of("copy").has_value());
+    }
+
     TEST_CASE("summarize: one rank has no collectives and estimates the link") {
         Calibration c = synthetic();
         c.ranks = 1;
