@@ -81,7 +81,7 @@ batched_gemm_fused = false
         CHECK_FALSE(c.gpu.batched_gemm_fused);
     }
 
-    TEST_CASE("load: a kernel-class efficiency outside (0, 1] or a non-boolean flag is an error") {
+    TEST_CASE("load: a kernel-class efficiency out of range or a non-boolean flag is an error") {
         const std::string text = profile(R"(softmax_efficiency = 1.5
 norm_efficiency = 0
 batched_gemm_fused = "no"
