@@ -117,6 +117,18 @@ PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
     l.dp = group_link(c, p.dp * p.cp, p.tp);
     const int64_t ep = std::max<int64_t>(1, p.ep);
     l.dp_expert = group_link(c, std::max<int64_t>(1, p.dp * p.cp / ep), p.tp * ep);
+    if (p.zero >= 3) {
+        // ZeRO-3's parameter gathers and gradient reduce-scatters reach one NIC per GPU across
+        // nodes, not the rail-aggregated ring: SC21 Table 2 (public_runs.csv rows 12/13, 15/16)
+        // keeps the step time when the GPUs double, at 4 x 2 Psi bytes per GPU / 20.9 (175B) and
+        // 23.3 GB/s (530B), vs 24 GB/s per HDR NIC; DeepSpeed issues #1174, #1188 (per-parameter
+        // all_gather with a host sync and a copy per rank). docs/costmodel.md section 4.
+        for (GroupLink* g : {&l.dp, &l.dp_expert}) {
+            if (g->crosses_nodes()) {
+                g->busbw = min(c.node.intra_bw, c.network.inter_bw);
+            }
+        }
+    }
     // A stage boundary: two ranks tp*cp*dp apart.
     // The whole pipeline: when it spans nodes some stage boundary crosses them, and the slowest
     // boundary paces every micro-batch.

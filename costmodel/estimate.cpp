@@ -115,11 +115,7 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     if (p.sp) {
         mem.comm_buffers += bytes(ab * th);  // all-gathered layer input
     }
-    if (p.zero >= 3) {
-        // Two layers' full weights gathered at once (current + prefetch).
-        mem.comm_buffers +=
-            bytes(2.0 * d(params_per_layer(x.m)) / d(p.tp) * bytes_of(x.job.weights));
-    }
+    mem.comm_buffers += zero3_gather_bytes(x.m, x.job, p);  // 0 below ZeRO 3
     mem.reserved = x.c.gpu.reserved_memory;
     mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
                 mem.comm_buffers + mem.reserved;
@@ -150,9 +146,15 @@ void add_edge(StageWork& w, const EdgeCost& e) {
     w.tp_b += e.tp_bytes;
 }
 
-// ZeRO-3: all-gather the stage's weights before forward and again before backward, and
-// reduce-scatter the grads, every micro-batch; prefetching hides them behind compute where the
-// compute is longer (Rajbhandari et al. 2020, Sec. 7; FSDP).
+// ZeRO-3 (DeepSpeed stage 3), per micro-batch: the stage's weights are all-gathered before every
+// pass that uses them -- forward, the recomputed forward (full recompute) and backward -- and the
+// grads reduce-scattered once: 3 gathers + 1 reduce-scatter of 2 Psi bytes with full recompute
+// (Rajbhandari et al. SC21, ZeRO-Infinity, Sec. 4.1), 2 + 1 without (ZeRO, SC20, Sec. 7.2.2;
+// selective recompute redoes only the attention core, which has no weights). Overlap as DeepSpeed
+// runs it: the forward's gathers are prefetched behind the forward compute; the backward's gathers
+// stall it (the module about to run fetches synchronously; DeepSpeed PR #1188); the
+// reduce-scatter runs behind the backward compute (overlap_comm). Fits SC21 Table 2 (rows 11-16
+// of public_runs.csv) within 13 %; derivation in docs/costmodel.md section 4.
 void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
     const Plan& p = x.p;
     const int64_t n = p.dp * p.cp;
@@ -160,12 +162,13 @@ void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
     const Bytes gb = bytes((sp.dense + sp.expert) * bytes_of(x.job.grads));
     const Seconds ag = collective_time(Collective::all_gather, wb, n, x.links.dp);
     const Seconds rs = collective_time(Collective::reduce_scatter, gb, n, x.links.dp);
+    const double bwd_gathers = p.recompute == Recompute::full ? 2.0 : 1.0;
     const Seconds fwd_exposed = max(Seconds{}, ag - w.cost.fwd);
-    const Seconds bwd_exposed = max(Seconds{}, ag + rs - w.cost.bwd);
+    const Seconds bwd_exposed = ag * bwd_gathers + max(Seconds{}, rs - w.cost.bwd);
     w.zero3 = fwd_exposed + bwd_exposed;
     w.cost.fwd_comm += fwd_exposed;
     w.cost.bwd_comm += bwd_exposed;
-    w.dp_b = (collective_bytes_sent(Collective::all_gather, wb, n) * 2.0 +
+    w.dp_b = (collective_bytes_sent(Collective::all_gather, wb, n) * (1.0 + bwd_gathers) +
               collective_bytes_sent(Collective::reduce_scatter, gb, n)) *
              d(x.micro);
     w.longest = max(w.longest, max(ag, rs));

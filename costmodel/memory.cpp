@@ -64,6 +64,25 @@ Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     return bytes((activation_bytes(job) + 4.0) * tokens_per_gpu(job, p) * d(m.vocab) / d(p.tp));
 }
 
+double largest_layer_matrix(const ModelSpec& m, const Plan& p) {
+    const double h = d(m.hidden);
+    const double hd = d(head_dim(m));
+    const double gate = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
+    const double ffn =
+        std::max(d(m.ffn_hidden), m.moe.enabled() ? d(m.moe.expert_ffn_hidden) : 0.0);
+    const double qkv = h * (d(m.heads) + 2.0 * d(m.kv_heads)) * hd;
+    const double proj = d(m.heads) * hd * h;
+    const double mlp = gate * h * ffn;  // MLP in; MLP out (f x h) is no larger
+    return std::max({qkv, proj, mlp}) / d(p.tp);
+}
+
+Bytes zero3_gather_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    if (p.zero < 3) {
+        return {};
+    }
+    return bytes(2.0 * largest_layer_matrix(m, p) * bytes_of(job.weights));
+}
+
 Bytes embedding_activation_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     return bytes(tokens_per_gpu(job, p) * d(m.hidden) / (p.sp ? d(p.tp) : 1.0));
 }

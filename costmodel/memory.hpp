@@ -38,6 +38,18 @@ activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool
 /// copy for the cross-entropy, T V / t elements each.
 [[nodiscard]] Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
+/// Largest weight matrix of one transformer layer on one GPU after the TP split, in parameters:
+/// max of QKV h x (a + 2 a_kv) d, projection a d x h, MLP in h x f (x2 for SwiGLU, gate and up
+/// fused as in Megatron), MLP out f x h, and the same for one expert of an MoE model; / t.
+[[nodiscard]] double largest_layer_matrix(const ModelSpec& m, const Plan& p);
+
+/// ZeRO-3 gathered-weight buffers: DeepSpeed stage 3 gathers per submodule (each Linear), so at
+/// the memory peak the module that runs and the one prefetched are whole: 2 x the largest layer
+/// matrix in the weight dtype (DeepSpeed partition_parameters.py /
+/// partitioned_param_coordinator.py: fetch_sub_module + prefetch of the next module in the trace).
+/// FSDP wrapping whole blocks holds two blocks instead. 0 below ZeRO 3.
+[[nodiscard]] Bytes zero3_gather_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
 /// Embedding output dropout mask of one micro-batch on the first stage (Korthikanti Sec. 4.3).
 [[nodiscard]] Bytes
 embedding_activation_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);

@@ -112,10 +112,8 @@ std::string profile_for(const Reader& r, std::string& reason) {
         }
     }
     if (contains(gpu, "V100")) {
-        if (contains(gpu, "DGX-2") || r.count("gpus_per_node") == 16) {
-            reason = "DGX-2 (16 x V100-SXM3 on NVSwitch) has no shipped profile; dgx1-v100 is a "
-                     "different node (8 x V100-SXM2, hybrid cube-mesh)";
-            return "";
+        if (contains(gpu, "DGX-2") || contains(gpu, "SXM3") || r.count("gpus_per_node") == 16) {
+            return "dgx2-v100";  // 16 x V100-SXM3 on NVSwitch
         }
         return "dgx1-v100";
     }
@@ -242,14 +240,6 @@ PublishedCase case_of(const Reader& r) {
     }
     c.expressible = true;
     c.reason = notes;
-    if (c.plan.zero == 3 && contains(r.str("dp_sharding"), "DeepSpeed")) {
-        // 768 and 1536 GPUs take the same 66.75 s for the same batch (rows 12, 13): the step is
-        // a constant ~60 s of ZeRO-3 overhead, far above the bandwidth bound of its collectives.
-        c.in_mape = false;
-        c.excluded_why = "DeepSpeed ZeRO-3 (2021) runs per-parameter gathers far below link "
-                         "bandwidth; cleave prices ZeRO-3 as bandwidth-bound prefetched "
-                         "collectives (FSDP-style), so it predicts these steps 30-80 % short";
-    }
     return c;
 }
 

@@ -43,16 +43,21 @@ TEST_SUITE("costmodel") {
         // Row 1 has only TFLOP/s: the derived iteration time 3.53 s
         CHECK(by_row.at(1)->derived);
         CHECK(by_row.at(1)->published_s == 3.53);
-        // DGX-2 V100 rows have no shipped profile
-        CHECK_FALSE(by_row.at(69)->expressible);
-        CHECK(by_row.at(69)->reason.find("DGX-2") != std::string::npos);
+        // DGX-2 V100 rows (16 x V100-SXM3 on NVSwitch) use the dgx2-v100 profile
+        CHECK(by_row.at(69)->expressible);
+        CHECK(by_row.at(69)->profile == "dgx2-v100");
         // 2020 DGX A100 rows use the 40 GB profile
         CHECK(by_row.at(73)->profile == "dgx-a100-40g");
         CHECK(by_row.at(33)->metric == PublishedMetric::layer_time);
-        // DeepSpeed ZeRO-3 rows are priced but kept outside the MAPE, with the reason
+        // DeepSpeed ZeRO-3 rows are priced and in the MAPE like every other row
         CHECK(by_row.at(11)->expressible);
-        CHECK_FALSE(by_row.at(11)->in_mape);
-        CHECK(by_row.at(11)->excluded_why.find("DeepSpeed") != std::string::npos);
+        CHECK(by_row.at(11)->plan.zero == 3);
+        CHECK(by_row.at(11)->in_mape);
+        // every row cleave can express is in the MAPE: none excluded
+        for (const auto& c : cases) {
+            CAPTURE(c.row_id);
+            CHECK(c.in_mape);
+        }
     }
 
     TEST_CASE("published: summary of errors") {
@@ -87,11 +92,13 @@ TEST_SUITE("costmodel") {
         const ErrorSummary cal = summarize_errors(layer);
         MESSAGE("iteration MAPE " << it.mape_pct << " %, worst " << it.worst_pct << " % (row "
                                   << it.worst_row << "); layer MAPE " << cal.mape_pct << " %");
-        // Measured with the shipped profiles (cleave published): 32 rows, MAPE 3.6 %, worst 8.3 %
-        // (row 6); KOR_T4 layer values MAPE 4.5 %, worst 9.7 %. The bounds leave a small margin.
-        CHECK(it.count == 32);
-        CHECK(it.mape_pct <= 4.0);
-        CHECK(it.worst_pct <= 9.0);
+        // Issue #3's bound over every iteration row the tool prints (42: SC21 Tables 1 and 2 incl.
+        // the six ZeRO-3 rows, Korthikanti Table 5, Megatron 2020 on DGX A100 and DGX-2):
+        // MAPE <= 5 %, no row worse than 15 %. Measured with the shipped profiles (cleave
+        // published): MAPE 4.06 %, worst 12.75 % (row 13); KOR_T4 layer values MAPE 4.5 %.
+        CHECK(it.count == 42);
+        CHECK(it.mape_pct <= 5.0);
+        CHECK(it.worst_pct <= 15.0);
         CHECK(cal.mape_pct <= 5.0);
     }
 }
