@@ -150,6 +150,7 @@ TEST_SUITE("core") {
                                      "dgx-h100",
                                      "dgx-h200",
                                      "dgx1-v100",
+                                     "dgx2-v100",
                                      "mi300x"}) {
             CAPTURE(expected);
             CHECK(std::find(names.begin(), names.end(), expected) != names.end());
@@ -158,7 +159,7 @@ TEST_SUITE("core") {
             CAPTURE(name);
             const ClusterSpec c = load_cluster(name);
             CHECK(c.name == name);
-            CHECK(c.node.gpus_per_node == 8);
+            CHECK(c.node.gpus_per_node == (name == "dgx2-v100" ? 16 : 8));  // DGX-2: 16 GPUs
             CHECK(usable_memory(c.gpu).value() > 0.0);
             CHECK(c.gpu.gemm_efficiency.size() >= 5);
             CHECK(c.network.inter_bw < c.node.intra_bw);
