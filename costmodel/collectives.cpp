@@ -113,6 +113,11 @@ PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
     PlanLinks l;
     l.tp = group_link(c, p.tp, 1);
     l.cp = group_link(c, p.cp, p.tp);
+    if (l.cp.crosses_nodes()) {
+        // Ring attention passes K/V to the next rank with send/recv: a step waits for the pair
+        // that crosses nodes, one GPU's NIC (as a pipeline boundary), not the rails of a node.
+        l.cp.busbw = min(c.node.intra_bw, c.network.inter_bw);
+    }
     l.ep = group_link(c, p.ep, p.tp * p.cp);
     l.dp = group_link(c, p.dp * p.cp, p.tp);
     const int64_t ep = std::max<int64_t>(1, p.ep);

@@ -81,6 +81,21 @@ TEST_SUITE("costmodel") {
         CHECK(bw.busbw.value() == doctest::Approx(1.75e11));
     }
 
+    TEST_CASE("collectives: a CP ring across nodes waits for one NIC") {
+        // Ring attention passes K/V between neighbours (send/recv): the step is paced by the pair
+        // that crosses nodes, one GPU's NIC (24 GB/s), whatever the CP ranks per node. TP 1, CP 16
+        // on 8-GPU nodes: 8 CP ranks per node, still 24 GB/s (the ring model would give 192).
+        Plan p;
+        p.cp = 16;
+        p.dp = 1;
+        const PlanLinks l = plan_links(test::dgx_a100(), p);
+        CHECK(l.cp.crosses_nodes());
+        CHECK(l.cp.busbw.value() == doctest::Approx(24e9));
+        // CP 8 inside a node stays on NVSwitch
+        p.cp = 8;
+        CHECK(plan_links(test::dgx_a100(), p).cp.busbw.value() == doctest::Approx(234.89e9));
+    }
+
     TEST_CASE("collectives: time is monotonic in bytes") {
         const GroupLink l = group_link(test::dgx_a100(), 8, 1);
         Seconds prev;
