@@ -194,7 +194,9 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
         }
     }
     os << "# calibrated: the A100 profiles' GEMM-curve factor and hbm_efficiency, fitted once over "
-          "every\n# row above in the MAPE (see the profiles' comments and docs/costmodel.md)\n";
+          "the\n# A100 Megatron rows (1-10, 17-30, 33-37, 73-80); the DeepSpeed ZeRO-3 rows "
+          "(11-16) and the\n# DGX-2 rows (69-72, dgx2-v100 = dgx1-v100's GPU numbers) are in no "
+          "fit (docs/costmodel.md)\n";
     for (const auto& ev : evs) {
         if (ev.c.expressible && !ev.c.in_mape) {
             os << "# outside the MAPE: row " << ev.c.row_id << ": " << ev.c.excluded_why << "\n";
