@@ -149,7 +149,7 @@ void add_edge(StageWork& w, const EdgeCost& e) {
 // ZeRO-3 (DeepSpeed stage 3), per micro-batch: the stage's weights are all-gathered before every
 // pass that uses them -- forward, the recomputed forward (full recompute) and backward -- and the
 // grads reduce-scattered once: 3 gathers + 1 reduce-scatter of 2 Psi bytes with full recompute
-// (Rajbhandari et al. SC21, ZeRO-Infinity, Sec. 4.1), 2 + 1 without (ZeRO, SC20, Sec. 7.2.2;
+// (Rajbhandari et al. SC21, ZeRO-Infinity, Sec. 4), 2 + 1 without (ZeRO, SC20, Sec. 7.2.2;
 // selective recompute redoes only the attention core, which has no weights). Overlap as DeepSpeed
 // runs it: the forward's gathers are prefetched behind the forward compute; the backward's gathers
 // stall it (the module about to run fetches synchronously; DeepSpeed PR #1188); the
