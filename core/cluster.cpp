@@ -37,8 +37,8 @@ double gemm_efficiency(const GpuSpec& gpu, Flops size) {
     }
     for (size_t i = 1; i < c.size(); ++i) {
         if (size <= c[i].size) {
-            const double x0 = std::log(c[i - 1].size.value());
-            const double x1 = std::log(c[i].size.value());
+            const double x0 = c[i - 1].ln_size;
+            const double x1 = c[i].ln_size;
             const double w = (std::log(size.value()) - x0) / (x1 - x0);
             return c[i - 1].efficiency + w * (c[i].efficiency - c[i - 1].efficiency);
         }

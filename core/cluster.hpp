@@ -3,6 +3,7 @@
 
 #include "core/units.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -37,6 +38,9 @@ enum class IntraLink {
 struct GemmEfficiencyPoint {
     Flops size;         // FLOPs of one GEMM (2*M*N*K)
     double efficiency;  // achieved / peak at that size, 0..1
+    /// ln(size), kept so the log-linear lookup in gemm_efficiency() takes one log per call.
+    /// Set from size at construction: build a new point rather than changing size in place.
+    double ln_size = std::log(size.value());
 
     bool operator==(const GemmEfficiencyPoint&) const = default;
 };

@@ -10,6 +10,7 @@
 #include "costmodel/risks.hpp"
 
 #include <algorithm>
+#include <limits>
 
 namespace cleave {
 
@@ -29,11 +30,8 @@ struct Context {
     const ClusterSpec& c;
     const JobSpec& job;
     const Plan& p;
-    PlanLinks links;
-    LayerCost dense;
-    LayerCost moe;
-    EdgeCost emb;
-    EdgeCost out;
+    const PlanLinks& links;
+    const LayerParts& parts;
     int64_t micro = 0;
 };
 
@@ -54,27 +52,28 @@ struct StageParams {
 
 StageParams stage_params(const Context& x, int64_t s) {
     const ModelSpec& m = x.m;
-    const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
-    const int64_t per_chunk = m.layers / (x.p.pp * chunks);
+    const LayerParts& lp = x.parts;
     StageParams sp;
-    for (int64_t ch = 0; ch < chunks; ++ch) {
-        const int64_t first = (ch * x.p.pp + s) * per_chunk;
-        sp.moe_layers += moe_layers_in(m, first, first + per_chunk);
+    if (m.moe.enabled()) {
+        const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
+        const int64_t per_chunk = m.layers / (x.p.pp * chunks);
+        for (int64_t ch = 0; ch < chunks; ++ch) {
+            const int64_t first = (ch * x.p.pp + s) * per_chunk;
+            sp.moe_layers += moe_layers_in(m, first, first + per_chunk);
+        }
     }
-    const double expert_total =
-        d(sp.moe_layers) * d(m.moe.experts) * d(params_mlp(m, m.moe.expert_ffn_hidden));
+    const double expert_total = d(sp.moe_layers) * lp.params_experts;
     // Closed form of params_stage() (no loop over layers): shared attention + norms per layer,
     // dense MLPs, MoE routers + experts, embedding on the first stage, head (and the tied
     // embedding copy Megatron keeps) on the last.
     const int64_t layers = m.layers / x.p.pp;
-    double all = d(layers) * d(params_attention(m) + params_layer_norms(m)) +
-                 d(layers - sp.moe_layers) * d(params_mlp(m, m.ffn_hidden)) +
-                 d(sp.moe_layers) * d(m.hidden * m.moe.experts) + expert_total;
+    double all = d(layers) * lp.params_shared + d(layers - sp.moe_layers) * lp.params_dense_mlp +
+                 d(sp.moe_layers) * lp.params_router + expert_total;
     if (s == 0) {
-        all += d(params_embedding(m));
+        all += lp.params_embedding;
     }
     if (s == x.p.pp - 1) {
-        all += d(params_head(m)) + (m.tied_embeddings && x.p.pp > 1 ? d(m.vocab * m.hidden) : 0.0);
+        all += lp.params_head + (x.p.pp > 1 ? lp.params_tied_copy : 0.0);
     }
     sp.dense = (all - expert_total) / d(x.p.tp);
     sp.expert = expert_total / (d(x.p.tp) * d(x.p.ep));
@@ -85,35 +84,39 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     const Plan& p = x.p;
     const int64_t dp_shard = p.dp * p.cp;
     const StateBytes dn = model_states(x.job, sp.dense, p.zero, dp_shard);
-    const StateBytes ex =
-        model_states(x.job, sp.expert, p.zero, dp_shard / std::max<int64_t>(1, p.ep));
     MemoryBreakdown mem;
-    mem.weights = dn.weights + ex.weights;
-    mem.grads = dn.grads + ex.grads;
-    mem.optimizer = dn.optimizer + ex.optimizer;
+    mem.weights = dn.weights;
+    mem.grads = dn.grads;
+    mem.optimizer = dn.optimizer;
+    if (sp.expert > 0.0) {
+        const StateBytes ex =
+            model_states(x.job, sp.expert, p.zero, dp_shard / std::max<int64_t>(1, p.ep));
+        mem.weights += ex.weights;
+        mem.grads += ex.grads;
+        mem.optimizer += ex.optimizer;
+    }
     const int64_t layers = x.m.layers / p.pp;
     const double n_moe = d(sp.moe_layers);
     const double n_dense = d(layers) - n_moe;
-    const Bytes per_mb = activation_per_layer(x.m, x.job, p, false, p.recompute) * n_dense +
-                         activation_per_layer(x.m, x.job, p, true, p.recompute) * n_moe +
-                         (s == 0 ? embedding_activation_bytes(x.m, x.job, p) : Bytes{});
+    const LayerParts& lp = x.parts;
+    const Bytes per_mb =
+        lp.act_dense * n_dense + lp.act_moe * n_moe + (s == 0 ? lp.act_embedding : Bytes{});
     mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
     if (p.recompute != Recompute::none) {
         // Backward rematerialises one layer's full activations at a time.
         const bool moe_layer = sp.moe_layers > 0;
-        mem.activations += activation_per_layer(x.m, x.job, p, moe_layer, Recompute::none) -
-                           activation_per_layer(x.m, x.job, p, moe_layer, p.recompute);
+        mem.activations +=
+            moe_layer ? lp.act_moe_none - lp.act_moe : lp.act_dense_none - lp.act_dense;
     }
     if (s == p.pp - 1) {
-        mem.logits = logits_bytes(x.m, x.job, p);
+        mem.logits = lp.logits;
     }
-    const double ab = activation_bytes(x.job);
-    const double th = tokens_per_gpu(x.job, p) * d(x.m.hidden);
+    const double abth = lp.layer_io_bytes;  // activation bytes x tokens x hidden
     if (p.pp > 1) {
-        mem.comm_buffers += bytes(4.0 * ab * th / d(p.tp));  // send + recv, fwd + bwd
+        mem.comm_buffers += bytes(4.0 * abth / d(p.tp));  // send + recv, fwd + bwd
     }
     if (p.sp) {
-        mem.comm_buffers += bytes(ab * th);  // all-gathered layer input
+        mem.comm_buffers += bytes(abth);  // all-gathered layer input
     }
     mem.comm_buffers += zero3_gather_bytes(x.m, x.job, p);  // 0 below ZeRO 3
     mem.reserved = x.c.gpu.reserved_memory;
@@ -220,28 +223,67 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
     }
 }
 
-StageWork stage_work(const Context& x, int64_t s) {
+/// The three stages estimate() tells apart (first, a middle one, last; the same index when
+/// pp < 3), their parameters and memory: all a memory check needs.
+struct StageMemories {
+    int64_t idx[3] = {0, 0, 0};
+    StageParams sp[3];
+    MemoryBreakdown mem[3];
+    int peak = 0;  // k of the largest total, the first on a tie
+};
+
+/// Stops early (returning false) once one stage alone needs more than `stop_above`; the
+/// stages after it are then left unpriced.
+bool stage_memories(const Context& x, StageMemories& sm, Bytes stop_above) {
+    const int64_t pp = x.p.pp;
+    sm.idx[1] = std::min<int64_t>(1, pp - 1);
+    sm.idx[2] = pp - 1;
+    for (int k = 0; k < 3; ++k) {
+        if (k > 0 && sm.idx[k] == sm.idx[k - 1]) {
+            sm.sp[k] = sm.sp[k - 1];
+            sm.mem[k] = sm.mem[k - 1];
+        } else {
+            sm.sp[k] = stage_params(x, sm.idx[k]);
+            sm.mem[k] = stage_memory(x, sm.idx[k], sm.sp[k]);
+        }
+        if (sm.mem[k].total > sm.mem[sm.peak].total) {
+            sm.peak = k;
+        }
+        if (sm.mem[k].total > stop_above) {
+            return false;
+        }
+    }
+    return true;
+}
+
+StageMemories stage_memories(const Context& x) {
+    StageMemories sm;
+    stage_memories(x, sm, bytes(std::numeric_limits<double>::infinity()));
+    return sm;
+}
+
+StageWork
+stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
     const Plan& p = x.p;
-    const StageParams sp = stage_params(x, s);
     StageWork w;
     w.cost.layers = x.m.layers / p.pp;
     const double n_moe = d(sp.moe_layers);
-    add_layers(w, x.dense, d(w.cost.layers) - n_moe);
+    add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe);
     if (sp.moe_layers > 0) {
-        add_layers(w, x.moe, n_moe);
+        add_layers(w, x.parts.moe, n_moe);
     }
     if (s == 0) {
-        add_edge(w, x.emb);
+        add_edge(w, x.parts.emb);
     }
     if (s == p.pp - 1) {
-        add_edge(w, x.out);
+        add_edge(w, x.parts.out);
     }
     if (p.zero >= 3) {
         add_zero3(x, w, sp);
     }
     w.cost.fwd += w.cost.fwd_comm;
     w.cost.bwd += w.cost.bwd_comm;
-    w.cost.memory = stage_memory(x, s, sp);
+    w.cost.memory = mem;
     if (p.pp > 1) {
         // One activation forward and one gradient backward per micro-batch per chunk, T h / t
         // per rank with Megatron's scatter/gather optimisation (Narayanan et al. 2021, Sec. 4.1).
@@ -263,35 +305,72 @@ Seconds per_microbatch(const StageWork& w) {
     return w.cost.fwd + w.cost.bwd + w.p2p;
 }
 
-}  // namespace
+/// The plan with every field the per-layer costs do not read reset: the cache key of LayerParts,
+/// and what layer_parts() passes down, so a cost that starts reading another field cannot be
+/// served stale from the cache (it reads the reset value in both paths alike).
+Plan layer_shape(const Plan& p) {
+    Plan s;
+    s.tp = p.tp;
+    s.cp = p.cp;
+    s.ep = p.ep;
+    s.mbs = p.mbs;
+    s.sp = p.sp;
+    s.recompute = p.recompute;
+    return s;
+}
 
-Estimate
-estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, const Plan& plan) {
-    Context x{model, cluster, job, plan, plan_links(cluster, plan), {}, {}, {}, {}, 0};
-    x.micro = num_microbatches(plan, job);
-    x.dense = layer_cost(model, cluster, job, plan, x.links, false);
-    if (model.moe.enabled()) {
-        x.moe = layer_cost(model, cluster, job, plan, x.links, true);
+/// Everything per layer and per edge of one micro-batch; a function of layer_shape(plan) and the
+/// TP / CP / EP links, which depend on tp, cp and ep alone (rank order TP -> CP -> EP -> DP -> PP).
+LayerParts layer_parts(const ModelSpec& m,
+                       const ClusterSpec& c,
+                       const JobSpec& job,
+                       const Plan& plan,
+                       const PlanLinks& links) {
+    const Plan p = layer_shape(plan);
+    LayerParts lp;
+    lp.dense = layer_cost(m, c, job, p, links, false);
+    lp.act_dense = activation_per_layer(m, job, p, false, p.recompute);
+    lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none);
+    if (m.moe.enabled()) {
+        lp.moe = layer_cost(m, c, job, p, links, true);
+        lp.act_moe = activation_per_layer(m, job, p, true, p.recompute);
+        lp.act_moe_none = activation_per_layer(m, job, p, true, Recompute::none);
     }
-    x.emb = embedding_cost(model, cluster, job, plan, x.links);
-    x.out = output_cost(model, cluster, job, plan, x.links);
+    lp.emb = embedding_cost(m, c, job, p, links);
+    lp.out = output_cost(m, c, job, p, links);
+    lp.act_embedding = embedding_activation_bytes(m, job, p);
+    lp.logits = logits_bytes(m, job, p);
+    lp.hardware_flops = hardware_flops(m, job, p.recompute);
+    lp.layer_io_bytes = activation_bytes(job) * tokens_per_gpu(job, p) * d(m.hidden);
+    lp.params_shared = d(params_attention(m) + params_layer_norms(m));
+    lp.params_dense_mlp = d(params_mlp(m, m.ffn_hidden));
+    lp.params_router = d(m.hidden * m.moe.experts);
+    lp.params_experts = d(m.moe.experts) * d(params_mlp(m, m.moe.expert_ffn_hidden));
+    lp.params_embedding = d(params_embedding(m));
+    lp.params_head = d(params_head(m));
+    lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;
+    return lp;
+}
 
-    const int64_t idx[3] = {0, std::min<int64_t>(1, plan.pp - 1), plan.pp - 1};
+Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
+    const ModelSpec& model = x.m;
+    const ClusterSpec& cluster = x.c;
+    const JobSpec& job = x.job;
+    const Plan& plan = x.p;
+    const int64_t* idx = sm.idx;
     StageWork w[3];
     for (int k = 0; k < 3; ++k) {
-        w[k] = (k > 0 && idx[k] == idx[k - 1]) ? w[k - 1] : stage_work(x, idx[k]);
+        w[k] =
+            (k > 0 && idx[k] == idx[k - 1]) ? w[k - 1] : stage_work(x, idx[k], sm.sp[k], sm.mem[k]);
     }
     Estimate e;
     e.microbatches = x.micro;
     int slow = 0;
-    int peak = 0;
+    const int peak = sm.peak;
     for (int k = 0; k < 3; ++k) {
         e.stage[k] = w[k].cost;
         if (per_microbatch(w[k]) > per_microbatch(w[slow])) {
             slow = k;
-        }
-        if (w[k].cost.memory.total > w[peak].cost.memory.total) {
-            peak = k;
         }
     }
     const double middles = d(std::max<int64_t>(0, plan.pp - 2));
@@ -330,8 +409,8 @@ estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job,
     e.memory_usable = usable_memory(cluster.gpu);
     e.fits = e.memory.total <= e.memory_usable;
 
-    e.model_flops = model_flops(model, job);
-    e.hardware_flops = hardware_flops(model, job, plan.recompute);
+    e.model_flops = model_fl;
+    e.hardware_flops = x.parts.hardware_flops;
     const double t = e.iteration_time.value();
     const double gpus = d(plan_gpus(plan));
     const double peak_flops_s = peak_flops(cluster.gpu, job.compute).value();
@@ -357,6 +436,81 @@ estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job,
     }
     e.risk_mask = detect_risks(model, cluster, job, plan, x.links, e);
     return e;
+}
+
+}  // namespace
+
+Estimate
+estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, const Plan& plan) {
+    const PlanLinks links = plan_links(cluster, plan);
+    const LayerParts parts = layer_parts(model, cluster, job, plan, links);
+    const Context x{model, cluster, job, plan, links, parts, num_microbatches(plan, job)};
+    return assemble(x, stage_memories(x), model_flops(model, job));
+}
+
+Estimator::Estimator(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job)
+    : model_(model)
+    , cluster_(cluster)
+    , job_(job)
+    , model_flops_(model_flops(model, job)) {}
+
+std::size_t Estimator::KeyHash::operator()(const Key& k) const noexcept {
+    uint64_t h = 0x9e3779b97f4a7c15ull;
+    for (const int64_t v : {k.tp, k.cp, k.ep, k.mbs, k.flags}) {
+        h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    }
+    return static_cast<std::size_t>(h);
+}
+
+const LayerParts& Estimator::parts(const Plan& plan) {
+    // The planner varies recompute and sp innermost: a slot per (recompute, sp) of the current
+    // (tp, cp, ep, mbs) saves most hash lookups.
+    const int64_t flags = (plan.sp ? 1 : 0) | (static_cast<int64_t>(plan.recompute) << 1);
+    const Key key{plan.tp, plan.cp, plan.ep, plan.mbs, flags};
+    if (key.tp != group_.tp || key.cp != group_.cp || key.ep != group_.ep ||
+        key.mbs != group_.mbs) {
+        group_ = key;
+        slots_.fill(nullptr);
+    }
+    const auto slot = static_cast<std::size_t>(flags);
+    if (slot < slots_.size() && slots_[slot] != nullptr) {
+        return *slots_[slot];
+    }
+    auto it = cache_.find(key);
+    if (it == cache_.end()) {
+        const PlanLinks links = plan_links(cluster_, plan);
+        it = cache_.emplace(key, layer_parts(model_, cluster_, job_, plan, links)).first;
+    }
+    if (slot < slots_.size()) {
+        slots_[slot] = &it->second;
+    }
+    return it->second;
+}
+
+Estimate Estimator::operator()(const Plan& plan) {
+    const PlanLinks links = plan_links(cluster_, plan);
+    const Context x{model_, cluster_, job_, plan, links, parts(plan), num_microbatches(plan, job_)};
+    return assemble(x, stage_memories(x), model_flops_);
+}
+
+std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check, Bytes stop_above) {
+    // Memory reads no link: the links are worked out only for a plan that fits.
+    static const PlanLinks no_links{};
+    const LayerParts& lp = parts(plan);
+    const int64_t micro = num_microbatches(plan, job_);
+    const Bytes usable = usable_memory(cluster_.gpu);
+    StageMemories sm;
+    check.complete = stage_memories(
+        Context{model_, cluster_, job_, plan, no_links, lp, micro}, sm, max(usable, stop_above));
+    check.peak = sm.mem[sm.peak].total;
+    check.stage = sm.idx[sm.peak];
+    check.usable = usable;
+    check.fits = check.complete && check.peak <= usable;  // the rule that sets Estimate::fits
+    if (!check.fits) {
+        return std::nullopt;
+    }
+    const PlanLinks links = plan_links(cluster_, plan);
+    return assemble(Context{model_, cluster_, job_, plan, links, lp, micro}, sm, model_flops_);
 }
 
 }  // namespace cleave

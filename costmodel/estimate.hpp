@@ -10,10 +10,15 @@
 #include "core/model.hpp"
 #include "core/plan.hpp"
 #include "core/units.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/compute.hpp"
 
 #include <array>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cleave {
@@ -139,6 +144,85 @@ struct Risk {
 estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, const Plan& plan);
 
 /// One Risk per bit of e.risk_mask, with cause and fix in words and numbers.
+/// Per-layer and per-edge costs of one micro-batch on one GPU: what estimate() derives from the
+/// plan's tp, cp, ep, mbs, sp and recompute alone (and the TP / CP / EP links, which follow from
+/// tp, cp and ep), so many plans can share them.
+struct LayerParts {
+    LayerCost dense;
+    LayerCost moe;  // zero for a dense model
+    EdgeCost emb;
+    EdgeCost out;
+    Bytes act_dense;       // activations kept per dense layer, under the plan's recompute
+    Bytes act_dense_none;  // ... without recomputation (what backward rematerialises)
+    Bytes act_moe;
+    Bytes act_moe_none;
+    Bytes act_embedding;          // embedding output kept on the first stage
+    Bytes logits;                 // fp32 logits and loss buffers on the last stage
+    Flops hardware_flops;         // per iteration, whole job, with this recompute
+    double layer_io_bytes = 0.0;  // one layer's input on one GPU: bytes x tokens x hidden
+    // Model constants, in parameters (kept here so every plan reads them without recomputing).
+    double params_shared = 0.0;     // attention + norms of one layer
+    double params_dense_mlp = 0.0;  // one dense MLP
+    double params_router = 0.0;     // one MoE router
+    double params_experts = 0.0;    // all experts of one MoE layer
+    double params_embedding = 0.0;
+    double params_head = 0.0;
+    double params_tied_copy = 0.0;  // the embedding copy the last stage keeps when tied
+};
+
+/// Peak memory of a plan, from Estimator::if_fits().
+struct MemoryCheck {
+    Bytes peak;            // Estimate::memory.total
+    int64_t stage = 0;     // Estimate::peak_memory_stage
+    Bytes usable;          // Estimate::memory_usable
+    bool fits = false;     // Estimate::fits
+    bool complete = true;  // false: stopped at a stage above stop_above; peak is a lower bound
+};
+
+/// Prices many plans of one model, cluster and job — the planner's inner loop. Caches LayerParts
+/// per (tp, cp, ep, mbs, sp, recompute), so plans that differ only in dp, pp, schedule, virtual
+/// stages or ZeRO stage re-use them. operator() returns exactly what estimate() returns (bit for
+/// bit: both assemble the same parts in the same order). Holds references: the model, cluster and
+/// job must outlive it. Not thread-safe.
+class Estimator {
+public:
+    Estimator(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job);
+
+    [[nodiscard]] Estimate operator()(const Plan& plan);
+
+    /// The peak stage's memory against the GPU's usable memory, and the whole estimate only when
+    /// it fits (then equal to operator()): most plans of a large model fail here, at a fraction
+    /// of the cost. A stage that alone needs more than both the usable memory and `stop_above`
+    /// ends the check there (check.complete false, check.peak a lower bound): the planner passes
+    /// the memory of the nearest miss it already holds.
+    [[nodiscard]] std::optional<Estimate>
+    if_fits(const Plan& plan,
+            MemoryCheck& check,
+            Bytes stop_above = bytes(std::numeric_limits<double>::infinity()));
+
+    [[nodiscard]] std::size_t cached_shapes() const { return cache_.size(); }
+
+private:
+    struct Key {
+        int64_t tp, cp, ep, mbs, flags;
+        bool operator==(const Key&) const = default;
+    };
+
+    struct KeyHash {
+        std::size_t operator()(const Key& k) const noexcept;
+    };
+
+    const LayerParts& parts(const Plan& plan);
+
+    const ModelSpec& model_;
+    const ClusterSpec& cluster_;
+    const JobSpec& job_;
+    Flops model_flops_;
+    std::unordered_map<Key, LayerParts, KeyHash> cache_;
+    Key group_{0, 0, 0, 0, 0};                  // tp, cp, ep, mbs of slots_
+    std::array<const LayerParts*, 8> slots_{};  // by (recompute << 1 | sp), into cache_
+};
+
 [[nodiscard]] std::vector<Risk> describe_risks(const ModelSpec& model,
                                                const ClusterSpec& cluster,
                                                const JobSpec& job,

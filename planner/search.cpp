@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <limits>
+#include <optional>
 #include <string_view>
+#include <type_traits>
 
 namespace cleave {
 
@@ -229,14 +232,14 @@ private:
     Objective o_;
 };
 
-template <class Sink>
+template <class Sink, class Price>
 class Enumerator {
 public:
     Enumerator(const ModelSpec& m,
                const ClusterSpec& c,
                const JobSpec& job,
                const SearchOptions& o,
-               PriceFn price,
+               Price& price,
                SearchResult& r,
                Sink& sink)
         : m_(m)
@@ -420,21 +423,45 @@ private:
 
     void evaluate(const Plan& p) {
         ++r_.candidates_evaluated;
-        const Estimate e = price_(m_, c_, job_, p);
-        if (!e.fits) {
-            reject_priced(RejectReason::memory, p, e);
-        } else if (o_.objective == Objective::gpus && e.tokens_per_s < o_.target_tokens_per_s) {
-            reject_priced(RejectReason::target, p, e);
+        MemoryCheck mc;
+        const Rejection& miss = r_.rejected[static_cast<std::size_t>(RejectReason::memory)];
+        const Bytes nearest = miss.has_example ? miss.estimate.memory.total
+                                               : bytes(std::numeric_limits<double>::infinity());
+        const std::optional<Estimate> e = price_.if_fits(p, mc, nearest);
+        if (!e) {
+            reject_memory(p, mc);
+        } else if (o_.objective == Objective::gpus && e->tokens_per_s < o_.target_tokens_per_s) {
+            reject_priced(RejectReason::target, p, *e);
         } else {
-            sink_.feasible(p, e);
+            sink_.feasible(p, *e);
         }
+    }
+
+    /// Keeps the nearest miss: the least peak memory, then the objective's order; priced in full
+    /// only when it may become the example.
+    void reject_memory(const Plan& p, const MemoryCheck& mc) {
+        Rejection& rj = r_.rejected[static_cast<std::size_t>(RejectReason::memory)];
+        ++rj.count;
+        if (!mc.complete || (rj.has_example && mc.peak > rj.estimate.memory.total)) {
+            return;
+        }
+        const Estimate e = price_(p);
+        if (rj.has_example && mc.peak == rj.estimate.memory.total &&
+            compare(p, e, rj.example, rj.estimate, o_.objective) >= 0) {
+            return;
+        }
+        rj.has_example = true;
+        rj.priced = true;
+        rj.example = p;
+        rj.estimate = e;
+        rj.gpus = job_.gpus;
     }
 
     const ModelSpec& m_;
     const ClusterSpec& c_;
     const JobSpec& job_;
     const SearchOptions& o_;
-    PriceFn price_;
+    Price& price_;
     SearchResult& r_;
     Sink& sink_;
     std::vector<int64_t> gpu_divs_;  // ascending
@@ -475,11 +502,32 @@ bool ranks_before(const RankedPlan& a, const RankedPlan& b, Objective objective)
     return compare(a.plan, a.estimate, b.plan, b.estimate, objective) < 0;
 }
 
-SearchResult search_with(const ModelSpec& model,
-                         const ClusterSpec& cluster,
-                         const JobSpec& job,
-                         const SearchOptions& options,
-                         PriceFn price) {
+namespace {
+
+/// PriceFn adapter with the Estimator's call signature.
+struct FnPrice {
+    const ModelSpec& m;
+    const ClusterSpec& c;
+    const JobSpec& job;
+    PriceFn fn;
+
+    Estimate operator()(const Plan& p) const { return fn(m, c, job, p); }
+
+    std::optional<Estimate> if_fits(const Plan& p, MemoryCheck& mc, Bytes /*stop_above*/) const {
+        Estimate e = fn(m, c, job, p);
+        mc = {e.memory.total, e.peak_memory_stage, e.memory_usable, e.fits, true};
+        return e.fits ? std::optional<Estimate>(e) : std::nullopt;
+    }
+};
+
+struct UseEstimator {};
+
+template <class How>
+SearchResult run_search(const ModelSpec& model,
+                        const ClusterSpec& cluster,
+                        const JobSpec& job,
+                        const SearchOptions& options,
+                        PriceFn price) {
     check_options(job, options);
     SearchResult r;
     TopSink sink(options, r);
@@ -489,7 +537,13 @@ SearchResult search_with(const ModelSpec& model,
     for (int64_t n : sizes) {
         JobSpec j = job;
         j.gpus = n;
-        Enumerator<TopSink>(model, cluster, j, options, price, r, sink).run();
+        if constexpr (std::is_same_v<How, UseEstimator>) {
+            Estimator est(model, cluster, j);
+            Enumerator<TopSink, Estimator>(model, cluster, j, options, est, r, sink).run();
+        } else {
+            FnPrice fp{model, cluster, j, price};
+            Enumerator<TopSink, FnPrice>(model, cluster, j, options, fp, r, sink).run();
+        }
         r.gpu_counts_searched.push_back(n);
         if (options.objective == Objective::gpus && sink.full()) {
             break;  // later sizes use more GPUs, so none can enter a full list
@@ -505,11 +559,21 @@ SearchResult search_with(const ModelSpec& model,
     return r;
 }
 
+}  // namespace
+
+SearchResult search_with(const ModelSpec& model,
+                         const ClusterSpec& cluster,
+                         const JobSpec& job,
+                         const SearchOptions& options,
+                         PriceFn price) {
+    return run_search<FnPrice>(model, cluster, job, options, price);
+}
+
 SearchResult search(const ModelSpec& model,
                     const ClusterSpec& cluster,
                     const JobSpec& job,
                     const SearchOptions& options) {
-    return search_with(model, cluster, job, options, &estimate);
+    return run_search<UseEstimator>(model, cluster, job, options, &estimate);
 }
 
 int64_t rank_of(const ModelSpec& model,
@@ -527,7 +591,8 @@ int64_t rank_of(const ModelSpec& model,
     }
     SearchResult r;
     CountSink sink(plan, e, options.objective);
-    Enumerator<CountSink>(model, cluster, job, options, &estimate, r, sink).run();
+    Estimator est(model, cluster, job);
+    Enumerator<CountSink, Estimator>(model, cluster, job, options, est, r, sink).run();
     return sink.ahead + 1;
 }
 

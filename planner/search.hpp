@@ -73,8 +73,9 @@ struct RankedPlan {
 
 struct Rejection {
     int64_t count = 0;
-    /// The best plan rejected for this reason: for priced reasons the best by the objective
-    /// (highest tokens/s for target); for structural ones the first in enumeration order.
+    /// The best plan rejected for this reason: for memory the nearest miss (least peak memory,
+    /// then the objective); for target the highest tokens/s; for structural reasons the first in
+    /// enumeration order.
     bool has_example = false;
     bool priced = false;  // example carries an estimate
     Plan example;
@@ -85,7 +86,7 @@ struct Rejection {
 };
 
 struct SearchResult {
-    int64_t candidates_evaluated = 0;  // plans priced with estimate()
+    int64_t candidates_evaluated = 0;  // plans priced: memory checked, the rest when they fit
     int64_t feasible = 0;              // priced plans that fit (and reach the target)
     std::array<Rejection, reject_reason_count> rejected{};
     std::vector<RankedPlan> plans;             // best first, at most top_k

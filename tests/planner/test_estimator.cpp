@@ -1,0 +1,128 @@
+// The planner's cached Estimator against the plain estimate(): the same Estimate, bit for bit, for
+// every plan a search enumerates; the memory check agrees with estimate()'s memory and fits; and
+// the search's answer does not depend on which of the two priced it.
+#include "core/load.hpp"
+#include "planner/search.hpp"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+
+namespace {
+
+std::vector<Plan>& seen() {
+    static std::vector<Plan> plans;
+    return plans;
+}
+
+// A PriceFn that records every plan the enumeration hands it.
+Estimate record(const ModelSpec& m, const ClusterSpec& c, const JobSpec& j, const Plan& p) {
+    seen().push_back(p);
+    return estimate(m, c, j, p);
+}
+
+struct Case {
+    ModelSpec model;
+    ClusterSpec cluster;
+    JobSpec job;
+};
+
+Case load_case(const char* model, const char* profile, int64_t gpus, int64_t gbs, int64_t seq) {
+    Case c;
+    c.model = load_model(std::string(CLEAVE_TEST_DATA_DIR "/examples/") + model + ".toml");
+    c.cluster = load_cluster(std::string(CLEAVE_TEST_DATA_DIR "/hwprofiles/") + profile + ".toml");
+    c.job.gpus = gpus;
+    c.job.global_batch = gbs;
+    c.job.seq_len = seq;
+    return c;
+}
+
+// Every enumerated plan: Estimator == estimate(), and if_fits() agrees with it. Returns how
+// many plans were compared.
+std::size_t compare_all(const Case& c) {
+    seen().clear();
+    SearchOptions o;
+    o.allow_tp_cross_node = true;
+    const SearchResult plain = search_with(c.model, c.cluster, c.job, o, &record);
+    const std::vector<Plan> plans = seen();
+    // Every candidate, the baseline and each new nearest memory miss priced again.
+    REQUIRE(static_cast<int64_t>(plans.size()) > plain.candidates_evaluated);
+    Estimator cached(c.model, c.cluster, c.job);
+    Estimator checker(c.model, c.cluster, c.job);
+    std::size_t fits = 0;
+    for (const Plan& p : plans) {
+        const Estimate want = estimate(c.model, c.cluster, c.job, p);
+        const Estimate got = cached(p);
+        CHECK_MESSAGE(got == want, to_string(p));
+        MemoryCheck mc;
+        const auto e = checker.if_fits(p, mc);
+        CHECK(mc.complete);
+        CHECK(mc.peak == want.memory.total);
+        CHECK(mc.stage == want.peak_memory_stage);
+        CHECK(mc.usable == want.memory_usable);
+        CHECK(mc.fits == want.fits);
+        CHECK(e.has_value() == want.fits);
+        if (e) {
+            ++fits;
+            CHECK_MESSAGE(*e == want, to_string(p));
+        }
+    }
+    CHECK(fits > 0);
+    CHECK(fits < plans.size());  // both branches of if_fits were exercised
+    // The cached search gives the same answer as the plain one.
+    const SearchResult fast = search(c.model, c.cluster, c.job, o);
+    CHECK(fast.candidates_evaluated == plain.candidates_evaluated);
+    CHECK(fast.feasible == plain.feasible);
+    CHECK(fast.plans == plain.plans);
+    for (std::size_t r = 0; r < reject_reason_count; ++r) {
+        CHECK(fast.rejected[r] == plain.rejected[r]);
+    }
+    return plans.size();
+}
+
+}  // namespace
+
+TEST_SUITE("planner") {
+    TEST_CASE("Estimator equals estimate on every plan of a dense search") {
+        // GPT-3 175B on 64 DGX A100: tp, pp, cp, mbs, all schedules, recompute, sp, ZeRO.
+        const Case c = load_case("gpt3-175b", "dgx-a100-80g", 64, 512, 2048);
+        CHECK(compare_all(c) > 1000);
+    }
+
+    TEST_CASE("Estimator equals estimate on every plan of a MoE search") {
+        // Mixtral 8x7B on 32 H100: ep in addition, MoE layers in every stage.
+        const Case c = load_case("mixtral-8x7b", "dgx-h100", 32, 256, 4096);
+        CHECK(compare_all(c) > 1000);
+    }
+
+    TEST_CASE("if_fits stops at a stage above stop_above and says the peak is a lower bound") {
+        const Case c = load_case("gpt3-175b", "dgx-a100-80g", 64, 512, 2048);
+        Plan p;  // tp 8, pp 8, dp 1, mbs 1, 1F1B: stage 0 holds 8 micro-batches, the most
+        p.tp = 8;
+        p.pp = 8;
+        p.dp = 1;
+        const Estimate full = estimate(c.model, c.cluster, c.job, p);
+        Estimator est(c.model, c.cluster, c.job);
+        MemoryCheck mc;
+        // A bound below every stage: stage 0 alone exceeds it (and the usable memory when it does
+        // not fit): the check stops, unless the plan fits.
+        const auto e = est.if_fits(p, mc, bytes(0.0));
+        if (full.fits) {
+            CHECK(e.has_value());
+            CHECK(mc.complete);
+        } else {
+            CHECK_FALSE(e.has_value());
+            CHECK_FALSE(mc.complete);
+            CHECK(mc.peak <= full.memory.total);
+            CHECK(mc.stage == 0);
+        }
+        MemoryCheck all;
+        (void)est.if_fits(p, all);
+        CHECK(all.complete);
+        CHECK(all.peak == full.memory.total);
+    }
+}
