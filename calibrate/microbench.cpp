@@ -89,28 +89,30 @@ void fill_pattern(Backend& be, View v) {
 }  // namespace
 
 std::vector<GemmSample> gemm_shapes(bool quick, bool gpu) {
-    // Squares 32..1024 and transformer MLP-like shapes (T x h) * (h x 4h) with T = 4h / 2,
-    // covering per-GEMM sizes from 65 kFLOP to 2 GFLOP (quick: to 134 MFLOP).
-    const std::vector<int64_t> squares =
-        quick ? std::vector<int64_t>{32, 64, 128, 256, 512}
-              : std::vector<int64_t>{32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+    // Transformer-layer shapes (T x h) * (h x n) with T = 2h tokens: MLP in (n = 4h) and out
+    // (4h -> h), QKV (n = 3h) and the projection (n = h), for h = 32..512, covering per-GEMM
+    // sizes from 65 kFLOP to 2 GFLOP (quick: h to 128). The CPU executor runs exactly such
+    // shapes; square GEMMs of some sizes (192^3, 256^3 with page-aligned buffers, two ranks on
+    // the two hardware threads) run at a third of the speed of transformer shapes of the same
+    // FLOPs, so a CPU curve of squares would mis-price the layers. A GPU sweep adds the squares
+    // 32..1024 of the usual cuBLAS sweeps, and 1024..8192 where a GPU reaches its peak.
     const std::vector<int64_t> hidden =
-        quick ? std::vector<int64_t>{32, 64, 128} : std::vector<int64_t>{32, 64, 128, 256, 512};
+        quick ? std::vector<int64_t>{32, 64, 128}
+              : std::vector<int64_t>{32, 48, 64, 96, 128, 192, 256, 384, 512};
     std::vector<GemmSample> out;
-    std::vector<int64_t> big;
     if (gpu) {
-        big =
-            quick ? std::vector<int64_t>{1024, 2048} : std::vector<int64_t>{1024, 2048, 4096, 8192};
-        for (const int64_t s : big) {
+        const std::vector<int64_t> squares =
+            quick ? std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048}
+                  : std::vector<int64_t>{32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
+        for (const int64_t s : squares) {
             out.push_back({s, s, s, 0.0});
         }
-    }
-    for (const int64_t s : squares) {
-        out.push_back({s, s, s, 0.0});
     }
     for (const int64_t h : hidden) {
         out.push_back({2 * h, 4 * h, h, 0.0});
         out.push_back({2 * h, h, 4 * h, 0.0});
+        out.push_back({2 * h, 3 * h, h, 0.0});
+        out.push_back({2 * h, h, h, 0.0});
     }
     std::sort(out.begin(), out.end(), [](const GemmSample& a, const GemmSample& b) {
         return a.flop() < b.flop();

@@ -67,9 +67,9 @@ struct CollectiveSample {
     bool operator==(const CollectiveSample&) const = default;
 };
 
-/// GEMM shapes of the sweep: squares and transformer-like (tokens x hidden) x (hidden x 4 hidden)
-/// shapes from tiny to large. quick: the smaller half; gpu: up to 8192 (a GPU's GEMMs reach
-/// their peak only there).
+/// GEMM shapes of the sweep: transformer-layer shapes (2h tokens x h) x (h x 4h, 3h or h) and
+/// (2h x 4h) x (4h x h) for h = 32..512 (quick: to 128), sorted by FLOPs; gpu adds squares
+/// 32..8192 (a GPU's GEMMs reach their peak only at the large end).
 [[nodiscard]] std::vector<GemmSample> gemm_shapes(bool quick, bool gpu = false);
 
 /// Times every shape of gemm_shapes(options.quick).

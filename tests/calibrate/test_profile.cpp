@@ -1,6 +1,7 @@
 #include "calibrate/profile.hpp"
 #include "core/load.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -207,9 +208,18 @@ TEST_SUITE("calibrate") {
             CHECK(cpu[i - 1].flop() <= cpu[i].flop());
             CHECK_FALSE(cpu[i - 1] == cpu[i]);
         }
-        CHECK(cpu.back().flop() == 2.0 * 1024 * 1024 * 1024);  // 1024^3 square
+        // h = 512: 1024 tokens x 512 -> 2048: 2 x 1024 x 2048 x 512 FLOP.
+        CHECK(cpu.back().flop() == 2.0 * 1024 * 1024 * 1024);
+        // 9 hidden sizes x 4 transformer shapes, every one T = 2h tokens, no squares.
+        CHECK(cpu.size() == 36);
+        for (const auto& g : cpu) {
+            const int64_t h = std::min(g.n, g.k);
+            CHECK(g.m == 2 * h);
+            CHECK_FALSE((g.m == g.n && g.n == g.k));
+        }
         const auto gpu = gemm_shapes(false, true);
         CHECK(gpu.back().m == 8192);
+        CHECK(gpu.back().n == 8192);
         CHECK(gemm_shapes(true, false).size() < cpu.size());
     }
 
