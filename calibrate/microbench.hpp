@@ -30,7 +30,7 @@ struct GemmSample {
     int64_t m = 0;
     int64_t n = 0;
     int64_t k = 0;
-    double t_s = 0.0;  // one GEMM, slowest rank, best of trials
+    double t_s = 0.0;  // one GEMM, slowest rank, median of trials
 
     [[nodiscard]] double flop() const {
         return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
@@ -46,7 +46,7 @@ struct StreamSample {
     std::string kernel;         // "copy" (8 B/element), "axpy" (12 B/element), "scale" (8 B)
     double bytes_per_elem = 0;  // bytes moved per element
     int64_t elems = 0;
-    double t_s = 0.0;  // one pass, slowest rank, best of trials
+    double t_s = 0.0;  // one pass, slowest rank, median of trials
 
     [[nodiscard]] double bytes_per_s() const {
         return t_s > 0.0 ? bytes_per_elem * static_cast<double>(elems) / t_s : 0.0;
@@ -62,7 +62,7 @@ struct CollectiveSample {
     Collective op = Collective::all_reduce;
     int64_t ranks = 0;
     double size_B = 0.0;
-    double t_s = 0.0;  // one call, slowest rank, best of trials
+    double t_s = 0.0;  // one call, slowest rank, median of trials
 
     bool operator==(const CollectiveSample&) const = default;
 };
