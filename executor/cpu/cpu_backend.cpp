@@ -48,6 +48,9 @@ CpuBackend::~CpuBackend() {
     for (auto& [ptr, count] : allocations_) {
         std::free(const_cast<float*>(ptr));
     }
+    for (auto& [size, ptr] : cached_) {
+        std::free(ptr);
+    }
 }
 
 std::string CpuBackend::device_name() const {
@@ -64,7 +67,20 @@ View CpuBackend::alloc(int64_t count) {
     }
     const int64_t bytes = count * static_cast<int64_t>(sizeof(float));
     const int64_t rounded = (bytes + alignment_B - 1) / alignment_B * alignment_B;
-    void* p = std::aligned_alloc(alignment_B, static_cast<size_t>(rounded));
+    void* p = nullptr;
+    if (auto hit = cached_.find(rounded); hit != cached_.end()) {
+        p = hit->second;
+        cached_.erase(hit);
+    } else {
+        p = std::aligned_alloc(alignment_B, static_cast<size_t>(rounded));
+        if (p == nullptr && !cached_.empty()) {  // give the cache back and try once more
+            for (auto& [size, ptr] : cached_) {
+                std::free(ptr);
+            }
+            cached_.clear();
+            p = std::aligned_alloc(alignment_B, static_cast<size_t>(rounded));
+        }
+    }
     if (p == nullptr) {
         throw BackendError("cpu backend: out of memory allocating " + std::to_string(bytes) +
                            " bytes (" + std::to_string(in_use_B_) + " bytes in use)");
@@ -84,8 +100,9 @@ void CpuBackend::free(View v) {
     auto it = allocations_.find(v.data);
     CLEAVE_ASSERT(it != allocations_.end(), "free: not a view returned by alloc()");
     in_use_B_ -= it->second;
+    const int64_t rounded = (it->second + alignment_B - 1) / alignment_B * alignment_B;
     allocations_.erase(it);
-    std::free(v.data);
+    cached_.emplace(rounded, v.data);
 }
 
 void CpuBackend::upload(View dst, std::span<const float> src) {
