@@ -121,6 +121,10 @@ int cmp(double a, double b) {
 }
 
 /// -1 when (pa, ea) ranks ahead of (pb, eb) under `o`, 1 when behind, 0 for the same plan.
+int dimensions_used(const Plan& p) {
+    return (p.tp > 1 ? 1 : 0) + (p.pp > 1 ? 1 : 0) + (p.cp > 1 ? 1 : 0) + (p.ep > 1 ? 1 : 0);
+}
+
 int compare(const Plan& pa, const Estimate& ea, const Plan& pb, const Estimate& eb, Objective o) {
     int c = 0;
     if (o == Objective::memory) {
@@ -130,6 +134,11 @@ int compare(const Plan& pa, const Estimate& ea, const Plan& pb, const Estimate& 
     }
     if (c == 0) {
         c = cmp(ea.iteration_time.value(), eb.iteration_time.value());
+    }
+    if (c == 0) {
+        // Equal time: the simpler plan first (fewer parallel dimensions in use), as a Megatron
+        // user would launch dp32 rather than dp16 cp2 when both cost the same.
+        c = cmp(static_cast<double>(dimensions_used(pa)), static_cast<double>(dimensions_used(pb)));
     }
     return c != 0 ? c : compare_keys(pa, pb);
 }

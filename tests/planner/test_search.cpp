@@ -141,7 +141,7 @@ TEST_SUITE("planner") {
         }
     }
 
-    TEST_CASE("search: top plans are sorted by the objective with ties broken by plan key") {
+    TEST_CASE("search: top plans are sorted by the objective, ties by simplicity then plan key") {
         SearchOptions o;
         o.top_k = 50;
         const SearchResult t = search_with(tiny_model(), node_of(4), tiny_job(), o, &fake_price);
@@ -153,7 +153,16 @@ TEST_SUITE("planner") {
             CHECK(ranks_before(t.plans[i - 1], t.plans[i], Objective::time));
             CHECK(t.plans[i - 1].estimate.iteration_time <= t.plans[i].estimate.iteration_time);
             if (t.plans[i - 1].estimate.iteration_time == t.plans[i].estimate.iteration_time) {
-                CHECK(to_string(t.plans[i - 1].plan) < to_string(t.plans[i].plan));
+                // Fewer parallel dimensions in use first (tp, pp, cp, ep above 1), then the key.
+                const auto dims = [](const Plan& p) {
+                    return (p.tp > 1) + (p.pp > 1) + (p.cp > 1) + (p.ep > 1);
+                };
+                const int da = dims(t.plans[i - 1].plan);
+                const int db = dims(t.plans[i].plan);
+                CHECK(da <= db);
+                if (da == db) {
+                    CHECK(to_string(t.plans[i - 1].plan) < to_string(t.plans[i].plan));
+                }
             }
         }
         o.objective = Objective::memory;
