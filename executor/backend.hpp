@@ -65,6 +65,9 @@ public:
 struct BackendOptions {
     /// Seconds any single collective / send / recv may take before CommTimeout; <= 0 = no limit.
     double timeout_s = 0.0;
+    /// Fill every alloc_uninit() block with NaN (CPU backend; tests use it to prove that the
+    /// workload writes each such buffer before reading it).
+    bool poison_uninit = false;
 };
 
 /// Abstract backend. One instance per process (one rank per process under mpirun / srun).
@@ -93,6 +96,13 @@ public:
 
     /// Allocates `count` fp32 elements, zero-filled. Throws BackendError when out of memory.
     [[nodiscard]] virtual View alloc(int64_t count) = 0;
+
+    /// As alloc(), but the contents are unspecified: for buffers every element of which is
+    /// written before it is read (activations, GEMM outputs, receive buffers), so a backend may
+    /// skip the zero fill a training framework's allocator does not do either. Released with
+    /// free(). The default zero-fills (alloc()).
+    [[nodiscard]] virtual View alloc_uninit(int64_t count) { return alloc(count); }
+
     /// Releases a view returned by alloc() (the whole view, not a slice). Null views are ignored.
     /// Must not throw: it runs in destructors (a GPU backend uses its _NOEXCEPT check, S4.3).
     virtual void free(View v) = 0;
@@ -327,14 +337,26 @@ public:
     [[nodiscard]] virtual double clock_s() = 0;
 };
 
+/// Tag for Buffer's constructor that allocates with Backend::alloc_uninit().
+struct Uninitialized {};
+
+inline constexpr Uninitialized uninitialized{};
+
 /// RAII owner of one allocation of `backend`.
 class Buffer {
 public:
     Buffer() = default;
 
+    /// `count` zero-filled elements (Backend::alloc).
     Buffer(Backend& backend, int64_t count)
         : backend_(&backend)
         , view_(backend.alloc(count)) {}
+
+    /// `count` elements of unspecified contents (Backend::alloc_uninit): every element must be
+    /// written before it is read.
+    Buffer(Backend& backend, int64_t count, Uninitialized /*tag*/)
+        : backend_(&backend)
+        , view_(backend.alloc_uninit(count)) {}
 
     ~Buffer() { reset(); }
 

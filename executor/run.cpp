@@ -100,7 +100,7 @@ void run_step_impl(RankState& s,
     if (step.forward) {
         Buffer in;
         if (!c.first) {
-            in = Buffer(s.be, act);
+            in = Buffer(s.be, act, uninitialized);
             rec.timed(Phase::pp_wait, Stream::pp_fwd, "recv activation", [&] {
                 s.be.recv(s.groups.pp, in, prev, p2p_tag(s, step.microbatch, vs, 0));
             });
@@ -117,7 +117,7 @@ void run_step_impl(RankState& s,
     }
     Buffer dy;
     if (!c.last) {
-        dy = Buffer(s.be, act);
+        dy = Buffer(s.be, act, uninitialized);
         rec.timed(Phase::pp_wait, Stream::pp_bwd, "recv gradient", [&] {
             s.be.recv(s.groups.pp, dy, next, p2p_tag(s, step.microbatch, vs, 1));
         });

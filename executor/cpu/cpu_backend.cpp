@@ -1,8 +1,10 @@
 #include "executor/cpu/cpu_backend.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <sstream>
 #include <thread>
@@ -35,7 +37,8 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
 }
 
 CpuBackend::CpuBackend(const BackendOptions& options)
-    : groups_(options.timeout_s) {}
+    : groups_(options.timeout_s)
+    , poison_uninit_(options.poison_uninit) {}
 
 CpuBackend::~CpuBackend() {
     // Sends still in flight at destruction belong to a failed run; their buffers must outlive
@@ -61,6 +64,14 @@ std::string CpuBackend::device_name() const {
 }
 
 View CpuBackend::alloc(int64_t count) {
+    return take(count, true);
+}
+
+View CpuBackend::alloc_uninit(int64_t count) {
+    return take(count, false);
+}
+
+View CpuBackend::take(int64_t count, bool zero) {
     CLEAVE_ASSERT(count >= 0, "alloc: negative count");
     if (count == 0) {
         return {};
@@ -85,8 +96,12 @@ View CpuBackend::alloc(int64_t count) {
         throw BackendError("cpu backend: out of memory allocating " + std::to_string(bytes) +
                            " bytes (" + std::to_string(in_use_B_) + " bytes in use)");
     }
-    std::memset(p, 0, static_cast<size_t>(rounded));
     auto* f = static_cast<float*>(p);
+    if (zero) {
+        std::memset(p, 0, static_cast<size_t>(rounded));
+    } else if (poison_uninit_) {
+        std::fill(f, f + count, std::numeric_limits<float>::quiet_NaN());
+    }
     allocations_.emplace(f, bytes);
     in_use_B_ += bytes;
     peak_B_ = std::max(peak_B_, in_use_B_);
