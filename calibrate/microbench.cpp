@@ -4,7 +4,6 @@
 #include <array>
 #include <cmath>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -113,32 +112,14 @@ std::vector<GemmSample> gemm_shapes(bool quick, bool gpu) {
             out.push_back({s, s, s, 0.0});
         }
     }
-    const auto layer = [&out](int64_t tokens, int64_t h) {
-        out.push_back({tokens, 4 * h, h, 0.0});
-        out.push_back({tokens, h, 4 * h, 0.0});
-        out.push_back({tokens, 3 * h, h, 0.0});
-        if (tokens != h) {  // no squares (see above)
-            out.push_back({tokens, h, h, 0.0});
-        }
-    };
     for (const int64_t h : hidden) {
-        layer(2 * h, h);
-    }
-    if (!gpu && !quick) {
-        // The token count of a layer GEMM is micro-batch x sequence, not 2h: at h = 256, Eigen
-        // runs 1024 x 256 x 256 (T = 4h) well below 512 x 768 x 256 (T = 2h, more FLOPs) and
-        // below what the T = 2h shapes around its FLOPs suggest. The same four shapes at
-        // T = 128..2048 for h = 128..512 put the rates of the shapes the cost model prices at
-        // those token counts into the curve (equal FLOPs are averaged).
-        for (const int64_t h : {128, 256, 512}) {
-            for (int64_t tokens = 128; tokens <= 2048; tokens *= 2) {
-                layer(tokens, h);
-            }
-        }
+        out.push_back({2 * h, 4 * h, h, 0.0});
+        out.push_back({2 * h, h, 4 * h, 0.0});
+        out.push_back({2 * h, 3 * h, h, 0.0});
+        out.push_back({2 * h, h, h, 0.0});
     }
     std::sort(out.begin(), out.end(), [](const GemmSample& a, const GemmSample& b) {
-        return a.flop() != b.flop() ? a.flop() < b.flop()
-                                    : std::tie(a.m, a.n, a.k) < std::tie(b.m, b.n, b.k);
+        return a.flop() < b.flop();
     });
     out.erase(std::unique(out.begin(), out.end()), out.end());
     return out;

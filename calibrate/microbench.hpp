@@ -68,10 +68,8 @@ struct CollectiveSample {
 };
 
 /// GEMM shapes of the sweep: transformer-layer shapes (2h tokens x h) x (h x 4h, 3h or h) and
-/// (2h x 4h) x (4h x h) for h = 32..512 (quick: to 128); the cpu sweep (not quick) adds the same
-/// four shapes at T = 128..2048 tokens for h = 128, 256, 512 (squares left out); sorted by
-/// FLOPs, then shape; gpu adds squares 32..8192 (a GPU's GEMMs reach their peak only at the
-/// large end).
+/// (2h x 4h) x (4h x h) for h = 32..512 (quick: to 128), sorted by FLOPs; gpu adds squares
+/// 32..8192 (a GPU's GEMMs reach their peak only at the large end).
 [[nodiscard]] std::vector<GemmSample> gemm_shapes(bool quick, bool gpu = false);
 
 /// Times every shape of gemm_shapes(options.quick).
