@@ -195,31 +195,7 @@ ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string
     g.hbm_bw = s.memory_peak;
     g.hbm_efficiency = s.memory_efficiency;
     for (const auto& cb : s.classes) {
-        double* field = nullptr;
-        switch (cb.cls) {
-        case KernelClass::norm:
-            field = &g.norm_efficiency;
-            break;
-        case KernelClass::elementwise:
-            field = &g.elementwise_efficiency;
-            break;
-        case KernelClass::activation:
-            field = &g.activation_efficiency;
-            break;
-        case KernelClass::gated_activation:
-            field = &g.gated_activation_efficiency;
-            break;
-        case KernelClass::softmax:
-            field = &g.softmax_efficiency;
-            break;
-        case KernelClass::cross_entropy:
-            field = &g.cross_entropy_efficiency;
-            break;
-        case KernelClass::optimizer:
-            field = &g.optimizer_efficiency;
-            break;
-        }
-        *field = cb.efficiency;
+        kernel_efficiency_field(g, cb.cls) = cb.efficiency;
     }
     g.batched_gemm_fused = c.backend != "cpu";
     g.peak_fp32 = s.peak;

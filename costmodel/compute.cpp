@@ -1,5 +1,7 @@
 #include "costmodel/compute.hpp"
 
+#include "core/errors.hpp"
+
 #include <algorithm>
 
 namespace cleave {
@@ -48,11 +50,6 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
     return f / (peak * eff);
 }
 
-Seconds memory_time(const GpuSpec& gpu, Bytes b) {
-    const double eff = gpu.hbm_efficiency > 0.0 ? gpu.hbm_efficiency : 1.0;
-    return b / (gpu.hbm_bw * eff);
-}
-
 const char* to_string(KernelClass k) {
     switch (k) {
     case KernelClass::norm:
@@ -73,31 +70,29 @@ const char* to_string(KernelClass k) {
     return "";
 }
 
-double kernel_efficiency(const GpuSpec& gpu, KernelClass k) {
-    double e = 0.0;
+double& kernel_efficiency_field(GpuSpec& gpu, KernelClass k) {
     switch (k) {
     case KernelClass::norm:
-        e = gpu.norm_efficiency;
-        break;
+        return gpu.norm_efficiency;
     case KernelClass::elementwise:
-        e = gpu.elementwise_efficiency;
-        break;
+        return gpu.elementwise_efficiency;
     case KernelClass::activation:
-        e = gpu.activation_efficiency;
-        break;
+        return gpu.activation_efficiency;
     case KernelClass::gated_activation:
-        e = gpu.gated_activation_efficiency;
-        break;
+        return gpu.gated_activation_efficiency;
     case KernelClass::softmax:
-        e = gpu.softmax_efficiency;
-        break;
+        return gpu.softmax_efficiency;
     case KernelClass::cross_entropy:
-        e = gpu.cross_entropy_efficiency;
-        break;
+        return gpu.cross_entropy_efficiency;
     case KernelClass::optimizer:
-        e = gpu.optimizer_efficiency;
-        break;
+        return gpu.optimizer_efficiency;
     }
+    CLEAVE_ASSERT(false, "kernel_efficiency_field: unknown kernel class");
+    return gpu.hbm_efficiency;
+}
+
+double kernel_efficiency(const GpuSpec& gpu, KernelClass k) {
+    double e = kernel_efficiency_field(const_cast<GpuSpec&>(gpu), k);
     if (e <= 0.0) {
         e = gpu.hbm_efficiency;
     }

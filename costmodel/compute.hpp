@@ -19,9 +19,6 @@ namespace cleave {
 /// of count GEMMs, each at the efficiency of its own shape).
 [[nodiscard]] Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g);
 
-/// Time of a memory-bound kernel moving `b` bytes: b / (hbm_bw * hbm_efficiency).
-[[nodiscard]] Seconds memory_time(const GpuSpec& gpu, Bytes b);
-
 /// Classes of memory-bound kernel, each priced at its own achieved fraction of HBM bandwidth
 /// (GpuSpec::norm_efficiency ...): on a GPU they all stream at about the same rate, on a CPU
 /// GeLU's tanh or the cross-entropy's exp make some an order of magnitude slower per byte.
@@ -38,6 +35,9 @@ enum class KernelClass {
 /// "norm", "elementwise", "activation", "gated_activation", "softmax", "cross_entropy",
 /// "optimizer" (the profile key is this + "_efficiency").
 [[nodiscard]] const char* to_string(KernelClass k);
+
+/// The profile field that holds class k's efficiency (0 when the profile has none).
+[[nodiscard]] double& kernel_efficiency_field(GpuSpec& gpu, KernelClass k);
 
 /// The class's efficiency from the profile, hbm_efficiency when the profile has none (0), and
 /// 1 when that is 0 too.

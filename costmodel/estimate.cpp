@@ -472,8 +472,8 @@ const LayerParts& Estimator::parts(const Plan& plan) {
         group_ = key;
         slots_.fill(nullptr);
     }
-    const auto slot = static_cast<std::size_t>(flags);
-    if (slot < slots_.size() && slots_[slot] != nullptr) {
+    const auto slot = static_cast<std::size_t>(flags);  // at most 1 | 2 << 1 = 5
+    if (slots_[slot] != nullptr) {
         return *slots_[slot];
     }
     auto it = cache_.find(key);
@@ -481,9 +481,7 @@ const LayerParts& Estimator::parts(const Plan& plan) {
         const PlanLinks links = plan_links(cluster_, plan);
         it = cache_.emplace(key, layer_parts(model_, cluster_, job_, plan, links)).first;
     }
-    if (slot < slots_.size()) {
-        slots_[slot] = &it->second;
-    }
+    slots_[slot] = &it->second;
     return it->second;
 }
 

@@ -287,15 +287,14 @@ private:
         }
     }
 
-    void reject_priced(RejectReason why, const Plan& p, const Estimate& e) {
-        Rejection& rj = r_.rejected[static_cast<std::size_t>(why)];
+    /// Keeps the plan closest to the target: the highest tokens/s, then the plan key.
+    void reject_target(const Plan& p, const Estimate& e) {
+        Rejection& rj = r_.rejected[static_cast<std::size_t>(RejectReason::target)];
         ++rj.count;
         bool better = !rj.has_example;
-        if (!better && why == RejectReason::target) {
+        if (!better) {
             const int c = cmp(rj.estimate.tokens_per_s, e.tokens_per_s);
             better = c < 0 || (c == 0 && compare_keys(p, rj.example) < 0);
-        } else if (!better) {
-            better = compare(p, e, rj.example, rj.estimate, o_.objective) < 0;
         }
         if (better) {
             rj.has_example = true;
@@ -440,7 +439,7 @@ private:
         if (!e) {
             reject_memory(p, mc);
         } else if (o_.objective == Objective::gpus && e->tokens_per_s < o_.target_tokens_per_s) {
-            reject_priced(RejectReason::target, p, *e);
+            reject_target(p, *e);
         } else {
             sink_.feasible(p, *e);
         }
