@@ -64,4 +64,14 @@ Calibration measure(executor::Backend& be, const BenchOptions& options) {
     return c;
 }
 
+Calibration
+measure_compute(executor::Backend& be, const BenchOptions& options, const Calibration& base) {
+    Calibration c = base;
+    c.quick = options.quick;
+    c.gemm = bench_gemm(be, options);
+    c.memory = bench_memory(be, options);
+    c.kernels = bench_kernels(be, options);
+    return c;
+}
+
 }  // namespace cleave::calibrate

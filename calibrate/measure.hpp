@@ -13,4 +13,10 @@ namespace cleave::calibrate {
 /// initialised and `be` spans the world. Throws BackendError on a failed MPI call.
 [[nodiscard]] Calibration measure(executor::Backend& be, const BenchOptions& options);
 
+/// `base` with its compute side measured again: bench_gemm, bench_memory and bench_kernels (the
+/// numbers that drift with the cores' speed on a shared machine); host facts and collectives
+/// stay `base`'s. Collective over the world, like measure().
+[[nodiscard]] Calibration
+measure_compute(executor::Backend& be, const BenchOptions& options, const Calibration& base);
+
 }  // namespace cleave::calibrate

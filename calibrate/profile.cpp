@@ -76,6 +76,51 @@ std::optional<KernelClass> kernel_class_of(std::string_view kernel) {
     return std::nullopt;
 }
 
+namespace {
+
+[[noreturn]] void different_sweeps(const char* what) {
+    throw ConfigError(std::string("calibrate: cannot average two calibrations whose ") + what +
+                      " samples differ");
+}
+
+template <class Sample, class Same>
+std::vector<Sample> mean_samples(const std::vector<Sample>& a,
+                                 const std::vector<Sample>& b,
+                                 const char* what,
+                                 Same same) {
+    if (a.size() != b.size()) {
+        different_sweeps(what);
+    }
+    std::vector<Sample> out = a;
+    for (size_t i = 0; i < a.size(); ++i) {
+        if (!same(a[i], b[i])) {
+            different_sweeps(what);
+        }
+        out[i].t_s = 0.5 * (a[i].t_s + b[i].t_s);
+    }
+    return out;
+}
+
+}  // namespace
+
+Calibration mean_of(const Calibration& a, const Calibration& b) {
+    Calibration c = a;
+    c.gemm = mean_samples(a.gemm, b.gemm, "GEMM", [](const GemmSample& x, const GemmSample& y) {
+        return x.m == y.m && x.n == y.n && x.k == y.k;
+    });
+    const auto same_stream = [](const StreamSample& x, const StreamSample& y) {
+        return x.kernel == y.kernel && x.elems == y.elems && x.bytes_per_elem == y.bytes_per_elem;
+    };
+    c.memory = mean_samples(a.memory, b.memory, "memory", same_stream);
+    c.kernels = mean_samples(a.kernels, b.kernels, "kernel", same_stream);
+    c.collectives = mean_samples(
+        a.collectives, b.collectives, "collective",
+        [](const CollectiveSample& x, const CollectiveSample& y) {
+            return x.op == y.op && x.ranks == y.ranks && x.size_B == y.size_B;
+        });
+    return c;
+}
+
 double attention_gemm_s(const std::string& backend,
                         FlopsPerSecond peak,
                         const std::vector<GemmEfficiencyPoint>& curve) {

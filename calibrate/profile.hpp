@@ -30,6 +30,12 @@ struct Calibration {
     std::vector<CollectiveSample> collectives;
 };
 
+/// The mean of two calibrations of the same machine with the same sweep (`cleave validate
+/// --calibrate` brackets each run by the calibrations just before and just after it): every
+/// sample's time is the mean of the two; everything else is `a`'s. Throws ConfigError when the
+/// two sweeps differ (another sample list, shape, kernel or size).
+[[nodiscard]] Calibration mean_of(const Calibration& a, const Calibration& b);
+
 /// The memory-bound kernel class a bench_kernels sample measures: norm_* -> norm,
 /// bias_residual_* -> elementwise, gelu_* -> activation, swiglu_* -> gated_activation,
 /// attention -> softmax,

@@ -116,25 +116,36 @@ ValidationReport validate_plans(executor::Backend& be,
                                 const JobSpec& job,
                                 const std::vector<Candidate>& candidates,
                                 const executor::RunOptions& options,
-                                const RunProgressFn& progress) {
+                                const ValidateHooks& hooks) {
     std::vector<PlanResult> results;
     for (size_t i = 0; i < candidates.size(); ++i) {
         const Candidate& c = candidates[i];
-        if (progress) {
-            progress(i, candidates.size(), c);
+        if (hooks.checkpoint) {
+            hooks.checkpoint(i);
+        }
+        if (hooks.progress) {
+            hooks.progress(i, candidates.size(), c);
         }
         const executor::Measurement m = executor::run_training(be, model, job, c.plan, options);
         PlanResult r;
         r.plan = c.plan;
         r.role = c.role;
-        r.predicted_s = c.estimate.iteration_time.value();
+        r.planned_s = c.estimate.iteration_time.value();
         r.measured_s = m.iteration_time_s;
-        r.predicted_phases = predicted_phases(c.estimate);
         r.measured_phases = m.phases;
-        r.predicted_memory_B = c.estimate.memory.total.value();
         r.measured_memory_B = static_cast<double>(m.peak_memory_B);
         r.loss = m.loss;
         results.push_back(r);
+    }
+    if (hooks.checkpoint) {
+        hooks.checkpoint(candidates.size());
+    }
+    for (size_t i = 0; i < candidates.size(); ++i) {
+        const Estimate e = hooks.reprice ? hooks.reprice(i, candidates[i]) : candidates[i].estimate;
+        PlanResult& r = results[i];
+        r.predicted_s = e.iteration_time.value();
+        r.predicted_phases = predicted_phases(e);
+        r.predicted_memory_B = e.memory.total.value();
     }
     return summarize(std::move(results));
 }

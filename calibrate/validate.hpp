@@ -44,6 +44,7 @@ struct PlanResult {
     Plan plan;
     std::string role;
     double predicted_s = 0.0;
+    double planned_s = 0.0;  // the prediction at plan choice (differs under --calibrate)
     double measured_s = 0.0;
     double error_pct = 0.0;  // 100 |predicted - measured| / measured
     executor::PhaseTimes predicted_phases;
@@ -73,13 +74,26 @@ struct ValidationReport {
 /// (index, count) before each run; called on every rank.
 using RunProgressFn = std::function<void(size_t index, size_t count, const Candidate& c)>;
 
+/// What validate_plans calls besides the runs; every member may be empty.
+struct ValidateHooks {
+    RunProgressFn progress;
+    /// Called on every rank before run i (i = 0 .. n-1) and once after the last run (i = n):
+    /// `--calibrate` measures the machine here, so that run i lies between measurements i and
+    /// i + 1.
+    std::function<void(size_t i)> checkpoint;
+    /// After every run: the prediction of candidate i (default: its estimate from plan choice).
+    std::function<Estimate(size_t i, const Candidate& c)> reprice;
+};
+
 /// Runs every candidate with executor::run_training and summarizes. Collective over the world
 /// (every rank calls it with the same arguments); every rank returns the same report.
+/// PlanResult::planned_s is the candidate's estimate; predicted_* come from hooks.reprice when
+/// given.
 [[nodiscard]] ValidationReport validate_plans(executor::Backend& be,
                                               const ModelSpec& model,
                                               const JobSpec& job,
                                               const std::vector<Candidate>& candidates,
                                               const executor::RunOptions& options,
-                                              const RunProgressFn& progress = {});
+                                              const ValidateHooks& hooks = {});
 
 }  // namespace cleave::calibrate

@@ -1,14 +1,19 @@
 // cleave validate: plan a job, run the chosen plans through the executor, and print predicted
 // against measured (docs/calibrate.md).
+#include "calibrate/measure.hpp"
 #include "calibrate/mpi_session.hpp"
+#include "calibrate/profile.hpp"
 #include "calibrate/validate.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/report.hpp"
 #include "core/errors.hpp"
+#include "costmodel/estimate.hpp"
 #include "executor/registry.hpp"
 
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <ostream>
 
 #include <nlohmann/json.hpp>
@@ -26,6 +31,9 @@ struct ValidateOptions {
     std::string backend = "cpu";
     std::string format = "table";
     double timeout_s = 600.0;
+    bool calibrate = false;        // measure the machine instead of reading CLUSTER
+    bool calibrate_quick = false;  // ... with calibrate --quick's sweep
+    std::string save_profile;      // write the profile measured before planning
 };
 
 std::string fmt(const char* f, double v) {
@@ -46,12 +54,18 @@ void print_table(std::ostream& os,
        << " rank(s), gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", fp32, "
        << o.iters << " iterations after " << o.warmup << " warm-up (median)\n"
        << "# phases: predicted/measured ms; pp = send/recv + bubble; memory: peak stage MiB\n";
+    if (o.calibrate) {
+        os << "# --calibrate: each plan priced with the mean of the compute calibrations just "
+              "before and just after its run (collectives: the one before planning); "
+              "plan(ms) = its price at plan choice\n";
+    }
     char line[512];
     std::snprintf(line,
                   sizeof line,
-                  "# %-18s %-44s %9s %9s %6s %13s %13s %13s %13s %13s %13s\n",
+                  "# %-18s %-44s %9s %9s %9s %6s %13s %13s %13s %13s %13s %13s\n",
                   "role",
                   "plan",
+                  o.calibrate ? "plan(ms)" : "",
                   "pred(ms)",
                   "meas(ms)",
                   "err%",
@@ -67,9 +81,10 @@ void print_table(std::ostream& os,
         const auto& b = p.measured_phases;
         std::snprintf(line,
                       sizeof line,
-                      "  %-18s %-44s %9.2f %9.2f %6.1f %13s %13s %13s %13s %13s %13s\n",
+                      "  %-18s %-44s %9s %9.2f %9.2f %6.1f %13s %13s %13s %13s %13s %13s\n",
                       p.role.c_str(),
                       to_string(p.plan).c_str(),
+                      o.calibrate ? fmt("%.2f", p.planned_s * 1e3).c_str() : "",
                       p.predicted_s * 1e3,
                       p.measured_s * 1e3,
                       p.error_pct,
@@ -106,6 +121,7 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
         j["role"] = p.role;
         j["plan"] = to_string(p.plan);
         j["predicted_s"] = p.predicted_s;
+        j["planned_s"] = p.planned_s;
         j["measured_s"] = p.measured_s;
         j["error_pct"] = p.error_pct;
         j["phases_s"] = {{"predicted", phases_json(p.predicted_phases)},
@@ -119,6 +135,7 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
             {"cluster", in.cluster.name},
             {"ranks", in.job.gpus},
             {"backend", o.backend},
+            {"calibrated", o.calibrate},
             {"iters", o.iters},
             {"warmup", o.warmup},
             {"plans", plans},
@@ -128,38 +145,149 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
             {"predicted_best_is_measured_best", r.predicted_best_is_measured_best}};
 }
 
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+// --calibrate: the measurements around the runs, and the profiles made from them.
+class Calibrator {
+public:
+    Calibrator(executor::Backend& be, const ValidateOptions& o, bool root, std::ostream& err)
+        : be_(be)
+        , root_(root)
+        , err_(err) {
+        bench_.quick = o.calibrate_quick;
+        if (root) {
+            bench_.progress = [&err](std::string_view what, int64_t done, int64_t total) {
+                err << "\r# calibrate: " << what << " " << done << "/" << total
+                    << (done == total ? "\n" : "") << std::flush;
+            };
+        }
+    }
+
+    // The whole machine, before planning: checkpoint 0.
+    ClusterSpec measure_all() {
+        if (root_) {
+            err_ << "# validate: calibrating this machine (GEMM, memory, kernels, collectives)\n";
+        }
+        at_.push_back(calibrate::measure(be_, bench_));
+        return profile(at_.back());
+    }
+
+    // Checkpoint i > 0: the compute side again (i == 0 is measure_all's).
+    void checkpoint(size_t i) {
+        if (i == 0) {
+            return;
+        }
+        if (root_) {
+            err_ << "# validate: calibrating the compute side again (checkpoint " << i << ")\n";
+        }
+        at_.push_back(calibrate::measure_compute(be_, bench_, at_.front()));
+    }
+
+    // Run i lies between checkpoints i and i + 1.
+    [[nodiscard]] ClusterSpec around_run(size_t i) const {
+        return profile(calibrate::mean_of(at_.at(i), at_.at(i + 1)));
+    }
+
+    [[nodiscard]] std::string first_profile_toml(const std::string& command) const {
+        const calibrate::Summary s = calibrate::summarize(at_.front());
+        return calibrate::profile_toml(
+            at_.front(), s, calibrate::to_cluster(at_.front(), s, name()), {utc_now(), command});
+    }
+
+private:
+    [[nodiscard]] std::string name() const { return "calibrated-" + at_.front().host; }
+
+    [[nodiscard]] ClusterSpec profile(const calibrate::Calibration& c) const {
+        return calibrate::to_cluster(c, calibrate::summarize(c), name());
+    }
+
+    executor::Backend& be_;
+    bool root_;
+    std::ostream& err_;
+    calibrate::BenchOptions bench_;
+    std::vector<calibrate::Calibration> at_;
+};
+
 void run_validate(const ValidateOptions& o, CliContext& ctx) {
     calibrate::MpiSession mpi;
     const bool root = mpi.rank() == 0;
-    if (o.job.gpus > 0 && o.job.gpus != mpi.size()) {
-        throw ConfigError("--gpus " + std::to_string(o.job.gpus) + " but " +
-                          std::to_string(mpi.size()) + " ranks run (mpirun -np N sets the count)");
-    }
     JobFlags jf = o.job;
     jf.gpus = mpi.size();
-    Inputs in = load_inputs(jf);
-    in.job = calibrate::as_executed(in.job);
-    const auto candidates = calibrate::choose_plans(in.model, in.cluster, in.job, o.top);
+    Inputs in;
     calibrate::ValidationReport r;
+    std::string first_profile;
     try {
+        if (o.job.gpus > 0 && o.job.gpus != mpi.size()) {
+            throw ConfigError("--gpus " + std::to_string(o.job.gpus) + " but " +
+                              std::to_string(mpi.size()) + " ranks run (mpirun -np N sets the count)");
+        }
+        if (o.calibrate && !o.job.cluster.empty()) {
+            throw ConfigError("CLUSTER '" + o.job.cluster +
+                              "' and --calibrate: --calibrate measures this machine instead, give "
+                              "one or the other");
+        }
+        if (!o.calibrate && o.job.cluster.empty()) {
+            throw ConfigError("CLUSTER is required (a profile from cleave calibrate), or --calibrate");
+        }
+        if (!o.calibrate && (o.calibrate_quick || !o.save_profile.empty())) {
+            throw ConfigError("--calibrate-quick and --save-profile need --calibrate");
+        }
+        in = load_inputs(jf);
+        in.job = calibrate::as_executed(in.job);
         executor::BackendOptions bo;
         bo.timeout_s = o.timeout_s;
         auto be = executor::make_backend(o.backend, bo);
+        std::unique_ptr<Calibrator> cal;
+        if (o.calibrate) {
+            cal = std::make_unique<Calibrator>(*be, o, root, ctx.err);
+            in.cluster = cal->measure_all();
+        }
+        const auto candidates = calibrate::choose_plans(in.model, in.cluster, in.job, o.top);
         executor::RunOptions ro;
         ro.iters = o.iters;
         ro.warmup = o.warmup;
-        const auto progress = [&](size_t i, size_t n, const calibrate::Candidate& c) {
+        calibrate::ValidateHooks hooks;
+        hooks.progress = [&](size_t i, size_t n, const calibrate::Candidate& c) {
             if (root) {
                 ctx.err << "# validate: running " << (i + 1) << "/" << n << " " << c.role << ": "
                         << to_string(c.plan) << "\n"
                         << std::flush;
             }
         };
-        r = calibrate::validate_plans(*be, in.model, in.job, candidates, ro, progress);
+        if (cal) {
+            hooks.checkpoint = [&](size_t i) { cal->checkpoint(i); };
+            hooks.reprice = [&](size_t i, const calibrate::Candidate& c) {
+                return estimate(in.model, cal->around_run(i), in.job, c.plan);
+            };
+            first_profile = cal->first_profile_toml(
+                "mpirun -np " + std::to_string(mpi.size()) + " cleave validate --calibrate" +
+                (o.calibrate_quick ? " --calibrate-quick" : "") + " (the profile it planned with)");
+        }
+        r = calibrate::validate_plans(*be, in.model, in.job, candidates, ro, hooks);
+    } catch (const ConfigError&) {
+        if (root) {
+            throw;  // every rank raised it (the same inputs and measurements); rank 0 reports it
+        }
+        ctx.exit_code = 2;
+        return;
     } catch (const std::exception& e) {
         ctx.err << "cleave validate (rank " << mpi.rank() << "): " << e.what() << "\n";
         mpi.abort_if_parallel(1);
         throw;
+    }
+    if (root && !o.save_profile.empty()) {
+        std::ofstream f(o.save_profile);
+        if (!(f << first_profile)) {
+            throw ConfigError("--save-profile: cannot write '" + o.save_profile + "'");
+        }
+        ctx.err << "# validate: the profile it planned with is in " << o.save_profile << "\n";
     }
     if (root) {
         if (o.format == "json") {
@@ -185,7 +313,7 @@ void setup_validate(CLI::App& app, CliContext& ctx) {
         "validate",
         "Plan a job, run the top plans and a few contrasting ones under mpirun, and compare the "
         "cost model's predictions with the measurements. Exit 1 when MAPE > --max-error.");
-    add_job_flags(*sub, opt->job, false);
+    add_job_flags(*sub, opt->job, /*require_gpus=*/false, /*require_cluster=*/false);
     sub->add_option("--top",
                     opt->top,
                     "Best plans to run (plus one per missing dp/tp/pp shape "
@@ -209,6 +337,15 @@ void setup_validate(CLI::App& app, CliContext& ctx) {
     sub->add_option("--format", opt->format, "Output format")
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();
+    sub->add_flag("--calibrate",
+                  opt->calibrate,
+                  "Measure this machine instead of reading CLUSTER: once before planning, then "
+                  "the compute side again between runs; each plan is priced with the mean of "
+                  "the measurements just before and just after its run");
+    sub->add_flag("--calibrate-quick", opt->calibrate_quick, "With --calibrate: calibrate --quick's sweep");
+    sub->add_option("--save-profile",
+                    opt->save_profile,
+                    "With --calibrate: write the profile it planned with (TOML, usable as CLUSTER)");
     sub->callback([opt, &ctx] { run_validate(*opt, ctx); });
 }
 

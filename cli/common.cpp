@@ -5,12 +5,15 @@
 
 namespace cleave::cli {
 
-void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus) {
+void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_cluster) {
     sub.add_option("MODEL", f.model, "Model: cleave TOML or Hugging Face config.json")
         ->required()
         ->check(CLI::ExistingFile);
-    sub.add_option("CLUSTER", f.cluster, "Hardware profile: shipped name or TOML path")
-        ->required();
+    auto* cluster =
+        sub.add_option("CLUSTER", f.cluster, "Hardware profile: shipped name or TOML path");
+    if (require_cluster) {
+        cluster->required();
+    }
     auto* gpus = sub.add_option("--gpus", f.gpus, "Number of GPUs")->check(CLI::PositiveNumber);
     if (require_gpus) {
         gpus->required();
@@ -65,7 +68,9 @@ Dtype parse_dtype(const std::string& s) {
 Inputs load_inputs(const JobFlags& f) {
     Inputs in;
     in.model = load_model(f.model);
-    in.cluster = load_cluster(f.cluster);
+    if (!f.cluster.empty()) {
+        in.cluster = load_cluster(f.cluster);
+    }
     if (!f.job_file.empty()) {
         in.job = load_job(f.job_file);
     }

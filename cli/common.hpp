@@ -41,8 +41,9 @@ struct PlanFlags {
 
 /// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job.
 /// With `require_gpus` the --gpus flag is required (explain, plan, simulate); run and validate
-/// take the rank count from MPI instead.
-void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus = true);
+/// take the rank count from MPI instead. Without `require_cluster` CLUSTER may be left out
+/// (validate --calibrate measures it).
+void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus = true, bool require_cluster = true);
 
 /// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero.
 void add_plan_flags(CLI::App& sub, PlanFlags& f);
@@ -53,7 +54,8 @@ struct Inputs {
     JobSpec job;
 };
 
-/// Loads model, cluster and job; throws ConfigError naming the file and key on bad input.
+/// Loads model, cluster (none when f.cluster is empty) and job; throws ConfigError naming the
+/// file and key on bad input.
 [[nodiscard]] Inputs load_inputs(const JobFlags& f);
 
 /// The plan the flags describe for `job` (dp derived when 0). Throws ConfigError when

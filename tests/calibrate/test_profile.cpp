@@ -1,4 +1,5 @@
 #include "calibrate/profile.hpp"
+#include "core/errors.hpp"
 #include "core/load.hpp"
 
 #include <algorithm>
@@ -63,6 +64,43 @@ TEST_SUITE("calibrate") {
         REQUIRE(s.per_collective.size() == 3);  // reduce-scatter was not measured
         CHECK(s.per_collective[1].op == Collective::all_gather);
         CHECK(s.per_collective[1].fit.beta.value() == doctest::Approx(1e9).epsilon(1e-9));
+    }
+
+    TEST_CASE("mean_of: every sample's time is the mean of the two calibrations'") {
+        const Calibration a = synthetic();
+        Calibration b = a;
+        b.host = "other";
+        for (auto& g : b.gemm) {
+            g.t_s *= 2.0;
+        }
+        b.memory[1].t_s = 4e-3;       // axpy: 2 ms and 4 ms -> 3 ms
+        b.kernels[0].t_s = 1e-3;      // norm_fwd: 2 ms and 1 ms -> 1.5 ms
+        b.collectives[0].t_s *= 3.0;  // -> twice a's
+        const Calibration m = mean_of(a, b);
+        CHECK(m.host == "testhost");  // everything but the times is a's
+        REQUIRE(m.gemm.size() == 3);
+        for (size_t i = 0; i < 3; ++i) {
+            CHECK(m.gemm[i].t_s == doctest::Approx(1.5 * a.gemm[i].t_s).epsilon(1e-15));
+            CHECK(m.gemm[i].m == a.gemm[i].m);
+        }
+        CHECK(m.memory[0].t_s == doctest::Approx(1e-3).epsilon(1e-15));
+        CHECK(m.memory[1].t_s == doctest::Approx(3e-3).epsilon(1e-15));
+        CHECK(m.kernels[0].t_s == doctest::Approx(1.5e-3).epsilon(1e-15));
+        CHECK(m.kernels[1].t_s == doctest::Approx(8e-3).epsilon(1e-15));
+        CHECK(m.collectives[0].t_s ==
+              doctest::Approx(2.0 * a.collectives[0].t_s).epsilon(1e-15));
+        // The profile of the mean: the GEMM peak is the 128^3 point at 40 GFLOP/s over 1.5.
+        CHECK(summarize(m).peak.value() == doctest::Approx(4e10 / 1.5).epsilon(1e-12));
+
+        Calibration other_shape = b;
+        other_shape.gemm[1].k = 65;
+        CHECK_THROWS_AS((void)mean_of(a, other_shape), ConfigError);
+        Calibration fewer = b;
+        fewer.kernels.pop_back();
+        CHECK_THROWS_AS((void)mean_of(a, fewer), ConfigError);
+        Calibration other_size = b;
+        other_size.collectives[2].size_B = 1.0;
+        CHECK_THROWS_AS((void)mean_of(a, other_size), ConfigError);
     }
 
     TEST_CASE("alpha_beta_samples: steps and wire bytes from the shared busbw table") {

@@ -1,17 +1,37 @@
 #include "calibrate/validate.hpp"
 #include "core/load.hpp"
+#include "executor/registry.hpp"
 #include "executor/run.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <tuple>
 
 #include <doctest/doctest.h>
+#include <mpi.h>
 
 using namespace cleave;
 using namespace cleave::calibrate;
 
 namespace {
+
+// MPI for an in-process CPU backend of one rank (no mpirun), finalised at exit.
+void ensure_mpi() {
+    struct Session {
+        Session() {
+            int init = 0;
+            MPI_Initialized(&init);
+            if (init == 0) {
+                MPI_Init(nullptr, nullptr);
+            }
+        }
+
+        ~Session() { MPI_Finalize(); }
+    };
+
+    static const Session session;
+}
 
 PlanResult result(const char* role, double predicted, double measured) {
     PlanResult r;
@@ -97,5 +117,62 @@ TEST_SUITE("calibrate") {
         CHECK(p.pp_wait_s == 0.625);
         CHECK(p.dp_comm_s == 0.0625);
         CHECK(p.optimizer_s == 0.03125);
+    }
+
+    TEST_CASE("validate_plans: checkpoints bracket every run and reprice sets the prediction") {
+        ensure_mpi();
+        const ModelSpec m =
+            load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/calibrate/data/tiny-gpt.toml");
+        JobSpec j;
+        j.gpus = 1;
+        j.global_batch = 2;
+        j.seq_len = 32;
+        j = as_executed(j);
+        auto cands = choose_plans(m, load_cluster("dgx-h100"), j, 2);
+        REQUIRE(cands.size() >= 2);
+        cands.resize(2);
+        auto be = executor::make_backend("cpu", {});
+        executor::RunOptions ro;
+        ro.iters = 1;
+        ro.warmup = 0;
+        std::vector<std::string> calls;
+        ValidateHooks hooks;
+        hooks.checkpoint = [&](size_t i) { calls.push_back("checkpoint " + std::to_string(i)); };
+        hooks.progress = [&](size_t i, size_t n, const Candidate&) {
+            calls.push_back("run " + std::to_string(i) + "/" + std::to_string(n));
+        };
+        hooks.reprice = [&](size_t i, const Candidate& c) {
+            calls.push_back("reprice " + std::to_string(i));
+            Estimate e = c.estimate;
+            e.iteration_time = seconds(0.5 + static_cast<double>(i));  // 0.5 s, 1.5 s
+            e.time.compute = seconds(0.25);
+            e.memory.total = bytes(1024.0 * static_cast<double>(i + 1));
+            return e;
+        };
+        const ValidationReport r = validate_plans(*be, m, j, cands, ro, hooks);
+        CHECK(calls == std::vector<std::string>{"checkpoint 0",
+                                                "run 0/2",
+                                                "checkpoint 1",
+                                                "run 1/2",
+                                                "checkpoint 2",
+                                                "reprice 0",
+                                                "reprice 1"});
+        REQUIRE(r.plans.size() == 2);
+        for (size_t i = 0; i < 2; ++i) {
+            const PlanResult& p = r.plans[i];
+            CHECK(p.plan == cands[i].plan);
+            CHECK(p.planned_s == cands[i].estimate.iteration_time.value());
+            CHECK(p.predicted_s == 0.5 + static_cast<double>(i));
+            CHECK(p.predicted_phases.compute_s == 0.25);
+            CHECK(p.predicted_memory_B == 1024.0 * static_cast<double>(i + 1));
+            CHECK(p.measured_s > 0.0);
+            CHECK(p.error_pct == doctest::Approx(100.0 * std::abs(p.predicted_s - p.measured_s) /
+                                                 p.measured_s)
+                                     .epsilon(1e-12));
+        }
+        // Without hooks the prediction is the estimate from plan choice.
+        const ValidationReport plain = validate_plans(*be, m, j, cands, ro);
+        CHECK(plain.plans[1].predicted_s == cands[1].estimate.iteration_time.value());
+        CHECK(plain.plans[1].planned_s == plain.plans[1].predicted_s);
     }
 }
