@@ -6,10 +6,13 @@
 #include "cli/report.hpp"
 #include "core/errors.hpp"
 #include "core/trace.hpp"
+#include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
+#include "executor/profiling_backend.hpp"
 #include "executor/registry.hpp"
 #include "executor/run.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,6 +38,7 @@ struct RunOptions {
     double timeout_s = 300.0;
     std::string format = "table";
     std::string trace;
+    bool kernel_profile = false;
     uint64_t seed = 1234;
     double lr = 1e-4;
     // Scale the model down for small machines (0 = the model's value).
@@ -111,6 +115,10 @@ void add_flags(CLI::App& sub, RunOptions& o) {
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();
     sub.add_option("--trace", o.trace, "Write a Chrome trace (JSON) of the measured iterations");
+    sub.add_flag("--kernel-profile",
+                 o.kernel_profile,
+                 "Time every compute kernel of the measured iterations and print rank 0's table, "
+                 "GEMMs per shape against the profile's price");
     sub.add_option("--seed", o.seed, "Seed of the weights and the data")->capture_default_str();
     sub.add_option("--lr", o.lr, "Adam learning rate")
         ->check(CLI::PositiveNumber)
@@ -195,6 +203,65 @@ std::function<void(int64_t, int64_t)> fault_hook(const RunOptions& o, int rank, 
 
 double ms(double s) {
     return s * 1e3;
+}
+
+std::string fixed(double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
+}
+
+// --kernel-profile: rank 0's kernels per measured iteration; each GEMM shape against what the
+// cost model charges it with CLUSTER's GEMM curve (gemm_time, fp32).
+void print_kernel_profile(std::ostream& os,
+                          const std::vector<executor::KernelStat>& stats,
+                          const GpuSpec& gpu,
+                          int64_t iters) {
+    const double n = static_cast<double>(std::max<int64_t>(1, iters));
+    os << "# kernel profile, rank 0, per measured iteration (ms); GEMMs m x n x k, "
+          "priced = the profile's gemm_time\n"
+       << "#   kernel                      calls    meas(ms)  priced(ms)  meas GFLOP/s\n";
+    double total = 0.0;
+    double gemm_meas = 0.0;
+    double gemm_priced = 0.0;
+    char line[256];
+    for (const auto& k : stats) {
+        const double meas = k.total_s / n;
+        total += meas;
+        std::string priced = "";
+        std::string rate = "";
+        if (k.flop > 0.0) {
+            const double t =
+                gemm_time(gpu,
+                          Dtype::fp32,
+                          GemmShape{static_cast<double>(k.m),
+                                    static_cast<double>(k.n),
+                                    static_cast<double>(k.k),
+                                    static_cast<double>(k.calls) / n})
+                    .value();
+            gemm_meas += meas;
+            gemm_priced += t;
+            priced = fixed(ms(t), 3);
+            rate = fixed(k.flop / k.total_s / 1e9, 2);
+        }
+        std::snprintf(line,
+                      sizeof line,
+                      "    %-26s %6.1f %11.3f %11s %13s\n",
+                      k.name.c_str(),
+                      static_cast<double>(k.calls) / n,
+                      ms(meas),
+                      priced.c_str(),
+                      rate.c_str());
+        os << line;
+    }
+    std::snprintf(line,
+                  sizeof line,
+                  "#   GEMMs %.3f ms measured, %.3f priced (%+.1f%%); all kernels %.3f ms\n",
+                  ms(gemm_meas),
+                  ms(gemm_priced),
+                  gemm_meas > 0.0 ? 100.0 * (gemm_priced - gemm_meas) / gemm_meas : 0.0,
+                  ms(total));
+    os << line;
 }
 
 double mib(int64_t b) {
@@ -324,7 +391,20 @@ void run(RunOptions& o, CliContext& ctx) {
         ro.lr = static_cast<float>(o.lr);
         ro.trace = !o.trace.empty();
         ro.on_step = fault_hook(o, mpi.rank(), ctx.err);
-        const executor::Measurement m = executor::run_training(*be, in.model, in.job, plan, ro);
+        executor::ProfilingBackend profiled(*be);
+        if (o.kernel_profile) {  // count the measured iterations only
+            ro.on_step = [&profiled, warmup = o.warmup, fault = ro.on_step](int64_t it,
+                                                                           int64_t step) {
+                if (it == warmup && step == 0) {
+                    profiled.reset();
+                }
+                if (fault) {
+                    fault(it, step);
+                }
+            };
+        }
+        executor::Backend& runner = o.kernel_profile ? profiled : *be;
+        const executor::Measurement m = executor::run_training(runner, in.model, in.job, plan, ro);
         if (mpi.rank() != 0) {
             return;
         }
@@ -340,6 +420,9 @@ void run(RunOptions& o, CliContext& ctx) {
             ctx.out << to_json(in, plan, o, m, e, be->device_name()).dump(2) << "\n";
         } else {
             print_table(ctx.out, in, plan, o, m, e.iteration_time.value());
+        }
+        if (o.kernel_profile) {
+            print_kernel_profile(ctx.out, profiled.stats(), in.cluster.gpu, o.iters);
         }
     } catch (const ConfigError&) {
         if (mpi.rank() == 0) {
