@@ -113,11 +113,13 @@ Calibration mean_of(const Calibration& a, const Calibration& b) {
     };
     c.memory = mean_samples(a.memory, b.memory, "memory", same_stream);
     c.kernels = mean_samples(a.kernels, b.kernels, "kernel", same_stream);
-    c.collectives = mean_samples(
-        a.collectives, b.collectives, "collective",
-        [](const CollectiveSample& x, const CollectiveSample& y) {
-            return x.op == y.op && x.ranks == y.ranks && x.size_B == y.size_B;
-        });
+    c.collectives =
+        mean_samples(a.collectives,
+                     b.collectives,
+                     "collective",
+                     [](const CollectiveSample& x, const CollectiveSample& y) {
+                         return x.op == y.op && x.ranks == y.ranks && x.size_B == y.size_B;
+                     });
     return c;
 }
 

@@ -231,14 +231,13 @@ void print_kernel_profile(std::ostream& os,
         std::string priced = "";
         std::string rate = "";
         if (k.flop > 0.0) {
-            const double t =
-                gemm_time(gpu,
-                          Dtype::fp32,
-                          GemmShape{static_cast<double>(k.m),
-                                    static_cast<double>(k.n),
-                                    static_cast<double>(k.k),
-                                    static_cast<double>(k.calls) / n})
-                    .value();
+            const double t = gemm_time(gpu,
+                                       Dtype::fp32,
+                                       GemmShape{static_cast<double>(k.m),
+                                                 static_cast<double>(k.n),
+                                                 static_cast<double>(k.k),
+                                                 static_cast<double>(k.calls) / n})
+                                 .value();
             gemm_meas += meas;
             gemm_priced += t;
             priced = fixed(ms(t), 3);
@@ -394,7 +393,7 @@ void run(RunOptions& o, CliContext& ctx) {
         executor::ProfilingBackend profiled(*be);
         if (o.kernel_profile) {  // count the measured iterations only
             ro.on_step = [&profiled, warmup = o.warmup, fault = ro.on_step](int64_t it,
-                                                                           int64_t step) {
+                                                                            int64_t step) {
                 if (it == warmup && step == 0) {
                     profiled.reset();
                 }

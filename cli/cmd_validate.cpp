@@ -226,7 +226,8 @@ void run_validate(const ValidateOptions& o, CliContext& ctx) {
     try {
         if (o.job.gpus > 0 && o.job.gpus != mpi.size()) {
             throw ConfigError("--gpus " + std::to_string(o.job.gpus) + " but " +
-                              std::to_string(mpi.size()) + " ranks run (mpirun -np N sets the count)");
+                              std::to_string(mpi.size()) +
+                              " ranks run (mpirun -np N sets the count)");
         }
         if (o.calibrate && !o.job.cluster.empty()) {
             throw ConfigError("CLUSTER '" + o.job.cluster +
@@ -234,7 +235,8 @@ void run_validate(const ValidateOptions& o, CliContext& ctx) {
                               "one or the other");
         }
         if (!o.calibrate && o.job.cluster.empty()) {
-            throw ConfigError("CLUSTER is required (a profile from cleave calibrate), or --calibrate");
+            throw ConfigError(
+                "CLUSTER is required (a profile from cleave calibrate), or --calibrate");
         }
         if (!o.calibrate && (o.calibrate_quick || !o.save_profile.empty())) {
             throw ConfigError("--calibrate-quick and --save-profile need --calibrate");
@@ -342,10 +344,12 @@ void setup_validate(CLI::App& app, CliContext& ctx) {
                   "Measure this machine instead of reading CLUSTER: once before planning, then "
                   "the compute side again between runs; each plan is priced with the mean of "
                   "the measurements just before and just after its run");
-    sub->add_flag("--calibrate-quick", opt->calibrate_quick, "With --calibrate: calibrate --quick's sweep");
-    sub->add_option("--save-profile",
-                    opt->save_profile,
-                    "With --calibrate: write the profile it planned with (TOML, usable as CLUSTER)");
+    sub->add_flag(
+        "--calibrate-quick", opt->calibrate_quick, "With --calibrate: calibrate --quick's sweep");
+    sub->add_option(
+        "--save-profile",
+        opt->save_profile,
+        "With --calibrate: write the profile it planned with (TOML, usable as CLUSTER)");
     sub->callback([opt, &ctx] { run_validate(*opt, ctx); });
 }
 

@@ -38,7 +38,8 @@ void add_plan_flags(CLI::App& sub, PlanFlags& f) {
     sub.add_option("--ep", f.ep, "Expert-parallel size")->capture_default_str();
     sub.add_option("--mbs", f.mbs, "Micro-batch size (sequences)")->capture_default_str();
     sub.add_option("--vpp", f.vpp, "Virtual stages per pipeline rank")->capture_default_str();
-    sub.add_option("--schedule", f.schedule, "Pipeline schedule (default 1f1b, interleaved if vpp>1)")
+    sub.add_option(
+           "--schedule", f.schedule, "Pipeline schedule (default 1f1b, interleaved if vpp>1)")
         ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved"}));
     sub.add_option("--recompute", f.recompute, "Activation recomputation")
         ->check(CLI::IsMember({"none", "selective", "full"}))
@@ -119,8 +120,8 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
     p.sp = f.sp;
     p.zero = f.zero;
     if (f.dp <= 0 && mp > 0 && in.job.gpus % mp != 0) {
-        throw ConfigError("tp*pp*cp=" + std::to_string(mp) + " does not divide gpus=" +
-                          std::to_string(in.job.gpus));
+        throw ConfigError("tp*pp*cp=" + std::to_string(mp) +
+                          " does not divide gpus=" + std::to_string(in.job.gpus));
     }
     const auto broken = check_plan(in.model, in.job, p);
     if (!broken.empty()) {

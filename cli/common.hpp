@@ -2,15 +2,15 @@
 // Flags shared by several subcommands (DESIGN §3): job flags and plan flags, and turning them
 // into the library's value types.
 
-#include <cstdint>
-#include <string>
-
-#include <CLI/CLI.hpp>
-
 #include "core/cluster.hpp"
 #include "core/job.hpp"
 #include "core/model.hpp"
 #include "core/plan.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
 
 namespace cleave::cli {
 
@@ -43,7 +43,10 @@ struct PlanFlags {
 /// With `require_gpus` the --gpus flag is required (explain, plan, simulate); run and validate
 /// take the rank count from MPI instead. Without `require_cluster` CLUSTER may be left out
 /// (validate --calibrate measures it).
-void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus = true, bool require_cluster = true);
+void add_job_flags(CLI::App& sub,
+                   JobFlags& f,
+                   bool require_gpus = true,
+                   bool require_cluster = true);
 
 /// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero.
 void add_plan_flags(CLI::App& sub, PlanFlags& f);

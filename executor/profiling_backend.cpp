@@ -52,7 +52,8 @@ void ProfilingBackend::gemm(Trans ta,
     const std::string key = std::string("gemm ") + (ta == Trans::yes ? "T" : "N") +
                             (tb == Trans::yes ? "T" : "N") + " " + std::to_string(m) + "x" +
                             std::to_string(n) + "x" + std::to_string(k);
-    const double flop = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+    const double flop =
+        2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
     KernelStat& s = timed(key, flop, [&] { be_.gemm(ta, tb, m, n, k, alpha, a, b, beta, c); });
     s.m = m;
     s.n = n;
@@ -108,7 +109,9 @@ void ProfilingBackend::norm_fwd(NormType type,
                                 View y,
                                 View mean,
                                 View rstd) {
-    timed("norm_fwd", 0.0, [&] { be_.norm_fwd(type, x, rows, cols, gamma, beta, eps, y, mean, rstd); });
+    timed("norm_fwd", 0.0, [&] {
+        be_.norm_fwd(type, x, rows, cols, gamma, beta, eps, y, mean, rstd);
+    });
 }
 
 void ProfilingBackend::norm_bwd(NormType type,

@@ -42,30 +42,53 @@ public:
 
     // ---- forwarded ------------------------------------------------------------------------
     [[nodiscard]] std::string name() const override { return be_.name(); }
+
     [[nodiscard]] int device_count() const override { return be_.device_count(); }
+
     [[nodiscard]] std::string device_name() const override { return be_.device_name(); }
+
     [[nodiscard]] int world_rank() const override { return be_.world_rank(); }
+
     [[nodiscard]] int world_size() const override { return be_.world_size(); }
+
     [[nodiscard]] View alloc(int64_t count) override { return be_.alloc(count); }
+
     [[nodiscard]] View alloc_uninit(int64_t count) override { return be_.alloc_uninit(count); }
+
     void free(View v) override { be_.free(v); }
+
     [[nodiscard]] int64_t bytes_in_use() const override { return be_.bytes_in_use(); }
+
     [[nodiscard]] int64_t peak_bytes() const override { return be_.peak_bytes(); }
+
     void reset_peak() override { be_.reset_peak(); }
+
     void upload(View dst, std::span<const float> src) override { be_.upload(dst, src); }
+
     void download(std::span<float> dst, View src) override { be_.download(dst, src); }
+
     [[nodiscard]] Group create_group(int color, int key, const std::string& label) override {
         return be_.create_group(color, key, label);
     }
+
     [[nodiscard]] int group_size(Group g) const override { return be_.group_size(g); }
+
     [[nodiscard]] int group_rank(Group g) const override { return be_.group_rank(g); }
+
     void all_reduce(Group g, View x, ReduceOp op) override { be_.all_reduce(g, x, op); }
+
     void all_gather(Group g, View in, View out) override { be_.all_gather(g, in, out); }
+
     void reduce_scatter(Group g, View in, View out) override { be_.reduce_scatter(g, in, out); }
+
     void broadcast(Group g, View x, int root) override { be_.broadcast(g, x, root); }
+
     void send(Group g, View x, int peer, int tag) override { be_.send(g, x, peer, tag); }
+
     void recv(Group g, View x, int peer, int tag) override { be_.recv(g, x, peer, tag); }
+
     void synchronize() override { be_.synchronize(); }
+
     [[nodiscard]] double clock_s() override { return be_.clock_s(); }
 
     // ---- timed ----------------------------------------------------------------------------

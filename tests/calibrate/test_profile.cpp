@@ -87,8 +87,7 @@ TEST_SUITE("calibrate") {
         CHECK(m.memory[1].t_s == doctest::Approx(3e-3).epsilon(1e-15));
         CHECK(m.kernels[0].t_s == doctest::Approx(1.5e-3).epsilon(1e-15));
         CHECK(m.kernels[1].t_s == doctest::Approx(8e-3).epsilon(1e-15));
-        CHECK(m.collectives[0].t_s ==
-              doctest::Approx(2.0 * a.collectives[0].t_s).epsilon(1e-15));
+        CHECK(m.collectives[0].t_s == doctest::Approx(2.0 * a.collectives[0].t_s).epsilon(1e-15));
         // The profile of the mean: the GEMM peak is the 128^3 point at 40 GFLOP/s over 1.5.
         CHECK(summarize(m).peak.value() == doctest::Approx(4e10 / 1.5).epsilon(1e-12));
 

@@ -2,6 +2,7 @@
 #include "core/load.hpp"
 #include "executor/registry.hpp"
 #include "executor/run.hpp"
+#include "tests/mpi_once.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,29 +10,11 @@
 #include <tuple>
 
 #include <doctest/doctest.h>
-#include <mpi.h>
 
 using namespace cleave;
 using namespace cleave::calibrate;
 
 namespace {
-
-// MPI for an in-process CPU backend of one rank (no mpirun), finalised at exit.
-void ensure_mpi() {
-    struct Session {
-        Session() {
-            int init = 0;
-            MPI_Initialized(&init);
-            if (init == 0) {
-                MPI_Init(nullptr, nullptr);
-            }
-        }
-
-        ~Session() { MPI_Finalize(); }
-    };
-
-    static const Session session;
-}
 
 PlanResult result(const char* role, double predicted, double measured) {
     PlanResult r;
@@ -120,7 +103,7 @@ TEST_SUITE("calibrate") {
     }
 
     TEST_CASE("validate_plans: checkpoints bracket every run and reprice sets the prediction") {
-        ensure_mpi();
+        test::ensure_mpi();
         const ModelSpec m =
             load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/calibrate/data/tiny-gpt.toml");
         JobSpec j;
@@ -166,9 +149,9 @@ TEST_SUITE("calibrate") {
             CHECK(p.predicted_phases.compute_s == 0.25);
             CHECK(p.predicted_memory_B == 1024.0 * static_cast<double>(i + 1));
             CHECK(p.measured_s > 0.0);
-            CHECK(p.error_pct == doctest::Approx(100.0 * std::abs(p.predicted_s - p.measured_s) /
-                                                 p.measured_s)
-                                     .epsilon(1e-12));
+            CHECK(p.error_pct ==
+                  doctest::Approx(100.0 * std::abs(p.predicted_s - p.measured_s) / p.measured_s)
+                      .epsilon(1e-12));
         }
         // Without hooks the prediction is the estimate from plan choice.
         const ValidationReport plain = validate_plans(*be, m, j, cands, ro);

@@ -6,35 +6,18 @@
 #include "executor/registry.hpp"
 #include "executor/run.hpp"
 #include "executor/transformer.hpp"
+#include "tests/mpi_once.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include <doctest/doctest.h>
-#include <mpi.h>
 
 using namespace cleave;
 using namespace cleave::executor;
 
 namespace {
-
-// MPI for the in-process CPU backend (singleton, no mpirun), finalised at exit.
-void ensure_mpi() {
-    struct Session {
-        Session() {
-            int init = 0;
-            MPI_Initialized(&init);
-            if (init == 0) {
-                MPI_Init(nullptr, nullptr);
-            }
-        }
-
-        ~Session() { MPI_Finalize(); }
-    };
-
-    static const Session session;
-}
 
 struct Harness {
     std::unique_ptr<Backend> be;
@@ -50,7 +33,7 @@ struct Harness {
     explicit Harness(const std::string& toml,
                      Recompute recompute = Recompute::none,
                      bool poison_uninit = false) {
-        ensure_mpi();
+        test::ensure_mpi();
         const ModelSpec model =
             load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/executor/data/" + toml);
         Plan plan;
