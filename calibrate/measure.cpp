@@ -61,6 +61,7 @@ Calibration measure(executor::Backend& be, const BenchOptions& options) {
     c.memory = bench_memory(be, options);
     c.kernels = bench_kernels(be, options);
     c.collectives = bench_collectives(be, options);
+    c.sync = bench_sync(be, options);
     return c;
 }
 

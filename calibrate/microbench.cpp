@@ -152,6 +152,59 @@ std::vector<GemmSample> bench_gemm(Backend& be, const BenchOptions& options) {
     return out;
 }
 
+SyncSample bench_sync(Backend& be, const BenchOptions& options) {
+    SyncSample out;
+    if (be.world_size() < 2) {
+        return out;
+    }
+    const Group world = world_group(be);
+    Clock clock(be, world);
+    const int64_t side = 256;
+    Buffer a(be, side * side);
+    Buffer b(be, side * side);
+    Buffer c(be, side * side);
+    Buffer cell(be, 1);
+    fill_pattern(be, a);
+    fill_pattern(be, b);
+    const int rounds = options.quick ? 1 : 4;
+    const int64_t segments = options.quick ? 32 : 256;
+    const auto segment = [&] {
+        be.gemm(Trans::no, Trans::no, side, side, side, 1.0f, a, b, 0.0f, c);
+    };
+    const auto sync = [&] { be.all_reduce(world, cell, ReduceOp::sum); };
+    // Slowest rank's wall time of f.
+    const auto wall = [&](auto&& f) {
+        clock.barrier();
+        const double t0 = be.clock_s();
+        f();
+        be.synchronize();
+        return clock.max(be.clock_s() - t0);
+    };
+    segment();  // warm-up
+    for (int r = 0; r < rounds; ++r) {
+        report(options, "sync", r, rounds);
+        out.with_sync_s += wall([&] {
+            for (int64_t i = 0; i < segments; ++i) {
+                segment();
+                sync();
+            }
+        });
+        out.without_sync_s += wall([&] {
+            for (int64_t i = 0; i < segments; ++i) {
+                segment();
+            }
+        });
+        out.collectives_s += wall([&] {
+            for (int64_t i = 0; i < segments; ++i) {
+                sync();
+            }
+        });
+        out.segments += segments;
+    }
+    report(options, "sync", rounds, rounds);
+    return out;
+}
+
 std::vector<StreamSample> bench_memory(Backend& be, const BenchOptions& options) {
     const Group world = world_group(be);
     Clock clock(be, world);

@@ -103,6 +103,34 @@ inline constexpr AttentionShape attention_bench_shape{};
 [[nodiscard]] std::vector<StreamSample> bench_kernels(executor::Backend& be,
                                                       const BenchOptions& options);
 
+/// The ranks' jitter at synchronisation points: `segments` compute segments (one 256 x 256 x 256
+/// GEMM each, about a millisecond on a CPU core) with a one-element all-reduce over the world
+/// after each, against the segments alone and the all-reduces alone; every rank at once, times of
+/// the slowest rank, summed over rounds.
+struct SyncSample {
+    int64_t segments = 0;
+    double with_sync_s = 0.0;     // segments, each followed by an all-reduce
+    double without_sync_s = 0.0;  // the segments alone
+    double collectives_s = 0.0;   // the all-reduces alone
+
+    /// Expected wait per synchronisation beyond the collective itself (>= 0): what
+    /// NodeSpec::sync_wait prices at each TP collective.
+    [[nodiscard]] double wait_s() const {
+        if (segments <= 0) {
+            return 0.0;
+        }
+        const double w =
+            (with_sync_s - without_sync_s - collectives_s) / static_cast<double>(segments);
+        return w > 0.0 ? w : 0.0;
+    }
+
+    bool operator==(const SyncSample&) const = default;
+};
+
+/// Measures SyncSample over 4 rounds of 256 segments (quick: 1 round of 32). Zero segments on one
+/// rank (nothing to wait for).
+[[nodiscard]] SyncSample bench_sync(executor::Backend& be, const BenchOptions& options);
+
 /// Group sizes measured on `world` ranks: the powers of two from 2 up to world, and world.
 [[nodiscard]] std::vector<int64_t> group_sizes(int64_t world);
 

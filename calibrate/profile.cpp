@@ -145,6 +145,7 @@ Summary summarize(const Calibration& c) {
         throw ConfigError("calibration holds no GEMM or memory samples");
     }
     Summary s;
+    s.sync_wait = seconds(c.sync.wait_s());
     double peak = 0.0;
     for (const auto& g : c.gemm) {
         peak = std::max(peak, g.flop_per_s());
@@ -252,6 +253,7 @@ ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string
     n.intra_link = IntraLink::nvswitch;
     n.intra_bw = s.link.beta;
     n.intra_latency = s.link.alpha;
+    n.sync_wait = s.sync_wait;
     n.pcie_bw = s.memory_peak;
     NetworkSpec& w = k.network;
     w.kind = "none";
@@ -376,7 +378,14 @@ profile_toml(const Calibration& c, const Summary& s, const ClusterSpec& k, const
       << "intra_bandwidth_gbps = " << num(to_gbps(k.node.intra_bw)) << "  # " << link_src << "\n"
       << "intra_latency_us = " << num(to_us(k.node.intra_latency)) << "  # " << link_src << "\n"
       << "pcie_bandwidth_gbps = " << num(to_gbps(k.node.pcie_bw))
-      << "  # [E] host memory: the best streaming kernel\n\n"
+      << "  # [E] host memory: the best streaming kernel\n";
+    if (c.sync.segments > 0) {
+        o << "sync_wait_us = " << num(to_us(k.node.sync_wait)) << "  # " << by << ": "
+          << c.sync.segments
+          << " ~1 ms GEMM segments, each followed by a 1-element all-reduce, less the segments "
+             "and the all-reduces alone, per segment\n";
+    }
+    o << "\n"
       << "[network]\nkind = " << quoted(k.network.kind)
       << "  # one host: no rank pair crosses a network\n"
       << "inter_bandwidth_gbps = " << num(to_gbps(k.network.inter_bw))

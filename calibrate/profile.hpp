@@ -28,6 +28,7 @@ struct Calibration {
     std::vector<StreamSample> memory;
     std::vector<StreamSample> kernels;  // the executor's memory-bound kernels
     std::vector<CollectiveSample> collectives;
+    SyncSample sync;  // no segments on one rank
 };
 
 /// The mean of two calibrations of the same machine with the same sweep (`cleave validate
@@ -75,6 +76,7 @@ struct Summary {
     double attention_s = 0.0;                // the "attention" sample, and the cost model's
     double attention_gemm_s = 0.0;           // price of its GEMMs (its softmax: the rest)
     std::vector<CollectiveFit> per_collective;
+    Seconds sync_wait;  // sync.wait_s(): NodeSpec::sync_wait
     AlphaBetaFit link;  // one fit over every collective sample: the profile's intra-node link
     bool link_measured = false;
 };

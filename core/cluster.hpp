@@ -82,6 +82,11 @@ struct NodeSpec {
     BytesPerSecond intra_bw;  // achievable ring bus bandwidth per GPU inside the node (busbw)
     Seconds intra_latency;    // per-step latency of a ring collective inside the node
     BytesPerSecond pcie_bw;   // host PCIe per GPU, one direction
+    // Expected wait for the slowest rank at each blocking TP collective, beyond the
+    // collective's own time: ranks whose compute jitters reach each collective at different
+    // moments (E[max] over ranks > the mean). Measured by cleave calibrate on shared CPUs; 0
+    // when absent (the shipped GPU profiles: not measured).
+    Seconds sync_wait;
 
     bool operator==(const NodeSpec&) const = default;
 };

@@ -110,6 +110,9 @@ void read_node(TableReader& r, NodeSpec& n) {
     if (const auto bw = r.quantity("pcie_bandwidth_gbps", Need::required)) {
         n.pcie_bw = gbps(*bw);
     }
+    if (const auto w = r.quantity("sync_wait_us", Need::optional, true)) {
+        n.sync_wait = us(*w);
+    }
 }
 
 // The per-GPU inter-node bandwidth is given in GB/s or, for Ethernet-class links that are

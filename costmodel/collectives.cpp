@@ -79,6 +79,7 @@ GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
         g.step_latency = c.node.intra_latency;
         return g;
     }
+    g.sync_wait = c.node.sync_wait;
     const int64_t gpn = std::max<int64_t>(1, c.node.gpus_per_node);
     // Groups tile the nodes when stride * size divides gpus_per_node; otherwise (worst case, and
     // always when stride * size > gpus_per_node) some group straddles a node boundary.

@@ -37,6 +37,7 @@ struct GroupLink {
     Seconds step_latency;  // alpha per ring step
     int64_t members_per_node = 1;
     int64_t nodes = 1;  // nodes the group spans
+    Seconds sync_wait;  // ClusterSpec::node.sync_wait for groups of 2 or more ranks
 
     [[nodiscard]] bool crosses_nodes() const { return nodes > 1; }
 

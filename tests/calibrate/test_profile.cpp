@@ -102,6 +102,33 @@ TEST_SUITE("calibrate") {
         CHECK_THROWS_AS((void)mean_of(a, other_size), ConfigError);
     }
 
+    TEST_CASE("SyncSample: the wait per segment beyond the segments and the collectives") {
+        SyncSample s;
+        CHECK(s.wait_s() == 0.0);  // one rank: nothing measured
+        // 256 segments: 0.3 s with all-reduces, 0.25 s without, 0.0044 s of all-reduces alone:
+        // (0.3 - 0.25 - 0.0044) / 256 = 0.0456 / 256 = 178.125 us.
+        s = {256, 0.3, 0.25, 0.0044};
+        CHECK(s.wait_s() == doctest::Approx(178.125e-6).epsilon(1e-9));
+        // Faster with the all-reduces than without (noise): no negative wait.
+        s = {256, 0.25, 0.26, 0.001};
+        CHECK(s.wait_s() == 0.0);
+
+        Calibration c = synthetic();
+        c.sync = {256, 0.3, 0.25, 0.0044};
+        const Summary sum = summarize(c);
+        CHECK(sum.sync_wait.value() == doctest::Approx(178.125e-6).epsilon(1e-9));
+        const ClusterSpec k = to_cluster(c, sum, "synthetic");
+        CHECK(k.node.sync_wait == sum.sync_wait);
+        // The profile writes it and the loader reads it back (to the printed digits).
+        const ClusterSpec back = parse_cluster_toml(
+            profile_toml(c, sum, k, {"2026-11-30T00:00:00Z", "test"}), "sync.toml");
+        CHECK(back.node.sync_wait.value() == doctest::Approx(178.125e-6).epsilon(1e-5));
+        // mean_of keeps the first calibration's sync sample (the collectives are measured once).
+        Calibration later = c;
+        later.sync = {256, 0.5, 0.25, 0.0044};
+        CHECK(mean_of(c, later).sync == c.sync);
+    }
+
     TEST_CASE("alpha_beta_samples: steps and wire bytes from the shared busbw table") {
         // all-gather of S = 1 MiB on 4 ranks: 3 steps, 3/4 * 1048576 = 786432 bytes.
         const auto v = alpha_beta_samples({{Collective::all_gather, 4, 1048576.0, 1e-3}});

@@ -58,6 +58,17 @@ TEST_SUITE("core") {
         CHECK(c.gpu.cross_entropy_efficiency == 0.0);
         CHECK(c.gpu.optimizer_efficiency == 0.0);
         CHECK(c.gpu.batched_gemm_fused);
+        CHECK(c.node.sync_wait.value() == 0.0);  // node.sync_wait_us absent
+    }
+
+    TEST_CASE("load: node.sync_wait_us is read in microseconds; a negative one is an error") {
+        std::string text = profile("");
+        const std::string at = "pcie_bandwidth_gbps = 20\n";
+        text.replace(text.find(at), at.size(), at + "sync_wait_us = 120\n");
+        const ClusterSpec c = parse_cluster_toml(text, "c.toml");
+        CHECK(c.node.sync_wait.value() == doctest::Approx(120e-6).epsilon(1e-12));
+        text.replace(text.find("sync_wait_us = 120"), 18, "sync_wait_us = -1");
+        CHECK_THROWS_AS((void)parse_cluster_toml(text, "c.toml"), ConfigError);
     }
 
     TEST_CASE("load: kernel-class efficiencies and batched_gemm_fused are read") {

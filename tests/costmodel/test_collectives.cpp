@@ -1,5 +1,9 @@
 #include "costmodel/collectives.hpp"
+#include "costmodel/compute.hpp"
 #include "tests/costmodel/fixtures.hpp"
+
+#include <tuple>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -20,6 +24,42 @@ TEST_SUITE("costmodel") {
         // factor grows towards 2 (all-reduce) and 1 (all-gather) with n
         CHECK(busbw_factor(Collective::all_reduce, 1024) < 2.0);
         CHECK(busbw_factor(Collective::all_reduce, 1024) > busbw_factor(Collective::all_reduce, 8));
+    }
+
+    TEST_CASE("collectives: node.sync_wait is charged once per TP collective of a layer") {
+        // w = 100 us; a layer's TP collectives (compute.cpp add_tp): forward 2 all-reduces
+        // (SP: 2 all-gathers + 2 reduce-scatters), backward 2 (SP: 6); full recompute repeats
+        // the forward's in the backward. So tp_fwd grows by 2w = 200 us (SP 4w = 400 us),
+        // tp_bwd by 2w (SP 6w = 600 us; full recompute 2w + 2w = 400 us).
+        const ClusterSpec base = test::dgx_a100();
+        ClusterSpec jittery = base;
+        jittery.node.sync_wait = seconds(100e-6);
+        const ModelSpec m = test::gpt3();
+        const JobSpec j = test::job(64, 512);
+        const auto delta = [&](const Plan& p) {
+            const LayerCost a = layer_cost(m, base, j, p, plan_links(base, p), false);
+            const LayerCost b = layer_cost(m, jittery, j, p, plan_links(jittery, p), false);
+            CHECK(b.fwd == a.fwd);  // only the collectives move
+            return std::pair{(b.tp_fwd - a.tp_fwd).value(), (b.tp_bwd - a.tp_bwd).value()};
+        };
+        Plan p = test::plan(8, 8, 1);
+        CHECK(plan_links(jittery, p).tp.sync_wait.value() == 100e-6);
+        auto [f, b] = delta(p);
+        CHECK(f == doctest::Approx(200e-6).epsilon(1e-9));
+        CHECK(b == doctest::Approx(200e-6).epsilon(1e-9));
+        p.sp = true;
+        std::tie(f, b) = delta(p);
+        CHECK(f == doctest::Approx(400e-6).epsilon(1e-9));
+        CHECK(b == doctest::Approx(600e-6).epsilon(1e-9));
+        p.sp = false;
+        p.recompute = Recompute::full;
+        std::tie(f, b) = delta(p);
+        CHECK(f == doctest::Approx(200e-6).epsilon(1e-9));
+        CHECK(b == doctest::Approx(400e-6).epsilon(1e-9));
+        // TP = 1: no collectives, no wait.
+        std::tie(f, b) = delta(test::plan(64, 1, 1));
+        CHECK(f == 0.0);
+        CHECK(b == 0.0);
     }
 
     TEST_CASE("collectives: TP=8 inside a DGX node is NVLink and TP=16 crosses nodes") {
