@@ -106,6 +106,8 @@ ValidationReport summarize(std::vector<PlanResult> plans) {
         r.measured_best = static_cast<size_t>(std::min_element(measured.begin(), measured.end()) -
                                               measured.begin());
         r.predicted_best_is_measured_best = r.predicted_best == r.measured_best;
+        r.regret_pct = 100.0 * (measured[r.predicted_best] - measured[r.measured_best]) /
+                       measured[r.measured_best];
     }
     r.plans = std::move(plans);
     return r;

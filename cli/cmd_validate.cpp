@@ -102,7 +102,11 @@ void print_table(std::ostream& os,
        << "%), Spearman rank correlation " << fmt("%.3f", r.rank_correlation)
        << ", predicted fastest (" << r.plans[r.predicted_best].role << ") "
        << (r.predicted_best_is_measured_best ? "is" : "is NOT") << " the measured fastest ("
-       << r.plans[r.measured_best].role << ")\n";
+       << r.plans[r.measured_best].role << ")";
+    if (!r.predicted_best_is_measured_best) {
+        os << ", " << fmt("%.1f", r.regret_pct) << "% slower";
+    }
+    os << "\n";
 }
 
 nlohmann::json phases_json(const executor::PhaseTimes& p) {
@@ -142,7 +146,8 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
             {"mape_pct", r.mape_pct},
             {"max_error_pct", o.max_error_pct},
             {"rank_correlation", r.rank_correlation},
-            {"predicted_best_is_measured_best", r.predicted_best_is_measured_best}};
+            {"predicted_best_is_measured_best", r.predicted_best_is_measured_best},
+            {"best_plan_regret_pct", r.regret_pct}};
 }
 
 std::string utc_now() {

@@ -31,6 +31,34 @@ std::vector<KernelStat> ProfilingBackend::stats() const {
     return out;
 }
 
+namespace {
+
+std::string sized(const char* op, View v) {
+    return std::string(op) + " " + std::to_string(v.size * 4) + " B";
+}
+
+}  // namespace
+
+void ProfilingBackend::all_reduce(Group g, View x, ReduceOp op) {
+    timed(sized("all_reduce", x), 0.0, [&] { be_.all_reduce(g, x, op); }).comm = true;
+}
+
+void ProfilingBackend::all_gather(Group g, View in, View out) {
+    timed(sized("all_gather", out), 0.0, [&] { be_.all_gather(g, in, out); }).comm = true;
+}
+
+void ProfilingBackend::reduce_scatter(Group g, View in, View out) {
+    timed(sized("reduce_scatter", in), 0.0, [&] { be_.reduce_scatter(g, in, out); }).comm = true;
+}
+
+void ProfilingBackend::send(Group g, View x, int peer, int tag) {
+    timed(sized("send", x), 0.0, [&] { be_.send(g, x, peer, tag); }).comm = true;
+}
+
+void ProfilingBackend::recv(Group g, View x, int peer, int tag) {
+    timed(sized("recv", x), 0.0, [&] { be_.recv(g, x, peer, tag); }).comm = true;
+}
+
 void ProfilingBackend::copy(View dst, View src) {
     timed("copy", 0.0, [&] { be_.copy(dst, src); });
 }

@@ -13,15 +13,18 @@
 
 namespace cleave::executor {
 
-/// One kernel (or one GEMM shape and transposition) over the profiled calls.
+/// One kernel (or one GEMM shape and transposition, or one collective and size) over the
+/// profiled calls.
 struct KernelStat {
-    std::string name;  // "gemm NT 256x1024x256" (m x n x k) or the Backend method's name
+    std::string name;  // "gemm NT 256x1024x256" (m x n x k), "all_gather 1048576 B" (the
+                       // collective and its View's bytes) or the Backend method's name
     int64_t calls = 0;
     double total_s = 0.0;
     double flop = 0.0;  // GEMMs: 2 m n k per call, summed; 0 otherwise
     int64_t m = 0;      // GEMMs: the shape; 0 otherwise
     int64_t n = 0;
     int64_t k = 0;
+    bool comm = false;  // a collective or send / recv (its time includes waiting for peers)
 
     bool operator==(const KernelStat&) const = default;
 };
@@ -75,17 +78,17 @@ public:
 
     [[nodiscard]] int group_rank(Group g) const override { return be_.group_rank(g); }
 
-    void all_reduce(Group g, View x, ReduceOp op) override { be_.all_reduce(g, x, op); }
+    void all_reduce(Group g, View x, ReduceOp op) override;
 
-    void all_gather(Group g, View in, View out) override { be_.all_gather(g, in, out); }
+    void all_gather(Group g, View in, View out) override;
 
-    void reduce_scatter(Group g, View in, View out) override { be_.reduce_scatter(g, in, out); }
+    void reduce_scatter(Group g, View in, View out) override;
 
     void broadcast(Group g, View x, int root) override { be_.broadcast(g, x, root); }
 
-    void send(Group g, View x, int peer, int tag) override { be_.send(g, x, peer, tag); }
+    void send(Group g, View x, int peer, int tag) override;
 
-    void recv(Group g, View x, int peer, int tag) override { be_.recv(g, x, peer, tag); }
+    void recv(Group g, View x, int peer, int tag) override;
 
     void synchronize() override { be_.synchronize(); }
 

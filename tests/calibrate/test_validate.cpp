@@ -41,9 +41,12 @@ TEST_SUITE("calibrate") {
         CHECK(r.predicted_best == 0);
         CHECK(r.measured_best == 0);
         CHECK(r.predicted_best_is_measured_best);
+        CHECK(r.regret_pct == 0.0);
 
         const ValidationReport w = summarize({result("a", 1.0, 2.0), result("b", 1.5, 1.0)});
         CHECK_FALSE(w.predicted_best_is_measured_best);
+        // Following the prediction runs a (2.0 s) instead of b (1.0 s): 100% regret.
+        CHECK(w.regret_pct == doctest::Approx(100.0).epsilon(1e-12));
         CHECK(w.rank_correlation == doctest::Approx(-1.0).epsilon(1e-12));
     }
 

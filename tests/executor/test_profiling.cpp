@@ -25,7 +25,8 @@ const KernelStat* find(const std::vector<KernelStat>& stats, const std::string& 
 }  // namespace
 
 TEST_SUITE("executor") {
-    TEST_CASE("ProfilingBackend: counts calls, GEMM FLOPs and shapes; reset drops them") {
+    TEST_CASE(
+        "ProfilingBackend: counts calls, GEMM FLOPs, shapes and collectives; reset drops them") {
         test::ensure_mpi();
         auto inner = make_backend("cpu", {});
         ProfilingBackend be(*inner);
@@ -62,6 +63,14 @@ TEST_SUITE("executor") {
         for (size_t i = 1; i < stats.size(); ++i) {
             CHECK(stats[i - 1].total_s >= stats[i].total_s);  // most time first
         }
+        // Collectives are timed too, named by operation and bytes, and marked as communication.
+        const Group world = be.create_group(0, 0, "world");
+        be.all_reduce(world, c, ReduceOp::sum);
+        const KernelStat* ar = find(be.stats(), "all_reduce 80 B");  // 20 floats
+        REQUIRE(ar != nullptr);
+        CHECK(ar->calls == 1);
+        CHECK(ar->comm);
+        CHECK_FALSE(g->comm);
         be.reset();
         CHECK(be.stats().empty());
     }
