@@ -113,41 +113,73 @@ ValidationReport summarize(std::vector<PlanResult> plans) {
     return r;
 }
 
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t mid = v.size() / 2;
+    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+}
+
+void add_scaled(executor::PhaseTimes& sum, const executor::PhaseTimes& p, double w) {
+    sum.compute_s += w * p.compute_s;
+    sum.tp_comm_s += w * p.tp_comm_s;
+    sum.pp_wait_s += w * p.pp_wait_s;
+    sum.dp_comm_s += w * p.dp_comm_s;
+    sum.optimizer_s += w * p.optimizer_s;
+}
+
+}  // namespace
+
 ValidationReport validate_plans(executor::Backend& be,
                                 const ModelSpec& model,
                                 const JobSpec& job,
                                 const std::vector<Candidate>& candidates,
                                 const executor::RunOptions& options,
-                                const ValidateHooks& hooks) {
-    std::vector<PlanResult> results;
-    for (size_t i = 0; i < candidates.size(); ++i) {
-        const Candidate& c = candidates[i];
-        if (hooks.checkpoint) {
-            hooks.checkpoint(i);
+                                const ValidateHooks& hooks,
+                                int64_t rounds) {
+    CLEAVE_ASSERT(rounds >= 1, "validate_plans: rounds must be at least 1");
+    const size_t n = candidates.size();
+    const auto r_count = static_cast<size_t>(rounds);
+    std::vector<std::vector<executor::Measurement>> runs(n);
+    size_t k = 0;
+    for (size_t r = 0; r < r_count; ++r) {
+        for (size_t i = 0; i < n; ++i, ++k) {
+            if (hooks.checkpoint) {
+                hooks.checkpoint(k);
+            }
+            if (hooks.progress) {
+                hooks.progress(r, i, n, candidates[i]);
+            }
+            runs[i].push_back(executor::run_training(be, model, job, candidates[i].plan, options));
         }
-        if (hooks.progress) {
-            hooks.progress(i, candidates.size(), c);
-        }
-        const executor::Measurement m = executor::run_training(be, model, job, c.plan, options);
-        PlanResult r;
-        r.plan = c.plan;
-        r.role = c.role;
-        r.planned_s = c.estimate.iteration_time.value();
-        r.measured_s = m.iteration_time_s;
-        r.measured_phases = m.phases;
-        r.measured_memory_B = static_cast<double>(m.peak_memory_B);
-        r.loss = m.loss;
-        results.push_back(r);
     }
     if (hooks.checkpoint) {
-        hooks.checkpoint(candidates.size());
+        hooks.checkpoint(k);
     }
-    for (size_t i = 0; i < candidates.size(); ++i) {
-        const Estimate e = hooks.reprice ? hooks.reprice(i, candidates[i]) : candidates[i].estimate;
-        PlanResult& r = results[i];
-        r.predicted_s = e.iteration_time.value();
-        r.predicted_phases = predicted_phases(e);
-        r.predicted_memory_B = e.memory.total.value();
+    const double w = 1.0 / static_cast<double>(r_count);
+    std::vector<PlanResult> results;
+    for (size_t i = 0; i < n; ++i) {
+        const Candidate& c = candidates[i];
+        PlanResult p;
+        p.plan = c.plan;
+        p.role = c.role;
+        p.planned_s = c.estimate.iteration_time.value();
+        std::vector<double> measured;
+        for (size_t r = 0; r < r_count; ++r) {
+            const executor::Measurement& m = runs[i][r];
+            const Estimate e = hooks.reprice ? hooks.reprice(r * n + i, c) : c.estimate;
+            measured.push_back(m.iteration_time_s);
+            add_scaled(p.measured_phases, m.phases, w);
+            add_scaled(p.predicted_phases, predicted_phases(e), w);
+            p.predicted_s += w * e.iteration_time.value();
+            p.predicted_memory_B = std::max(p.predicted_memory_B, e.memory.total.value());
+            p.measured_memory_B =
+                std::max(p.measured_memory_B, static_cast<double>(m.peak_memory_B));
+            p.loss = m.loss;
+        }
+        p.measured_s = median(measured);
+        results.push_back(p);
     }
     return summarize(std::move(results));
 }

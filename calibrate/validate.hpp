@@ -74,29 +74,34 @@ struct ValidationReport {
 /// measured_s set). Pure. Precondition: every measured_s > 0.
 [[nodiscard]] ValidationReport summarize(std::vector<PlanResult> plans);
 
-/// (index, count) before each run; called on every rank.
-using RunProgressFn = std::function<void(size_t index, size_t count, const Candidate& c)>;
+/// (round, index, count) before each run; called on every rank.
+using RunProgressFn =
+    std::function<void(size_t round, size_t index, size_t count, const Candidate& c)>;
 
 /// What validate_plans calls besides the runs; every member may be empty.
 struct ValidateHooks {
     RunProgressFn progress;
-    /// Called on every rank before run i (i = 0 .. n-1) and once after the last run (i = n):
-    /// `--calibrate` measures the machine here, so that run i lies between measurements i and
-    /// i + 1.
-    std::function<void(size_t i)> checkpoint;
-    /// After every run: the prediction of candidate i (default: its estimate from plan choice).
-    std::function<Estimate(size_t i, const Candidate& c)> reprice;
+    /// Called on every rank before run k (k = 0 .. runs-1; run k is candidate k % n of round
+    /// k / n) and once after the last (k = runs): `--calibrate` measures the machine here, so
+    /// that run k lies between measurements k and k + 1.
+    std::function<void(size_t k)> checkpoint;
+    /// After every run: the prediction for run k of candidate c (default: c's estimate from
+    /// plan choice).
+    std::function<Estimate(size_t k, const Candidate& c)> reprice;
 };
 
-/// Runs every candidate with executor::run_training and summarizes. Collective over the world
-/// (every rank calls it with the same arguments); every rank returns the same report.
-/// PlanResult::planned_s is the candidate's estimate; predicted_* come from hooks.reprice when
-/// given.
+/// Runs every candidate with executor::run_training, `rounds` times in turn (round-robin: all
+/// candidates once, then again), and summarizes: per candidate the measured time is the median
+/// over its rounds, the predicted time and both phase splits the mean over its rounds. Taking
+/// turns spreads a machine's slow minutes over every plan instead of one. Collective over the
+/// world (every rank calls it with the same arguments); every rank returns the same report.
+/// PlanResult::planned_s is the candidate's estimate. Precondition: rounds >= 1.
 [[nodiscard]] ValidationReport validate_plans(executor::Backend& be,
                                               const ModelSpec& model,
                                               const JobSpec& job,
                                               const std::vector<Candidate>& candidates,
                                               const executor::RunOptions& options,
-                                              const ValidateHooks& hooks = {});
+                                              const ValidateHooks& hooks = {},
+                                              int64_t rounds = 1);
 
 }  // namespace cleave::calibrate

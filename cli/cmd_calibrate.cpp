@@ -4,11 +4,11 @@
 #include "calibrate/mpi_session.hpp"
 #include "calibrate/profile.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "executor/registry.hpp"
 
-#include <ctime>
 #include <fstream>
 #include <ostream>
 #include <sstream>
@@ -23,15 +23,6 @@ struct CalibrateOptions {
     std::string backend = "cpu";
     bool quick = false;
 };
-
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 std::string command_line(const CalibrateOptions& o, int ranks) {
     std::string c = "mpirun -np " + std::to_string(ranks) + " cleave calibrate";

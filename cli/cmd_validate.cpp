@@ -12,7 +12,6 @@
 #include "executor/registry.hpp"
 
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <ostream>
 
@@ -28,6 +27,7 @@ struct ValidateOptions {
     double max_error_pct = 15.0;
     int64_t iters = 3;
     int64_t warmup = 1;
+    int64_t rounds = 1;  // every plan runs this many times, in turn
     std::string backend = "cpu";
     std::string format = "table";
     double timeout_s = 600.0;
@@ -52,7 +52,11 @@ void print_table(std::ostream& os,
                  const Inputs& in) {
     os << "# cleave validate: " << in.model.name << " on " << in.cluster.name << ", " << in.job.gpus
        << " rank(s), gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", fp32, "
-       << o.iters << " iterations after " << o.warmup << " warm-up (median)\n"
+       << o.iters << " iterations after " << o.warmup << " warm-up (median)"
+       << (o.rounds > 1 ? ", " + std::to_string(o.rounds) +
+                              " rounds in turn (measured: median of the rounds; predicted: mean)"
+                        : std::string())
+       << "\n"
        << "# phases: predicted/measured ms; pp = send/recv + bubble; memory: peak stage MiB\n";
     if (o.calibrate) {
         os << "# --calibrate: each plan priced with the mean of the compute calibrations just "
@@ -142,21 +146,13 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
             {"calibrated", o.calibrate},
             {"iters", o.iters},
             {"warmup", o.warmup},
+            {"rounds", o.rounds},
             {"plans", plans},
             {"mape_pct", r.mape_pct},
             {"max_error_pct", o.max_error_pct},
             {"rank_correlation", r.rank_correlation},
             {"predicted_best_is_measured_best", r.predicted_best_is_measured_best},
             {"best_plan_regret_pct", r.regret_pct}};
-}
-
-std::string utc_now() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
 }
 
 // --calibrate: the measurements around the runs, and the profiles made from them.
@@ -261,11 +257,13 @@ void run_validate(const ValidateOptions& o, CliContext& ctx) {
         ro.iters = o.iters;
         ro.warmup = o.warmup;
         calibrate::ValidateHooks hooks;
-        hooks.progress = [&](size_t i, size_t n, const calibrate::Candidate& c) {
+        hooks.progress = [&](size_t round, size_t i, size_t n, const calibrate::Candidate& c) {
             if (root) {
-                ctx.err << "# validate: running " << (i + 1) << "/" << n << " " << c.role << ": "
-                        << to_string(c.plan) << "\n"
-                        << std::flush;
+                ctx.err << "# validate: running " << (i + 1) << "/" << n;
+                if (o.rounds > 1) {
+                    ctx.err << " (round " << (round + 1) << "/" << o.rounds << ")";
+                }
+                ctx.err << " " << c.role << ": " << to_string(c.plan) << "\n" << std::flush;
             }
         };
         if (cal) {
@@ -277,7 +275,7 @@ void run_validate(const ValidateOptions& o, CliContext& ctx) {
                 "mpirun -np " + std::to_string(mpi.size()) + " cleave validate --calibrate" +
                 (o.calibrate_quick ? " --calibrate-quick" : "") + " (the profile it planned with)");
         }
-        r = calibrate::validate_plans(*be, in.model, in.job, candidates, ro, hooks);
+        r = calibrate::validate_plans(*be, in.model, in.job, candidates, ro, hooks, o.rounds);
     } catch (const ConfigError&) {
         if (root) {
             throw;  // every rank raised it (the same inputs and measurements); rank 0 reports it
@@ -335,6 +333,12 @@ void setup_validate(CLI::App& app, CliContext& ctx) {
         ->capture_default_str();
     sub->add_option("--warmup", opt->warmup, "Unmeasured iterations first")
         ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--rounds",
+                    opt->rounds,
+                    "Run every plan this many times, in turn (all plans, then again): a slow "
+                    "minute of a shared machine is spread over every plan; median of the rounds")
+        ->check(CLI::PositiveNumber)
         ->capture_default_str();
     sub->add_option("--backend", opt->backend, "Executor backend")
         ->check(CLI::IsMember({"cpu", "cuda"}))

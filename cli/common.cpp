@@ -3,6 +3,8 @@
 #include "core/errors.hpp"
 #include "core/load.hpp"
 
+#include <ctime>
+
 namespace cleave::cli {
 
 void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_cluster) {
@@ -132,6 +134,15 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
         throw ConfigError(std::move(ds));
     }
     return p;
+}
+
+std::string utc_now() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
 }
 
 }  // namespace cleave::cli

@@ -67,4 +67,7 @@ struct Inputs {
 
 [[nodiscard]] Dtype parse_dtype(const std::string& s);  // throws ConfigError
 
+/// The current time in UTC as "2026-11-30T04:15:03Z" (a profile's provenance).
+[[nodiscard]] std::string utc_now();
+
 }  // namespace cleave::cli

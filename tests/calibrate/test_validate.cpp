@@ -124,8 +124,9 @@ TEST_SUITE("calibrate") {
         std::vector<std::string> calls;
         ValidateHooks hooks;
         hooks.checkpoint = [&](size_t i) { calls.push_back("checkpoint " + std::to_string(i)); };
-        hooks.progress = [&](size_t i, size_t n, const Candidate&) {
-            calls.push_back("run " + std::to_string(i) + "/" + std::to_string(n));
+        hooks.progress = [&](size_t round, size_t i, size_t n, const Candidate&) {
+            calls.push_back("run " + std::to_string(i) + "/" + std::to_string(n) + " round " +
+                            std::to_string(round));
         };
         hooks.reprice = [&](size_t i, const Candidate& c) {
             calls.push_back("reprice " + std::to_string(i));
@@ -137,9 +138,9 @@ TEST_SUITE("calibrate") {
         };
         const ValidationReport r = validate_plans(*be, m, j, cands, ro, hooks);
         CHECK(calls == std::vector<std::string>{"checkpoint 0",
-                                                "run 0/2",
+                                                "run 0/2 round 0",
                                                 "checkpoint 1",
-                                                "run 1/2",
+                                                "run 1/2 round 0",
                                                 "checkpoint 2",
                                                 "reprice 0",
                                                 "reprice 1"});
@@ -156,6 +157,29 @@ TEST_SUITE("calibrate") {
                   doctest::Approx(100.0 * std::abs(p.predicted_s - p.measured_s) / p.measured_s)
                       .epsilon(1e-12));
         }
+        // Two rounds in turn: run k is candidate k % 2 of round k / 2; its prediction is the
+        // mean of its rounds' (0.5 and 2.5 s for candidate 0: 1.5 s; 1.5 and 3.5: 2.5 s).
+        calls.clear();
+        const ValidationReport two = validate_plans(*be, m, j, cands, ro, hooks, 2);
+        CHECK(calls == std::vector<std::string>{"checkpoint 0",
+                                                "run 0/2 round 0",
+                                                "checkpoint 1",
+                                                "run 1/2 round 0",
+                                                "checkpoint 2",
+                                                "run 0/2 round 1",
+                                                "checkpoint 3",
+                                                "run 1/2 round 1",
+                                                "checkpoint 4",
+                                                "reprice 0",
+                                                "reprice 2",
+                                                "reprice 1",
+                                                "reprice 3"});
+        CHECK(two.plans[0].predicted_s == doctest::Approx(1.5).epsilon(1e-12));
+        CHECK(two.plans[1].predicted_s == doctest::Approx(2.5).epsilon(1e-12));
+        CHECK(two.plans[0].predicted_phases.compute_s == doctest::Approx(0.25).epsilon(1e-12));
+        CHECK(two.plans[1].predicted_memory_B == 4096.0);  // max of k = 1, 3: 2048, 4096
+        CHECK(two.plans[0].measured_s > 0.0);
+
         // Without hooks the prediction is the estimate from plan choice.
         const ValidationReport plain = validate_plans(*be, m, j, cands, ro);
         CHECK(plain.plans[1].predicted_s == cands[1].estimate.iteration_time.value());
