@@ -103,6 +103,22 @@ std::vector<Sample> mean_samples(const std::vector<Sample>& a,
 
 }  // namespace
 
+BytesPerSecond& node_bandwidth_field(NodeSpec& n, Collective op) {
+    switch (op) {
+    case Collective::all_reduce:
+        return n.all_reduce_bw;
+    case Collective::all_gather:
+        return n.all_gather_bw;
+    case Collective::reduce_scatter:
+        return n.reduce_scatter_bw;
+    case Collective::send_recv:
+        return n.send_recv_bw;
+    default:
+        CLEAVE_ASSERT(false, "node_bandwidth_field: no per-collective field for this collective");
+        return n.intra_bw;
+    }
+}
+
 Calibration mean_of(const Calibration& a, const Calibration& b) {
     Calibration c = a;
     c.gemm = mean_samples(a.gemm, b.gemm, "GEMM", [](const GemmSample& x, const GemmSample& y) {
@@ -254,6 +270,11 @@ ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string
     n.intra_bw = s.link.beta;
     n.intra_latency = s.link.alpha;
     n.sync_wait = s.sync_wait;
+    for (const auto& f : s.per_collective) {
+        if (f.fit.beta.value() > 0.0) {
+            node_bandwidth_field(n, f.op) = f.fit.beta;
+        }
+    }
     n.pcie_bw = s.memory_peak;
     NetworkSpec& w = k.network;
     w.kind = "none";
@@ -379,6 +400,14 @@ profile_toml(const Calibration& c, const Summary& s, const ClusterSpec& k, const
       << "intra_latency_us = " << num(to_us(k.node.intra_latency)) << "  # " << link_src << "\n"
       << "pcie_bandwidth_gbps = " << num(to_gbps(k.node.pcie_bw))
       << "  # [E] host memory: the best streaming kernel\n";
+    for (const auto& f : s.per_collective) {
+        if (f.fit.beta.value() > 0.0) {
+            o << to_string(f.op)
+              << "_bandwidth_gbps = " << num(to_gbps(f.fit.beta)) << "  # "
+              << by << ": alpha-beta fit over its " << f.fit.samples << " timings, rms error "
+              << num(100.0 * f.fit.rms_rel_error, 3) << "%\n";
+        }
+    }
     if (c.sync.segments > 0) {
         o << "sync_wait_us = " << num(to_us(k.node.sync_wait)) << "  # " << by << ": "
           << c.sync.segments

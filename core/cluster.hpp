@@ -87,6 +87,14 @@ struct NodeSpec {
     // moments (E[max] over ranks > the mean). Measured by cleave calibrate on shared CPUs; 0
     // when absent (the shipped GPU profiles: not measured).
     Seconds sync_wait;
+    // Bus bandwidth of each collective inside a node when it differs from intra_bw (0: intra_bw).
+    // CPU MPI's all-reduce and reduce-scatter reduce on the CPU and run at a third of its
+    // all-gather; NCCL on GPUs runs them all at about one busbw (nccl-tests), so the shipped
+    // profiles leave these unset.
+    BytesPerSecond all_reduce_bw;
+    BytesPerSecond all_gather_bw;
+    BytesPerSecond reduce_scatter_bw;
+    BytesPerSecond send_recv_bw;
 
     bool operator==(const NodeSpec&) const = default;
 };

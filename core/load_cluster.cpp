@@ -113,6 +113,14 @@ void read_node(TableReader& r, NodeSpec& n) {
     if (const auto w = r.quantity("sync_wait_us", Need::optional, true)) {
         n.sync_wait = us(*w);
     }
+    for (auto [key, field] : {std::pair{"all_reduce_bandwidth_gbps", &n.all_reduce_bw},
+                              std::pair{"all_gather_bandwidth_gbps", &n.all_gather_bw},
+                              std::pair{"reduce_scatter_bandwidth_gbps", &n.reduce_scatter_bw},
+                              std::pair{"send_recv_bandwidth_gbps", &n.send_recv_bw}}) {
+        if (const auto bw = r.quantity(key, Need::optional)) {
+            *field = gbps(*bw);
+        }
+    }
 }
 
 // The per-GPU inter-node bandwidth is given in GB/s or, for Ethernet-class links that are

@@ -88,6 +88,10 @@ GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
         g.nodes = 1;
         g.busbw = c.node.intra_bw;
         g.step_latency = c.node.intra_latency;
+        g.op_busbw = {c.node.all_reduce_bw,
+                      c.node.all_gather_bw,
+                      c.node.reduce_scatter_bw,
+                      c.node.send_recv_bw};
         switch (c.node.intra_link) {
         case IntraLink::pcie:
             g.kind = LinkKind::pcie;
@@ -145,15 +149,44 @@ PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
     return l;
 }
 
+namespace {
+
+// The link's bandwidth for collective c: its own inside a node when the profile gives one.
+BytesPerSecond busbw_of(Collective c, const GroupLink& link) {
+    int i = -1;
+    switch (c) {
+    case Collective::all_reduce:
+        i = 0;
+        break;
+    case Collective::all_gather:
+        i = 1;
+        break;
+    case Collective::reduce_scatter:
+        i = 2;
+        break;
+    case Collective::send_recv:
+        i = 3;
+        break;
+    default:
+        break;
+    }
+    const BytesPerSecond own = i >= 0 ? link.op_busbw[static_cast<size_t>(i)] : BytesPerSecond{};
+    return own.value() > 0.0 ? own : link.busbw;
+}
+
+}  // namespace
+
+// t = alpha * ring_steps + S * busbw_factor / busbw (nccl-tests PERFORMANCE.md's busbw, inverted).
 Seconds collective_time(Collective c, Bytes size, int64_t n, const GroupLink& link) {
     if (n <= 1 && c != Collective::send_recv) {
         return {};
     }
-    if (link.busbw.value() <= 0.0) {
+    const BytesPerSecond bw = busbw_of(c, link);
+    if (bw.value() <= 0.0) {
         return seconds(1e30);
     }
     const Seconds alpha = link.step_latency * static_cast<double>(ring_steps(c, n));
-    return alpha + (size * busbw_factor(c, n)) / link.busbw;
+    return alpha + (size * busbw_factor(c, n)) / bw;
 }
 
 Bytes collective_bytes_sent(Collective c, Bytes size, int64_t n) {

@@ -7,6 +7,7 @@
 #include "core/plan.hpp"
 #include "core/units.hpp"
 
+#include <array>
 #include <cstdint>
 
 namespace cleave {
@@ -38,6 +39,9 @@ struct GroupLink {
     int64_t members_per_node = 1;
     int64_t nodes = 1;  // nodes the group spans
     Seconds sync_wait;  // ClusterSpec::node.sync_wait for groups of 2 or more ranks
+    // Inside a node: the node's per-collective bandwidths (all-reduce, all-gather,
+    // reduce-scatter, send/recv; 0 = busbw). Zero across nodes.
+    std::array<BytesPerSecond, 4> op_busbw{};
 
     [[nodiscard]] bool crosses_nodes() const { return nodes > 1; }
 
