@@ -103,22 +103,6 @@ std::vector<Sample> mean_samples(const std::vector<Sample>& a,
 
 }  // namespace
 
-BytesPerSecond& node_bandwidth_field(NodeSpec& n, Collective op) {
-    switch (op) {
-    case Collective::all_reduce:
-        return n.all_reduce_bw;
-    case Collective::all_gather:
-        return n.all_gather_bw;
-    case Collective::reduce_scatter:
-        return n.reduce_scatter_bw;
-    case Collective::send_recv:
-        return n.send_recv_bw;
-    default:
-        CLEAVE_ASSERT(false, "node_bandwidth_field: no per-collective field for this collective");
-        return n.intra_bw;
-    }
-}
-
 Calibration mean_of(const Calibration& a, const Calibration& b) {
     Calibration c = a;
     c.gemm = mean_samples(a.gemm, b.gemm, "GEMM", [](const GemmSample& x, const GemmSample& y) {
@@ -271,8 +255,9 @@ ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string
     n.intra_latency = s.link.alpha;
     n.sync_wait = s.sync_wait;
     for (const auto& f : s.per_collective) {
-        if (f.fit.beta.value() > 0.0) {
-            node_bandwidth_field(n, f.op) = f.fit.beta;
+        BytesPerSecond* bw = bandwidth_of(n.collective_bw, f.op);
+        if (bw != nullptr && f.fit.beta.value() > 0.0) {
+            *bw = f.fit.beta;
         }
     }
     n.pcie_bw = s.memory_peak;
@@ -402,9 +387,8 @@ profile_toml(const Calibration& c, const Summary& s, const ClusterSpec& k, const
       << "  # [E] host memory: the best streaming kernel\n";
     for (const auto& f : s.per_collective) {
         if (f.fit.beta.value() > 0.0) {
-            o << to_string(f.op)
-              << "_bandwidth_gbps = " << num(to_gbps(f.fit.beta)) << "  # "
-              << by << ": alpha-beta fit over its " << f.fit.samples << " timings, rms error "
+            o << to_string(f.op) << "_bandwidth_gbps = " << num(to_gbps(f.fit.beta)) << "  # " << by
+              << ": alpha-beta fit over its " << f.fit.samples << " timings, rms error "
               << num(100.0 * f.fit.rms_rel_error, 3) << "%\n";
         }
     }

@@ -31,10 +31,6 @@ struct Calibration {
     SyncSample sync;  // no segments on one rank
 };
 
-/// The NodeSpec field holding collective `op`'s own bandwidth (all_reduce_bw, all_gather_bw,
-/// reduce_scatter_bw, send_recv_bw). Precondition: op is one of those four.
-[[nodiscard]] BytesPerSecond& node_bandwidth_field(NodeSpec& n, Collective op);
-
 /// The mean of two calibrations of the same machine with the same sweep (`cleave validate
 /// --calibrate` brackets each run by the calibrations just before and just after it): every
 /// sample's time is the mean of the two; everything else is `a`'s. Throws ConfigError when the

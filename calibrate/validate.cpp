@@ -2,6 +2,7 @@
 
 #include "calibrate/fit.hpp"
 #include "core/errors.hpp"
+#include "executor/collect.hpp"
 #include "planner/search.hpp"
 
 #include <algorithm>
@@ -115,12 +116,6 @@ ValidationReport summarize(std::vector<PlanResult> plans) {
 
 namespace {
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t mid = v.size() / 2;
-    return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-}
-
 void add_scaled(executor::PhaseTimes& sum, const executor::PhaseTimes& p, double w) {
     sum.compute_s += w * p.compute_s;
     sum.tp_comm_s += w * p.tp_comm_s;
@@ -178,7 +173,7 @@ ValidationReport validate_plans(executor::Backend& be,
                 std::max(p.measured_memory_B, static_cast<double>(m.peak_memory_B));
             p.loss = m.loss;
         }
-        p.measured_s = median(measured);
+        p.measured_s = executor::median(measured);
         results.push_back(p);
     }
     return summarize(std::move(results));

@@ -33,14 +33,6 @@ std::string command_line(const CalibrateOptions& o, int ranks) {
     return c;
 }
 
-std::string fixed(double v, int decimals) {
-    std::ostringstream s;
-    s.setf(std::ios::fixed);
-    s.precision(decimals);
-    s << v;
-    return s.str();
-}
-
 // The report: every line starts with '#', so report + profile on stdout is still valid TOML.
 void print_report(std::ostream& os, const calibrate::Calibration& c, const calibrate::Summary& s) {
     os << "# cleave calibrate: " << c.ranks << " rank(s) on " << c.host << ", " << c.device

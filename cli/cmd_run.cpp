@@ -205,12 +205,6 @@ double ms(double s) {
     return s * 1e3;
 }
 
-std::string fixed(double v, int decimals) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-    return buf;
-}
-
 // --kernel-profile: rank 0's kernels per measured iteration; each GEMM shape against what the
 // cost model charges it with CLUSTER's GEMM curve (gemm_time, fp32).
 void print_kernel_profile(std::ostream& os,

@@ -3,6 +3,7 @@
 #include "core/errors.hpp"
 #include "core/load.hpp"
 
+#include <cstdio>
 #include <ctime>
 
 namespace cleave::cli {
@@ -134,6 +135,12 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
         throw ConfigError(std::move(ds));
     }
     return p;
+}
+
+std::string fixed(double v, int decimals) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    return buf;
 }
 
 std::string utc_now() {

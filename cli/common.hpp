@@ -67,6 +67,9 @@ struct Inputs {
 
 [[nodiscard]] Dtype parse_dtype(const std::string& s);  // throws ConfigError
 
+/// v with `decimals` digits after the point ("%.*f").
+[[nodiscard]] std::string fixed(double v, int decimals);
+
 /// The current time in UTC as "2026-11-30T04:15:03Z" (a profile's provenance).
 [[nodiscard]] std::string utc_now();
 

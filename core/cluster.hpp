@@ -76,6 +76,19 @@ struct GpuSpec {
     bool operator==(const GpuSpec&) const = default;
 };
 
+/// Bus bandwidth of each collective inside a node when it differs from NodeSpec::intra_bw (0:
+/// intra_bw). CPU MPI's all-reduce and reduce-scatter reduce on the CPU and run at a third of its
+/// all-gather; NCCL on GPUs runs them all at about one busbw (nccl-tests), so the shipped profiles
+/// leave these unset.
+struct CollectiveBandwidths {
+    BytesPerSecond all_reduce;
+    BytesPerSecond all_gather;
+    BytesPerSecond reduce_scatter;
+    BytesPerSecond send_recv;
+
+    bool operator==(const CollectiveBandwidths&) const = default;
+};
+
 struct NodeSpec {
     int64_t gpus_per_node = 0;
     IntraLink intra_link = IntraLink::nvswitch;
@@ -87,14 +100,7 @@ struct NodeSpec {
     // moments (E[max] over ranks > the mean). Measured by cleave calibrate on shared CPUs; 0
     // when absent (the shipped GPU profiles: not measured).
     Seconds sync_wait;
-    // Bus bandwidth of each collective inside a node when it differs from intra_bw (0: intra_bw).
-    // CPU MPI's all-reduce and reduce-scatter reduce on the CPU and run at a third of its
-    // all-gather; NCCL on GPUs runs them all at about one busbw (nccl-tests), so the shipped
-    // profiles leave these unset.
-    BytesPerSecond all_reduce_bw;
-    BytesPerSecond all_gather_bw;
-    BytesPerSecond reduce_scatter_bw;
-    BytesPerSecond send_recv_bw;
+    CollectiveBandwidths collective_bw;  // [node] <collective>_bandwidth_gbps, optional
 
     bool operator==(const NodeSpec&) const = default;
 };

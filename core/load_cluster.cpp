@@ -113,10 +113,11 @@ void read_node(TableReader& r, NodeSpec& n) {
     if (const auto w = r.quantity("sync_wait_us", Need::optional, true)) {
         n.sync_wait = us(*w);
     }
-    for (auto [key, field] : {std::pair{"all_reduce_bandwidth_gbps", &n.all_reduce_bw},
-                              std::pair{"all_gather_bandwidth_gbps", &n.all_gather_bw},
-                              std::pair{"reduce_scatter_bandwidth_gbps", &n.reduce_scatter_bw},
-                              std::pair{"send_recv_bandwidth_gbps", &n.send_recv_bw}}) {
+    for (auto [key, field] :
+         {std::pair{"all_reduce_bandwidth_gbps", &n.collective_bw.all_reduce},
+          std::pair{"all_gather_bandwidth_gbps", &n.collective_bw.all_gather},
+          std::pair{"reduce_scatter_bandwidth_gbps", &n.collective_bw.reduce_scatter},
+          std::pair{"send_recv_bandwidth_gbps", &n.collective_bw.send_recv}}) {
         if (const auto bw = r.quantity(key, Need::optional)) {
             *field = gbps(*bw);
         }

@@ -88,10 +88,7 @@ GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
         g.nodes = 1;
         g.busbw = c.node.intra_bw;
         g.step_latency = c.node.intra_latency;
-        g.op_busbw = {c.node.all_reduce_bw,
-                      c.node.all_gather_bw,
-                      c.node.reduce_scatter_bw,
-                      c.node.send_recv_bw};
+        g.op_busbw = c.node.collective_bw;
         switch (c.node.intra_link) {
         case IntraLink::pcie:
             g.kind = LinkKind::pcie;
@@ -149,29 +146,31 @@ PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
     return l;
 }
 
+BytesPerSecond* bandwidth_of(CollectiveBandwidths& b, Collective c) {
+    switch (c) {
+    case Collective::all_reduce:
+        return &b.all_reduce;
+    case Collective::all_gather:
+        return &b.all_gather;
+    case Collective::reduce_scatter:
+        return &b.reduce_scatter;
+    case Collective::send_recv:
+        return &b.send_recv;
+    default:
+        return nullptr;
+    }
+}
+
+const BytesPerSecond* bandwidth_of(const CollectiveBandwidths& b, Collective c) {
+    return bandwidth_of(const_cast<CollectiveBandwidths&>(b), c);
+}
+
 namespace {
 
 // The link's bandwidth for collective c: its own inside a node when the profile gives one.
 BytesPerSecond busbw_of(Collective c, const GroupLink& link) {
-    int i = -1;
-    switch (c) {
-    case Collective::all_reduce:
-        i = 0;
-        break;
-    case Collective::all_gather:
-        i = 1;
-        break;
-    case Collective::reduce_scatter:
-        i = 2;
-        break;
-    case Collective::send_recv:
-        i = 3;
-        break;
-    default:
-        break;
-    }
-    const BytesPerSecond own = i >= 0 ? link.op_busbw[static_cast<size_t>(i)] : BytesPerSecond{};
-    return own.value() > 0.0 ? own : link.busbw;
+    const BytesPerSecond* own = bandwidth_of(link.op_busbw, c);
+    return own != nullptr && own->value() > 0.0 ? *own : link.busbw;
 }
 
 }  // namespace

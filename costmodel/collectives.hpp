@@ -7,7 +7,6 @@
 #include "core/plan.hpp"
 #include "core/units.hpp"
 
-#include <array>
 #include <cstdint>
 
 namespace cleave {
@@ -32,16 +31,18 @@ enum class LinkKind { none, nvlink, xgmi, pcie, network };
 [[nodiscard]] const char* to_string(LinkKind k);
 
 /// The link a group of ranks runs on.
+/// c's member of `b`; nullptr for a collective without one (all-to-all, broadcast).
+[[nodiscard]] const BytesPerSecond* bandwidth_of(const CollectiveBandwidths& b, Collective c);
+[[nodiscard]] BytesPerSecond* bandwidth_of(CollectiveBandwidths& b, Collective c);
+
 struct GroupLink {
     LinkKind kind = LinkKind::none;
     BytesPerSecond busbw;  // achievable ring bus bandwidth per rank
     Seconds step_latency;  // alpha per ring step
     int64_t members_per_node = 1;
-    int64_t nodes = 1;  // nodes the group spans
-    Seconds sync_wait;  // ClusterSpec::node.sync_wait for groups of 2 or more ranks
-    // Inside a node: the node's per-collective bandwidths (all-reduce, all-gather,
-    // reduce-scatter, send/recv; 0 = busbw). Zero across nodes.
-    std::array<BytesPerSecond, 4> op_busbw{};
+    int64_t nodes = 1;              // nodes the group spans
+    Seconds sync_wait;              // ClusterSpec::node.sync_wait for groups of 2 or more ranks
+    CollectiveBandwidths op_busbw;  // inside a node: node.collective_bw (0 = busbw); across: 0
 
     [[nodiscard]] bool crosses_nodes() const { return nodes > 1; }
 

@@ -125,12 +125,12 @@ TEST_SUITE("calibrate") {
         CHECK(back.node.sync_wait.value() == doctest::Approx(178.125e-6).epsilon(1e-5));
         // The per-collective fits become the node's own bandwidths: every synthetic sample was
         // timed at beta = 1 GB/s (ring_time), and reduce-scatter has no samples (stays 0).
-        CHECK(k.node.all_reduce_bw.value() == doctest::Approx(1e9).epsilon(1e-6));
-        CHECK(k.node.all_gather_bw.value() == doctest::Approx(1e9).epsilon(1e-6));
-        CHECK(k.node.send_recv_bw.value() == doctest::Approx(1e9).epsilon(1e-6));
-        CHECK(k.node.reduce_scatter_bw.value() == 0.0);
-        CHECK(back.node.all_gather_bw.value() == doctest::Approx(1e9).epsilon(1e-5));
-        CHECK(back.node.reduce_scatter_bw.value() == 0.0);
+        CHECK(k.node.collective_bw.all_reduce.value() == doctest::Approx(1e9).epsilon(1e-6));
+        CHECK(k.node.collective_bw.all_gather.value() == doctest::Approx(1e9).epsilon(1e-6));
+        CHECK(k.node.collective_bw.send_recv.value() == doctest::Approx(1e9).epsilon(1e-6));
+        CHECK(k.node.collective_bw.reduce_scatter.value() == 0.0);
+        CHECK(back.node.collective_bw.all_gather.value() == doctest::Approx(1e9).epsilon(1e-5));
+        CHECK(back.node.collective_bw.reduce_scatter.value() == 0.0);
         // mean_of keeps the first calibration's sync sample (the collectives are measured once).
         Calibration later = c;
         later.sync = {256, 0.5, 0.25, 0.0044};

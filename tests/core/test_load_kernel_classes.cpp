@@ -59,8 +59,8 @@ TEST_SUITE("core") {
         CHECK(c.gpu.optimizer_efficiency == 0.0);
         CHECK(c.gpu.batched_gemm_fused);
         CHECK(c.node.sync_wait.value() == 0.0);  // node.sync_wait_us absent
-        CHECK(c.node.all_reduce_bw.value() == 0.0);
-        CHECK(c.node.reduce_scatter_bw.value() == 0.0);
+        CHECK(c.node.collective_bw.all_reduce.value() == 0.0);
+        CHECK(c.node.collective_bw.reduce_scatter.value() == 0.0);
     }
 
     TEST_CASE("load: per-collective node bandwidths are optional and read in GB/s") {
@@ -70,10 +70,10 @@ TEST_SUITE("core") {
                      at.size(),
                      at + "all_reduce_bandwidth_gbps = 2.2\nreduce_scatter_bandwidth_gbps = 3.5\n");
         const ClusterSpec c = parse_cluster_toml(text, "c.toml");
-        CHECK(c.node.all_reduce_bw.value() == doctest::Approx(2.2e9).epsilon(1e-12));
-        CHECK(c.node.reduce_scatter_bw.value() == doctest::Approx(3.5e9).epsilon(1e-12));
-        CHECK(c.node.all_gather_bw.value() == 0.0);
-        CHECK(c.node.send_recv_bw.value() == 0.0);
+        CHECK(c.node.collective_bw.all_reduce.value() == doctest::Approx(2.2e9).epsilon(1e-12));
+        CHECK(c.node.collective_bw.reduce_scatter.value() == doctest::Approx(3.5e9).epsilon(1e-12));
+        CHECK(c.node.collective_bw.all_gather.value() == 0.0);
+        CHECK(c.node.collective_bw.send_recv.value() == 0.0);
     }
 
     TEST_CASE("load: node.sync_wait_us is read in microseconds; a negative one is an error") {

@@ -66,9 +66,9 @@ TEST_SUITE("costmodel") {
         ClusterSpec c = test::dgx_a100();
         c.node.intra_bw = gbps(10.0);
         c.node.intra_latency = Seconds{};
-        c.node.reduce_scatter_bw = gbps(2.5);
+        c.node.collective_bw.reduce_scatter = gbps(2.5);
         const GroupLink in = group_link(c, 2, 1);  // 2 ranks inside a node
-        CHECK(in.op_busbw[2].value() == 2.5e9);
+        CHECK(in.op_busbw.reduce_scatter.value() == 2.5e9);
         // 1 GB on 2 ranks, factor (n-1)/n = 0.5: reduce-scatter 0.5e9 / 2.5e9 = 0.2 s,
         // all-gather at intra_bw 0.5e9 / 1e10 = 0.05 s; all-reduce factor 1: 0.1 s.
         CHECK(collective_time(Collective::reduce_scatter, bytes(1e9), 2, in).value() ==
@@ -80,7 +80,7 @@ TEST_SUITE("costmodel") {
         // A group across nodes runs at the network's bandwidth, whatever the node's values.
         const GroupLink out = group_link(c, 16, 1);
         CHECK(out.crosses_nodes());
-        CHECK(out.op_busbw[2].value() == 0.0);
+        CHECK(out.op_busbw.reduce_scatter.value() == 0.0);
     }
 
     TEST_CASE("collectives: TP=8 inside a DGX node is NVLink and TP=16 crosses nodes") {
