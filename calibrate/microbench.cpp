@@ -61,12 +61,56 @@ public:
             be_.synchronize();
             per_call.push_back(max((be_.clock_s() - t0) / static_cast<double>(reps)));
         }
-        std::sort(per_call.begin(), per_call.end());
-        const size_t mid = per_call.size() / 2;
-        return per_call.size() % 2 == 1 ? per_call[mid] : 0.5 * (per_call[mid - 1] + per_call[mid]);
+        return median(per_call);
+    }
+
+    // time() for n calls f(0) .. f(n-1), interleaved: a first pass fixes each one's repetition
+    // count, then every trial is one pass over all n. A slow spell of a shared machine (another
+    // process, a vCPU running slower for seconds) then costs each item at most the trial or two
+    // it overlaps, and the median drops those; timed one item after another, all of an item's
+    // trials could fall inside the spell (a calibrate on the 2-core VM priced 256 x 256 x 256 at
+    // 24 GFLOP/s, where the run measured 39.6 and the neighbours of that size 38-40).
+    // `pass(t)` is called before trial t (progress).
+    template <class F, class P>
+    std::vector<double> time_each(int trials, double target_s, size_t n, F&& f, P&& pass) {
+        std::vector<int64_t> reps(n);
+        for (size_t i = 0; i < n; ++i) {
+            barrier();
+            const double t0 = be_.clock_s();
+            f(i);  // warm-up, and a first estimate
+            be_.synchronize();
+            const double once_s = max(be_.clock_s() - t0);
+            reps[i] = static_cast<int64_t>(
+                std::clamp(std::ceil(target_s / std::max(once_s, 1e-9)), 1.0, 100000.0));
+        }
+        std::vector<std::vector<double>> per_call(n);
+        for (int t = 0; t < trials; ++t) {
+            pass(t);
+            for (size_t i = 0; i < n; ++i) {
+                barrier();
+                const double t0 = be_.clock_s();
+                for (int64_t r = 0; r < reps[i]; ++r) {
+                    f(i);
+                }
+                be_.synchronize();
+                per_call[i].push_back(max((be_.clock_s() - t0) / static_cast<double>(reps[i])));
+            }
+        }
+        std::vector<double> out;
+        out.reserve(n);
+        for (std::vector<double>& v : per_call) {
+            out.push_back(median(v));
+        }
+        return out;
     }
 
 private:
+    static double median(std::vector<double>& v) {
+        std::sort(v.begin(), v.end());
+        const size_t mid = v.size() / 2;
+        return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
+    }
+
     Backend& be_;
     Group group_;
     Buffer cell_;
@@ -131,24 +175,42 @@ std::vector<GemmSample> bench_gemm(Backend& be, const BenchOptions& options) {
     std::vector<GemmSample> out = gemm_shapes(options.quick, be.name() != "cpu");
     const double target_s = options.quick ? 0.01 : 0.08;
     const int trials = options.quick ? 3 : 5;
-    for (size_t i = 0; i < out.size(); ++i) {
-        GemmSample& g = out[i];
-        report(options, "gemm", static_cast<int64_t>(i), static_cast<int64_t>(out.size()));
-        Buffer a(be, g.m * g.k);
-        Buffer b(be, g.k * g.n);
-        Buffer c(be, g.m * g.n);
-        fill_pattern(be, a);
-        fill_pattern(be, b);
-        // The three variants of a training step: forward NN, data gradient NT, weight gradient
-        // TN (the same FLOPs with transposed operands).
-        const auto three = [&] {
-            be.gemm(Trans::no, Trans::no, g.m, g.n, g.k, 1.0f, a, b, 0.0f, c);
-            be.gemm(Trans::no, Trans::yes, g.m, g.n, g.k, 1.0f, a, b, 0.0f, c);
-            be.gemm(Trans::yes, Trans::no, g.m, g.n, g.k, 1.0f, a, b, 0.0f, c);
-        };
-        g.t_s = clock.time(trials, target_s, three) / 3.0;
+    // One set of buffers for every shape, each shape's operands at their starts (the layout of
+    // buffers of its own size: the same leading dimensions and alignment), so that the shapes
+    // can take turns (Clock::time_each).
+    int64_t a_elems = 0;
+    int64_t b_elems = 0;
+    int64_t c_elems = 0;
+    for (const GemmSample& g : out) {
+        a_elems = std::max(a_elems, g.m * g.k);
+        b_elems = std::max(b_elems, g.k * g.n);
+        c_elems = std::max(c_elems, g.m * g.n);
     }
-    report(options, "gemm", static_cast<int64_t>(out.size()), static_cast<int64_t>(out.size()));
+    Buffer a(be, a_elems);
+    Buffer b(be, b_elems);
+    Buffer c(be, c_elems);
+    fill_pattern(be, a);
+    fill_pattern(be, b);
+    const auto total = static_cast<int64_t>(out.size()) * (trials + 1);
+    report(options, "gemm", 0, total);
+    // The three variants of a training step: forward NN, data gradient NT, weight gradient TN
+    // (the same FLOPs with transposed operands).
+    const auto three = [&](size_t i) {
+        const GemmSample& g = out[i];
+        const View av = a.view().slice(0, g.m * g.k);
+        const View bv = b.view().slice(0, g.k * g.n);
+        const View cv = c.view().slice(0, g.m * g.n);
+        be.gemm(Trans::no, Trans::no, g.m, g.n, g.k, 1.0f, av, bv, 0.0f, cv);
+        be.gemm(Trans::no, Trans::yes, g.m, g.n, g.k, 1.0f, av, bv, 0.0f, cv);
+        be.gemm(Trans::yes, Trans::no, g.m, g.n, g.k, 1.0f, av, bv, 0.0f, cv);
+    };
+    const std::vector<double> t = clock.time_each(trials, target_s, out.size(), three, [&](int p) {
+        report(options, "gemm", static_cast<int64_t>(out.size()) * (p + 1), total);
+    });
+    for (size_t i = 0; i < out.size(); ++i) {
+        out[i].t_s = t[i] / 3.0;
+    }
+    report(options, "gemm", total, total);
     return out;
 }
 
