@@ -44,32 +44,17 @@ public:
     // than the median iteration the same machine runs under the same load.
     template <class F>
     double time(int trials, double target_s, F&& f) {
-        barrier();
-        double t0 = be_.clock_s();
-        f();  // warm-up, and a first estimate
-        be_.synchronize();
-        const double once_s = max(be_.clock_s() - t0);
-        const auto reps = static_cast<int64_t>(
-            std::clamp(std::ceil(target_s / std::max(once_s, 1e-9)), 1.0, 100000.0));
-        std::vector<double> per_call;
-        for (int t = 0; t < trials; ++t) {
-            barrier();
-            t0 = be_.clock_s();
-            for (int64_t r = 0; r < reps; ++r) {
-                f();
-            }
-            be_.synchronize();
-            per_call.push_back(max((be_.clock_s() - t0) / static_cast<double>(reps)));
-        }
-        return median(per_call);
+        return time_each(
+            trials, target_s, 1, [&](size_t) { f(); }, [](int) {})[0];
     }
 
     // time() for n calls f(0) .. f(n-1), interleaved: a first pass fixes each one's repetition
     // count, then every trial is one pass over all n. A slow spell of a shared machine (another
     // process, a vCPU running slower for seconds) then costs each item at most the trial or two
     // it overlaps, and the median drops those; timed one item after another, all of an item's
-    // trials could fall inside the spell (a calibrate on the 2-core VM priced 256 x 256 x 256 at
-    // 24 GFLOP/s, where the run measured 39.6 and the neighbours of that size 38-40).
+    // trials could fall inside the spell (a calibrate on the 2-core VM measured its two 33.5 MFLOP
+    // shapes at 23 and 25 GFLOP/s between neighbours at 38-40, and so priced the run's 256^3
+    // GEMMs, measured at 39.6, at 24).
     // `pass(t)` is called before trial t (progress).
     template <class F, class P>
     std::vector<double> time_each(int trials, double target_s, size_t n, F&& f, P&& pass) {
@@ -277,16 +262,27 @@ std::vector<StreamSample> bench_memory(Backend& be, const BenchOptions& options)
     fill_pattern(be, y);
     const double target_s = options.quick ? 0.05 : 0.3;
     const int trials = options.quick ? 3 : 5;
-    std::vector<StreamSample> out;
-    report(options, "memory", 0, 3);
-    out.push_back({"copy", 8.0, elems, clock.time(trials, target_s, [&] { be.copy(y, x); })});
-    report(options, "memory", 1, 3);
-    out.push_back(
-        {"axpy", 12.0, elems, clock.time(trials, target_s, [&] { be.axpy(1e-3f, x, y); })});
-    report(options, "memory", 2, 3);
-    out.push_back(
-        {"scale", 8.0, elems, clock.time(trials, target_s, [&] { be.scale(y, 0.999f); })});
-    report(options, "memory", 3, 3);
+    std::vector<StreamSample> out = {
+        {"copy", 8.0, elems, 0.0}, {"axpy", 12.0, elems, 0.0}, {"scale", 8.0, elems, 0.0}};
+    const auto run = [&](size_t i) {
+        switch (i) {
+        case 0:
+            be.copy(y, x);
+            break;
+        case 1:
+            be.axpy(1e-3f, x, y);
+            break;
+        default:
+            be.scale(y, 0.999f);
+            break;
+        }
+    };
+    const std::vector<double> t = clock.time_each(
+        trials, target_s, out.size(), run, [&](int p) { report(options, "memory", p, trials); });
+    for (size_t i = 0; i < out.size(); ++i) {
+        out[i].t_s = t[i];
+    }
+    report(options, "memory", trials, trials);
     return out;
 }
 
