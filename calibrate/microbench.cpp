@@ -48,14 +48,11 @@ public:
             trials, target_s, 1, [&](size_t) { f(); }, [](int) {})[0];
     }
 
-    // time() for n calls f(0) .. f(n-1), interleaved: a first pass fixes each one's repetition
-    // count, then every trial is one pass over all n. A slow spell of a shared machine (another
-    // process, a vCPU running slower for seconds) then costs each item at most the trial or two
-    // it overlaps, and the median drops those; timed one item after another, all of an item's
-    // trials could fall inside the spell (a calibrate on the 2-core VM measured its two 33.5 MFLOP
+    // time() for n calls f(0) .. f(n-1) taking turns (medians_of_passes), after a first pass
+    // that fixes each one's repetition count. Timed one after another, all of an item's trials
+    // could fall inside one slow spell: a calibrate on the 2-core VM measured its two 33.5 MFLOP
     // shapes at 23 and 25 GFLOP/s between neighbours at 38-40, and so priced the run's 256^3
-    // GEMMs, measured at 39.6, at 24).
-    // `pass(t)` is called before trial t (progress).
+    // GEMMs, measured at 39.6, at 24. `pass(t)` is called before trial t (progress).
     template <class F, class P>
     std::vector<double> time_each(int trials, double target_s, size_t n, F&& f, P&& pass) {
         std::vector<int64_t> reps(n);
@@ -68,34 +65,21 @@ public:
             reps[i] = static_cast<int64_t>(
                 std::clamp(std::ceil(target_s / std::max(once_s, 1e-9)), 1.0, 100000.0));
         }
-        std::vector<std::vector<double>> per_call(n);
-        for (int t = 0; t < trials; ++t) {
-            pass(t);
-            for (size_t i = 0; i < n; ++i) {
-                barrier();
-                const double t0 = be_.clock_s();
-                for (int64_t r = 0; r < reps[i]; ++r) {
-                    f(i);
-                }
-                be_.synchronize();
-                per_call[i].push_back(max((be_.clock_s() - t0) / static_cast<double>(reps[i])));
+        return medians_of_passes(trials, n, [&](int t, size_t i) {
+            if (i == 0) {
+                pass(t);
             }
-        }
-        std::vector<double> out;
-        out.reserve(n);
-        for (std::vector<double>& v : per_call) {
-            out.push_back(median(v));
-        }
-        return out;
+            barrier();
+            const double t0 = be_.clock_s();
+            for (int64_t r = 0; r < reps[i]; ++r) {
+                f(i);
+            }
+            be_.synchronize();
+            return max((be_.clock_s() - t0) / static_cast<double>(reps[i]));
+        });
     }
 
 private:
-    static double median(std::vector<double>& v) {
-        std::sort(v.begin(), v.end());
-        const size_t mid = v.size() / 2;
-        return v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]);
-    }
-
     Backend& be_;
     Group group_;
     Buffer cell_;
@@ -120,6 +104,24 @@ void fill_pattern(Backend& be, View v) {
 }
 
 }  // namespace
+
+std::vector<double>
+medians_of_passes(int trials, size_t n, const std::function<double(int, size_t)>& trial) {
+    std::vector<std::vector<double>> per_item(n);
+    for (int t = 0; t < trials; ++t) {
+        for (size_t i = 0; i < n; ++i) {
+            per_item[i].push_back(trial(t, i));
+        }
+    }
+    std::vector<double> out;
+    out.reserve(n);
+    for (std::vector<double>& v : per_item) {
+        std::sort(v.begin(), v.end());
+        const size_t mid = v.size() / 2;
+        out.push_back(v.empty() ? 0.0 : v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]));
+    }
+    return out;
+}
 
 std::vector<GemmSample> gemm_shapes(bool quick, bool gpu) {
     // Transformer-layer shapes (T x h) * (h x n) with T = 2h tokens: MLP in (n = 4h) and out

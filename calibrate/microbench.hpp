@@ -67,6 +67,14 @@ struct CollectiveSample {
     bool operator==(const CollectiveSample&) const = default;
 };
 
+/// `trials` passes over items 0..n-1 (pass 0: every item once, then pass 1, ...), each item's
+/// result the median of its trials: `trial(t, i)` times trial t of item i. Taking turns this way,
+/// a slow spell of the machine shorter than a pass costs each item at most the trial or two it
+/// overlaps, and the median drops those (Clock::time_each in microbench.cpp, over the GEMM
+/// shapes and the memory streams).
+[[nodiscard]] std::vector<double>
+medians_of_passes(int trials, size_t n, const std::function<double(int, size_t)>& trial);
+
 /// GEMM shapes of the sweep: transformer-layer shapes (2h tokens x h) x (h x 4h, 3h or h) and
 /// (2h x 4h) x (4h x h) for h = 32..512 (quick: to 128), sorted by FLOPs; gpu adds squares
 /// 32..8192 (a GPU's GEMMs reach their peak only at the large end).

@@ -1,3 +1,4 @@
+#include "calibrate/microbench.hpp"
 #include "calibrate/profile.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
@@ -293,6 +294,43 @@ TEST_SUITE("calibrate") {
         CHECK(gpu.back().m == 8192);
         CHECK(gpu.back().n == 8192);
         CHECK(gemm_shapes(true, false).size() < cpu.size());
+    }
+
+    TEST_CASE("medians_of_passes: a slow spell shorter than a pass leaves every median alone") {
+        // 6 items x 5 trials, 30 timed calls in order (t, i); every call takes 1.0 except calls
+        // 8..13 (a spell of 6 consecutive calls = one pass), which take 1.6. Taking turns, calls
+        // 8..13 are pass 1's items 2..5 and pass 2's items 0..1: each item is hit at most once
+        // of 5 trials, so every median stays 1.0. One item after another (all 5 trials of item
+        // 0, then of item 1, ...), calls 8..13 would be item 1's trials 3-4 and all of item 2's:
+        // item 2's median would be 1.6.
+        int call = 0;
+        std::vector<std::pair<int, size_t>> order;
+        const std::vector<double> m = medians_of_passes(5, 6, [&](int t, size_t i) {
+            order.emplace_back(t, i);
+            const int k = call++;
+            return k >= 8 && k < 14 ? 1.6 : 1.0;
+        });
+        REQUIRE(m.size() == 6);
+        for (const double v : m) {
+            CHECK(v == 1.0);
+        }
+        CHECK(call == 30);
+        CHECK(order[6] == std::pair<int, size_t>{1, 0});  // pass 1 starts after all 6 items
+        CHECK(order[29] == std::pair<int, size_t>{4, 5});
+        // A spell of 3 passes (calls 6..23) hits each item in 3 of 5 trials: every median 1.6.
+        call = 0;
+        const std::vector<double> long_spell = medians_of_passes(5, 6, [&](int, size_t) {
+            const int k = call++;
+            return k >= 6 && k < 24 ? 1.6 : 1.0;
+        });
+        for (const double v : long_spell) {
+            CHECK(v == 1.6);
+        }
+        // Even trial counts: the mean of the middle two (1.0, 3.0, 2.0, 4.0 -> 2.5).
+        const std::vector<double> even = medians_of_passes(4, 1, [](int t, size_t) {
+            return std::vector{1.0, 3.0, 2.0, 4.0}[t];
+        });
+        CHECK(even == std::vector<double>{2.5});
     }
 
     TEST_CASE("group_sizes: powers of two up to the world, and the world") {
