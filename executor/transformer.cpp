@@ -371,8 +371,21 @@ void Transformer::head(
 Buffer Transformer::run_layers(const ChunkHandles& c, Buffer x, ChunkCache& cache) {
     cache.layers.clear();
     cache.layers.resize(c.layers.size());
+    const bool full = recompute_ == Recompute::full;
+    if (full) {
+        cache.inputs.clear();
+        cache.inputs.resize(c.layers.size());
+    }
     for (size_t i = 0; i < c.layers.size(); ++i) {
+        if (full) {
+            // Keep only the layer input (Chen et al. 2016; Megatron "full" recomputation).
+            cache.inputs[i] = buf(x.size());
+            be_.copy(cache.inputs[i], x);
+        }
         x = layer_fwd(c.layers[i], std::move(x), cache.layers[i]);
+        if (full) {
+            cache.layers[i] = LayerCache();
+        }
     }
     return x;
 }
@@ -383,15 +396,7 @@ Buffer Transformer::forward(const ChunkHandles& c,
                             ChunkCache& cache,
                             double& loss_sum) {
     Buffer x = c.first ? embed(c, mb) : std::move(input);
-    if (recompute_ == Recompute::full) {
-        // Keep only the chunk input (Chen et al. 2016; Megatron "full" recomputation).
-        cache.input = buf(x.size());
-        be_.copy(cache.input, x);
-    }
     x = run_layers(c, std::move(x), cache);
-    if (recompute_ == Recompute::full) {
-        cache.layers.clear();
-    }
     if (c.last) {
         head(c, std::move(x), mb, cache, loss_sum);
         return Buffer();

@@ -101,7 +101,10 @@ struct LayerCache {
 };
 
 struct ChunkCache {
-    Buffer input;  // kept with full recomputation
+    // Full recomputation keeps each layer's input only (Megatron --recompute-granularity full
+    // --recompute-method uniform --recompute-num-layers 1) and rebuilds that layer's cache just
+    // before its backward, so that one layer's activations are live at a time.
+    std::vector<Buffer> inputs;
     std::vector<LayerCache> layers;
     Buffer head_x, head_n, head_mean, head_rstd, head_n_full, dlogits;
 };

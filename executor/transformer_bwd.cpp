@@ -128,14 +128,12 @@ void Transformer::embed_bwd(const ChunkHandles& c, Buffer dx, const MicroBatch& 
 
 Buffer
 Transformer::backward(const ChunkHandles& c, Buffer dy, const MicroBatch& mb, ChunkCache& cache) {
-    if (recompute_ == Recompute::full) {
-        Buffer x = buf(cache.input.size());
-        be_.copy(x, cache.input);
-        cache.input = Buffer();
-        (void)run_layers(c, std::move(x), cache);
-    }
     Buffer g = c.last ? head_bwd(c, cache) : std::move(dy);
     for (size_t i = c.layers.size(); i-- > 0;) {
+        if (recompute_ == Recompute::full) {
+            // Rebuild this layer's cache from its kept input; its output is not needed.
+            (void)layer_fwd(c.layers[i], std::move(cache.inputs[i]), cache.layers[i]);
+        }
         g = layer_bwd(c.layers[i], std::move(g), cache.layers[i]);
         cache.layers[i] = LayerCache();
     }

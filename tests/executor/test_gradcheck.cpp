@@ -203,6 +203,28 @@ TEST_SUITE("executor") {
         }
     }
 
+    TEST_CASE("full recomputation keeps one layer's activations live, not the chunk's") {
+        // Tiny GPT in the harness: seq 8, mbs 2, so T = 16 tokens; h = 32, ffn 64, 4 heads, 4
+        // layers, fp32. One layer's cache (transformer.cpp layer_fwd): x, n1, ctx, x2, n2 and q,
+        // k, v (8 T h = 4096) + mean / rstd of both norms (4 T = 64) + MLP a and act (2 T f =
+        // 2048) + probs (b heads s^2 = 512) = 6720 floats = 26880 B; a layer input T h = 2048 B.
+        // Without recomputation all 4 caches are live when the backward starts; with full
+        // recomputation 3 inputs and the last layer's rebuilt cache (its input moved into it):
+        // the step's peak drops by 3 x 26880 - 3 x 2048 = 74496 B. (Rebuilding the whole chunk
+        // before its backward, as the executor did before, drops nothing.)
+        const auto step_peak = [](Recompute r) {
+            Harness h("tiny_gpt.toml", r);
+            const int64_t base = h.be->bytes_in_use();
+            h.be->reset_peak();
+            (void)h.grads();
+            return h.be->peak_bytes() - base;
+        };
+        const int64_t none = step_peak(Recompute::none);
+        const int64_t full = step_peak(Recompute::full);
+        MESSAGE("step peak above the parameters: none " << none << " B, full " << full << " B");
+        CHECK(none - full == 3 * 26880 - 3 * 2048);
+    }
+
     TEST_CASE("gradcheck: GPT-style backward matches finite differences") {
         check_model("tiny_gpt.toml");
     }
