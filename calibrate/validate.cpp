@@ -109,6 +109,11 @@ ValidationReport summarize(std::vector<PlanResult> plans) {
         r.predicted_best_is_measured_best = r.predicted_best == r.measured_best;
         r.regret_pct = 100.0 * (measured[r.predicted_best] - measured[r.measured_best]) /
                        measured[r.measured_best];
+        const PlanResult& pb = plans[r.predicted_best];
+        const PlanResult& mb = plans[r.measured_best];
+        const double pb_min = pb.measured_min_s > 0.0 ? pb.measured_min_s : pb.measured_s;
+        const double mb_max = mb.measured_max_s > 0.0 ? mb.measured_max_s : mb.measured_s;
+        r.best_within_noise = r.predicted_best_is_measured_best || pb_min <= mb_max;
     }
     r.plans = std::move(plans);
     return r;
@@ -165,6 +170,10 @@ ValidationReport validate_plans(executor::Backend& be,
             const executor::Measurement& m = runs[i][r];
             const Estimate e = hooks.reprice ? hooks.reprice(r * n + i, c) : c.estimate;
             measured.push_back(m.iteration_time_s);
+            for (const double t : m.iteration_times_s) {
+                p.measured_min_s = p.measured_min_s > 0.0 ? std::min(p.measured_min_s, t) : t;
+                p.measured_max_s = std::max(p.measured_max_s, t);
+            }
             add_scaled(p.measured_phases, m.phases, w);
             add_scaled(p.predicted_phases, predicted_phases(e), w);
             p.predicted_s += w * e.iteration_time.value();

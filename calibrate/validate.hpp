@@ -46,6 +46,10 @@ struct PlanResult {
     double predicted_s = 0.0;
     double planned_s = 0.0;  // the prediction at plan choice (differs under --calibrate)
     double measured_s = 0.0;
+    // The fastest and slowest measured iteration (slowest rank each) over every round: the
+    // machine's run-to-run noise for this plan (0: take measured_s).
+    double measured_min_s = 0.0;
+    double measured_max_s = 0.0;
     double error_pct = 0.0;  // 100 |predicted - measured| / measured
     executor::PhaseTimes predicted_phases;
     executor::PhaseTimes measured_phases;
@@ -66,6 +70,10 @@ struct ValidationReport {
     // What following the prediction costs: 100 (measured time of the predicted fastest - the
     // measured fastest) / the measured fastest; 0 when they are the same plan.
     double regret_pct = 0.0;
+    // The best-plan check allowing for noise: the predicted fastest is the measured fastest, or
+    // its fastest iteration was no slower than the measured fastest's slowest (their measured
+    // ranges overlap, so the measurement does not order the two).
+    bool best_within_noise = false;
 
     bool operator==(const ValidationReport&) const = default;
 };

@@ -109,7 +109,17 @@ void print_table(std::ostream& os,
        << (r.predicted_best_is_measured_best ? "is" : "is NOT") << " the measured fastest ("
        << r.plans[r.measured_best].role << ")";
     if (!r.predicted_best_is_measured_best) {
+        const calibrate::PlanResult& pb = r.plans[r.predicted_best];
+        const calibrate::PlanResult& mb = r.plans[r.measured_best];
         os << ", " << fmt("%.1f", r.regret_pct) << "% slower";
+        if (pb.measured_max_s > 0.0 && mb.measured_max_s > 0.0) {
+            os << "; measured iterations " << fmt("%.1f", pb.measured_min_s * 1e3) << "-"
+               << fmt("%.1f", pb.measured_max_s * 1e3) << " against "
+               << fmt("%.1f", mb.measured_min_s * 1e3) << "-"
+               << fmt("%.1f", mb.measured_max_s * 1e3) << " ms"
+               << (r.best_within_noise ? ": they overlap, a tie within this machine's noise"
+                                       : ": apart");
+        }
     }
     os << "\n";
 }
@@ -132,6 +142,8 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
         j["predicted_s"] = p.predicted_s;
         j["planned_s"] = p.planned_s;
         j["measured_s"] = p.measured_s;
+        j["measured_min_s"] = p.measured_min_s;
+        j["measured_max_s"] = p.measured_max_s;
         j["error_pct"] = p.error_pct;
         j["phases_s"] = {{"predicted", phases_json(p.predicted_phases)},
                          {"measured", phases_json(p.measured_phases)}};
@@ -153,7 +165,8 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
             {"max_error_pct", o.max_error_pct},
             {"rank_correlation", r.rank_correlation},
             {"predicted_best_is_measured_best", r.predicted_best_is_measured_best},
-            {"best_plan_regret_pct", r.regret_pct}};
+            {"best_plan_regret_pct", r.regret_pct},
+            {"best_plan_within_noise", r.best_within_noise}};
 }
 
 // --calibrate: the measurements around the runs, and the profiles made from them.

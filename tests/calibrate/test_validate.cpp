@@ -48,6 +48,27 @@ TEST_SUITE("calibrate") {
         // Following the prediction runs a (2.0 s) instead of b (1.0 s): 100% regret.
         CHECK(w.regret_pct == doctest::Approx(100.0).epsilon(1e-12));
         CHECK(w.rank_correlation == doctest::Approx(-1.0).epsilon(1e-12));
+        CHECK_FALSE(w.best_within_noise);  // no ranges: a (2.0) > b (1.0)
+        CHECK(r.best_within_noise);
+    }
+
+    TEST_CASE("summarize: the best-plan check within the measured noise") {
+        // a predicted fastest, measured 1.02 s (iterations 1.00-1.05); b measured fastest, 1.01
+        // s (0.99-1.03): a's fastest iteration (1.00) is faster than b's slowest (1.03), so the
+        // measurement does not order them; regret 100 x 0.01 / 1.01 = 0.990%.
+        PlanResult a = result("a", 1.0, 1.02);
+        a.measured_min_s = 1.00;
+        a.measured_max_s = 1.05;
+        PlanResult b = result("b", 1.1, 1.01);
+        b.measured_min_s = 0.99;
+        b.measured_max_s = 1.03;
+        const ValidationReport tie = summarize({a, b});
+        CHECK_FALSE(tie.predicted_best_is_measured_best);
+        CHECK(tie.regret_pct == doctest::Approx(100.0 / 101.0).epsilon(1e-12));
+        CHECK(tie.best_within_noise);
+        // b's iterations 0.99-0.999: a's fastest (1.00) is slower than all of them.
+        b.measured_max_s = 0.999;
+        CHECK_FALSE(summarize({a, b}).best_within_noise);
     }
 
     TEST_CASE("as_executed: the executor's job is fp32 throughout") {
@@ -179,6 +200,12 @@ TEST_SUITE("calibrate") {
         CHECK(two.plans[0].predicted_phases.compute_s == doctest::Approx(0.25).epsilon(1e-12));
         CHECK(two.plans[1].predicted_memory_B == 4096.0);  // max of k = 1, 3: 2048, 4096
         CHECK(two.plans[0].measured_s > 0.0);
+        for (const PlanResult& p : two.plans) {
+            // The median of the rounds' medians lies within the range of every iteration.
+            CHECK(p.measured_min_s > 0.0);
+            CHECK(p.measured_min_s <= p.measured_s);
+            CHECK(p.measured_s <= p.measured_max_s);
+        }
 
         // Without hooks the prediction is the estimate from plan choice.
         const ValidationReport plain = validate_plans(*be, m, j, cands, ro);
