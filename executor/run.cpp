@@ -36,6 +36,7 @@ struct RankState {
     int64_t microbatches = 0;
     bool tied_copy = false;  // holds a tied embedding that must be synced across PP
     int64_t tied_handle = -1;
+    Buffer flush_cell;  // one float: the first and last stage meet on it (tied_copy only)
 };
 
 MicroBatch make_microbatch(const RankState& s, int64_t iteration, int64_t mb) {
@@ -164,6 +165,13 @@ void update(RankState& s, Recorder& rec, int64_t step) {
         });
     }
     if (s.tied_copy) {
+        // The first and the last stage meet here, and the one that finished its backwards first
+        // waits for the other: the pipeline's cool-down, which the cost model prices as bubble.
+        // A one-element all-reduce takes that wait, so that the embedding all-reduce after it
+        // times the transfer alone (charged whole to DP, GPipe pp2 waited 143-172 ms "in DP").
+        rec.timed(Phase::pp_wait, Stream::pp_bwd, "pp flush: first and last stage meet", [&] {
+            be.all_reduce(s.groups.embedding, s.flush_cell, ReduceOp::sum);
+        });
         rec.timed(Phase::dp_comm, Stream::dp, "embedding all_reduce", [&] {
             be.all_reduce(s.groups.embedding, p.ref(s.tied_handle).g, ReduceOp::sum);
         });
@@ -268,7 +276,8 @@ Measurement run_training(Backend& be,
                 {},
                 num_microbatches(plan, job),
                 false,
-                -1};
+                -1,
+                {}};
     s.groups = make_groups(be, plan, at);
     const Group world = be.create_group(0, be.world_rank(), "world");
     s.chunks = build_chunks(s.params, model, s.d, plan, at);
@@ -278,6 +287,9 @@ Measurement run_training(Backend& be,
             s.tied_copy = true;
             s.tied_handle = c.first ? c.embedding : c.output;
         }
+    }
+    if (s.tied_copy) {
+        s.flush_cell = Buffer(be, 1);
     }
     Recorder rec(be, opt.trace, be.world_rank());
     const float loss_scale = 1.0f / static_cast<float>(job.global_batch * job.seq_len);

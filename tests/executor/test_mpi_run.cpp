@@ -140,15 +140,24 @@ TEST_SUITE("executor") {
         std::fclose(f);
         // pp = 2, m = 4: each stage runs F and B of micro-batches 0..3 once.
         int steps[2] = {0, 0};
+        // Tied embeddings: both stages meet once per iteration before the embedding all-reduce,
+        // on the pipeline's backward stream (the wait is pipeline time, not DP traffic).
+        int meets[2] = {0, 0};
         for (const auto& e : t["traceEvents"]) {
             const std::string name = e.value("name", "");
             if (e["ph"] == "X" && (name.rfind("F mb", 0) == 0 || name.rfind("B mb", 0) == 0)) {
                 CHECK(e["tid"] == 0);
                 ++steps[e["pid"].get<int>()];
             }
+            if (e["ph"] == "X" && name == "pp flush: first and last stage meet") {
+                CHECK(e["cat"] == "pp");
+                ++meets[e["pid"].get<int>()];
+            }
         }
         CHECK(steps[0] == 8);
         CHECK(steps[1] == 8);
+        CHECK(meets[0] == 1);
+        CHECK(meets[1] == 1);
     }
 
     TEST_CASE("run: a hung rank aborts the job within the timeout, naming group and operation") {
