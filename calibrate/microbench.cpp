@@ -1,5 +1,7 @@
 #include "calibrate/microbench.hpp"
 
+#include "executor/collect.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -116,9 +118,7 @@ medians_of_passes(int trials, size_t n, const std::function<double(int, size_t)>
     std::vector<double> out;
     out.reserve(n);
     for (std::vector<double>& v : per_item) {
-        std::sort(v.begin(), v.end());
-        const size_t mid = v.size() / 2;
-        out.push_back(v.empty() ? 0.0 : v.size() % 2 == 1 ? v[mid] : 0.5 * (v[mid - 1] + v[mid]));
+        out.push_back(executor::median(std::move(v)));
     }
     return out;
 }

@@ -166,14 +166,13 @@ ValidationReport validate_plans(executor::Backend& be,
         p.role = c.role;
         p.planned_s = c.estimate.iteration_time.value();
         std::vector<double> measured;
+        std::vector<double> iterations;  // every measured iteration of every round
         for (size_t r = 0; r < r_count; ++r) {
             const executor::Measurement& m = runs[i][r];
             const Estimate e = hooks.reprice ? hooks.reprice(r * n + i, c) : c.estimate;
             measured.push_back(m.iteration_time_s);
-            for (const double t : m.iteration_times_s) {
-                p.measured_min_s = p.measured_min_s > 0.0 ? std::min(p.measured_min_s, t) : t;
-                p.measured_max_s = std::max(p.measured_max_s, t);
-            }
+            iterations.insert(
+                iterations.end(), m.iteration_times_s.begin(), m.iteration_times_s.end());
             add_scaled(p.measured_phases, m.phases, w);
             add_scaled(p.predicted_phases, predicted_phases(e), w);
             p.predicted_s += w * e.iteration_time.value();
@@ -183,6 +182,11 @@ ValidationReport validate_plans(executor::Backend& be,
             p.loss = m.loss;
         }
         p.measured_s = executor::median(measured);
+        if (!iterations.empty()) {
+            const auto [lo, hi] = std::minmax_element(iterations.begin(), iterations.end());
+            p.measured_min_s = *lo;
+            p.measured_max_s = *hi;
+        }
         results.push_back(p);
     }
     return summarize(std::move(results));
