@@ -23,6 +23,7 @@ struct JobFlags {
     std::string dtype = "bf16";
     std::string grad_dtype;  // "" = Megatron's default (fp32 main grads)
     std::string job_file;    // optional job TOML; flags override its values
+    std::string stack;       // software stack name or TOML; "" = [job] stack, else megatron-core
 };
 
 struct PlanFlags {

@@ -93,6 +93,7 @@ nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate&
             {"model_flops", e.model_flops.value()},
             {"hardware_flops", e.hardware_flops.value()},
             {"stages", stages_json(p, e)},
+            {"stack", stack_json(in.job.stack)},
             {"risks", risks}};
 }
 
