@@ -62,12 +62,23 @@ public:
     using BackendError::BackendError;
 };
 
+/// The arithmetic of the dense GEMMs (issue 17). fp32: plain fp32 (the CPU reference; the CPU
+/// backend runs nothing else). bf16 / fp16: tensor-core products of operands rounded to
+/// bf16 / fp16 with fp32 accumulation (cuBLAS CUBLAS_COMPUTE_32F_FAST_16BF / _16F); tensors stay
+/// fp32 in memory, and weights, gradients and Adam's moments are fp32 (the master copy).
+enum class GemmPrecision { fp32, bf16, fp16 };
+
 struct BackendOptions {
     /// Seconds any single collective / send / recv may take before CommTimeout; <= 0 = no limit.
     double timeout_s = 0.0;
     /// Fill every alloc_uninit() block with NaN (CPU backend; tests use it to prove that the
     /// workload writes each such buffer before reading it).
     bool poison_uninit = false;
+    /// GEMM arithmetic; a backend that cannot run it throws ConfigError from its factory.
+    GemmPrecision precision = GemmPrecision::fp32;
+    /// Flash-style attention: one kernel, online softmax, no seq x seq buffer; the saved state
+    /// is one log-sum-exp per query row (attention_saved_size()). CUDA backend only.
+    bool fused_attention = false;
 };
 
 /// Abstract backend. One instance per process (one rank per process under mpirun / srun).
@@ -222,10 +233,19 @@ public:
                       int64_t first_pos,
                       bool inverse) = 0;
 
+    /// Elements of the `probs` buffer that attention_fwd saves for attention_bwd: the
+    /// probabilities, batch * heads * seq * seq, unless the backend runs fused attention (one
+    /// log-sum-exp per query row: batch * heads * seq).
+    [[nodiscard]] virtual int64_t
+    attention_saved_size(int64_t seq, int64_t batch, int64_t heads) const {
+        return batch * heads * seq * seq;
+    }
+
     /// Causal scaled dot-product attention, out = softmax(q k^T / sqrt(head_dim) + causal mask) v,
     /// per batch element and head. q and out: [seq, batch, heads * head_dim]; k and v: [seq,
     /// batch, kv_heads * head_dim]; query head h reads kv head h / (heads / kv_heads) (GQA).
-    /// Saves the probabilities in probs: [batch, heads, seq, seq] (upper triangle zero).
+    /// Saves the probabilities in probs: [batch, heads, seq, seq] (upper triangle zero), or,
+    /// fused, the log-sum-exp of each query row's scaled scores: [batch, heads, seq].
     virtual void attention_fwd(View q,
                                View k,
                                View v,

@@ -156,6 +156,12 @@ public:
               int64_t head_dim,
               int64_t first_pos,
               bool inverse) override;
+
+    [[nodiscard]] int64_t
+    attention_saved_size(int64_t seq, int64_t batch, int64_t heads) const override {
+        return be_.attention_saved_size(seq, batch, heads);
+    }
+
     void attention_fwd(View q,
                        View k,
                        View v,

@@ -24,6 +24,7 @@
 #include "executor/cuda/cuda_check.hpp"
 #include "executor/mpi_util.hpp"
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -46,6 +47,11 @@ public:
     [[nodiscard]] int world_rank() const override { return groups_.world_rank(); }
 
     [[nodiscard]] int world_size() const override { return groups_.world_size(); }
+
+    [[nodiscard]] int64_t
+    attention_saved_size(int64_t seq, int64_t batch, int64_t heads) const override {
+        return fused_attention_ ? batch * heads * seq : batch * heads * seq * seq;
+    }
 
     [[nodiscard]] View alloc(int64_t count) override;
     void free(View v) override;
@@ -258,6 +264,15 @@ private:
                       float beta,
                       MatrixArg c,
                       int64_t count);
+    /// gemm_batched in bf16 / fp16 (precision_); ld = leading dimensions of a, b, c.
+    void gemm_tensor_cores(Trans ta,
+                           Trans tb,
+                           std::array<int64_t, 3> mnk,
+                           float alpha,
+                           std::array<MatrixArg, 3> abc,
+                           std::array<int, 3> ld,
+                           float beta,
+                           int64_t count);
 
     // ---- waiting, timeouts, failures (cuda_comm.cpp) ----
     /// Waits on the host until everything queued on the compute stream is done.
@@ -279,6 +294,8 @@ private:
 
     detail::MpiGroups groups_;
     double timeout_s_ = 0.0;
+    GemmPrecision precision_ = GemmPrecision::fp32;
+    bool fused_attention_ = false;
     int device_ = 0;
     int device_count_ = 0;
     std::string device_name_;

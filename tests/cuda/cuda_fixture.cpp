@@ -45,19 +45,10 @@ void ensure_mpi() {
     static MpiSession session;
 }
 
-bool Fixture::available() {
-    const CudaProbe probe = probe_cuda_devices();
-    if (probe.device_count > 0) {
-        return true;
-    }
-    MESSAGE("skipped (no usable GPU): " << probe.message);
-    return false;
-}
-
-Fixture::Fixture() {
+Fixture::Fixture(const BackendOptions& gpu_options) {
     ensure_mpi();
     cpu_ = make_cpu_backend({});
-    gpu_ = make_cuda_backend({});
+    gpu_ = make_cuda_backend(gpu_options);
 }
 
 Pair Fixture::tensor(const std::vector<float>& values) {

@@ -2,8 +2,8 @@
 // the CPU backend's MPI collectives on the same data, point-to-point traffic in the pattern that
 // deadlocks on a single communicator (every rank sends before it receives, messages larger than
 // NCCL's buffers), and the timeout (both neighbours wait for a message nobody sends). Inputs are
-// small integers, so sums are exact. Skips when there are fewer devices than ranks (NCCL does not
-// put two ranks of one communicator on one GPU).
+// small integers, so sums are exact. Skipped when there are fewer devices than ranks (NCCL does
+// not put two ranks of one communicator on one GPU).
 #include "executor/cpu/cpu_backend.hpp"
 #include "executor/cuda/cuda_backend.hpp"
 #include "tests/cuda/cuda_fixture.hpp"
@@ -24,17 +24,6 @@ int world_size() {
     return n;
 }
 
-bool enough_devices() {
-    const int ranks = world_size();
-    const CudaProbe probe = probe_cuda_devices();
-    if (probe.device_count >= ranks && ranks >= 2) {
-        return true;
-    }
-    MESSAGE("skipped: needs at least 2 ranks and one GPU per rank (" << ranks << " ranks; "
-                                                                     << probe.message << ")");
-    return false;
-}
-
 std::vector<float> download(Backend& be, View v) {
     std::vector<float> out(static_cast<size_t>(v.size));
     be.download(out, v);
@@ -43,12 +32,26 @@ std::vector<float> download(Backend& be, View v) {
 
 }  // namespace
 
+namespace cleave::executor::test {
+
+// Needs at least 2 ranks and one GPU per rank (NCCL does not put two ranks of one communicator
+// on one GPU).
+bool devices_usable(std::string& why) {
+    const int ranks = world_size();
+    const CudaProbe probe = probe_cuda_devices();
+    if (probe.device_count >= ranks && ranks >= 2) {
+        return true;
+    }
+    why = "needs at least 2 ranks and one GPU per rank (" + std::to_string(ranks) + " ranks; " +
+          probe.message + ")";
+    return false;
+}
+
+}  // namespace cleave::executor::test
+
 TEST_SUITE("cuda") {
 
     TEST_CASE("cuda mpi: collectives on per-group communicators match MPI on the CPU") {
-        if (!enough_devices()) {
-            return;
-        }
         Fixture f;
         const int rank = f.gpu().world_rank();
         Group g[2];
@@ -81,9 +84,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda mpi: every rank sends to both ring neighbours before receiving") {
-        if (!enough_devices()) {
-            return;
-        }
         ensure_mpi();
         auto be = make_cuda_backend({30.0});
         const int rank = be->world_rank();
@@ -113,9 +113,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda mpi: a receive nobody sends to times out, names the operation, aborts NCCL") {
-        if (!enough_devices()) {
-            return;
-        }
         ensure_mpi();
         auto be = make_cuda_backend({1.0});
         const int rank = be->world_rank();
