@@ -36,6 +36,7 @@ struct RunOptions {
     int64_t warmup = 1;
     std::string backend = "cpu";
     std::string attention = "unfused";
+    std::string dp_overlap = "auto";
     const CLI::Option* dtype_flag = nullptr;  // --dtype, to tell a given value from the default
     double timeout_s = 300.0;
     std::string format = "table";
@@ -113,6 +114,12 @@ void add_flags(CLI::App& sub, RunOptions& o) {
                    "Attention kernels: unfused (scores materialised) or fused (flash-style, "
                    "--backend cuda)")
         ->check(CLI::IsMember({"unfused", "fused"}))
+        ->capture_default_str();
+    sub.add_option("--dp-overlap",
+                   o.dp_overlap,
+                   "Start each layer's DP gradient all-reduce as soon as the backward has passed "
+                   "it (auto: on with --backend cuda, which overlaps them with the backward)")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
     sub.add_option(
            "--timeout",
@@ -312,6 +319,7 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"tp_comm", p.tp_comm_s},
             {"pp_wait", p.pp_wait_s},
             {"dp_comm", p.dp_comm_s},
+            {"dp_exposed", p.dp_exposed_s},
             {"optimizer", p.optimizer_s}};
 }
 
@@ -433,6 +441,7 @@ void run(RunOptions& o, CliContext& ctx) {
         ro.seed = o.seed;
         ro.lr = static_cast<float>(o.lr);
         ro.trace = !o.trace.empty();
+        ro.overlap_dp = o.dp_overlap == "on" || (o.dp_overlap == "auto" && o.backend == "cuda");
         ro.on_step = fault_hook(o, mpi.rank(), ctx.err);
         executor::ProfilingBackend profiled(*be);
         if (o.kernel_profile) {  // count the measured iterations only
@@ -465,7 +474,8 @@ void run(RunOptions& o, CliContext& ctx) {
             print_table(ctx.out, in, plan, o, m, e.iteration_time.value());
         }
         if (o.kernel_profile) {
-            print_kernel_profile(ctx.out, profiled.stats(), in.cluster.gpu, in.job.compute, o.iters);
+            print_kernel_profile(
+                ctx.out, profiled.stats(), in.cluster.gpu, in.job.compute, o.iters);
         }
     } catch (const ConfigError&) {
         if (mpi.rank() == 0) {

@@ -107,7 +107,9 @@ quick=()
 [[ "$backend" == cpu ]] && quick=(--quick)
 if "$cleave" calibrate --backend "$backend" "${quick[@]}" --out "$out/calibrated.toml" \
     >"$out/calibrate.txt" 2>&1; then
-    log "2. calibrate: $(grep -m1 -i 'gemm' "$out/calibrate.txt" || echo 'see calibrate.txt')"
+    log "2. calibrate: $(tr '\r' '\n' <"$out/calibrate.txt" | grep -m1 '^# peak' || echo 'see calibrate.txt')"
+    # The largest GEMM of the sweep (8192^3 on a GPU), cleave's own fp32 throughput there.
+    log "   largest GEMM: $(tr '\r' '\n' <"$out/calibrate.txt" | grep -E '^#   [0-9]+ x' | sort -k2,2n -k4,4n -k6,6n | tail -1)"
 else
     fail "2. calibrate (see calibrate.txt)"
 fi
@@ -128,9 +130,12 @@ else
 fi
 
 # ---- 4. the ~1B model, several plans, predicted against measured -----------------------------
+# On the GPU the prediction uses CLUSTER (BF16 prices; calibrate's profile is fp32-only); the
+# dry run predicts with the profile calibrate just wrote for this machine.
+[[ "$backend" == cpu && -f "$out/calibrated.toml" ]] && cluster="$out/calibrated.toml"
 plans=("--mbs 1 --recompute none" "--mbs 2 --recompute none" "--mbs 2 --recompute selective"
        "--mbs 4 --recompute full")
-printf '%-46s %12s %12s %8s %9s %8s\n' plan predicted_ms measured_ms err_pct peak_gib loss \
+printf '%-50s %12s %12s %8s %9s %8s\n' plan predicted_ms measured_ms err_pct peak_gib loss \
     >"$out/table.txt"
 errs=()
 for attn in "${attn_modes[@]}"; do
@@ -147,13 +152,13 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 pred, meas = r["predicted_iteration_time_s"], r["iteration_time_s"]
 err = (meas - pred) / pred * 100.0
-print(f"{sys.argv[2]:<46} {pred*1e3:12.2f} {meas*1e3:12.2f} {err:8.1f} {r['peak_memory_gib']:9.2f} {r['loss']:8.4f}")
+print(f"{sys.argv[2]:<50} {pred*1e3:12.2f} {meas*1e3:12.2f} {err:8.1f} {r['peak_memory_gib']:9.2f} {r['loss']:8.4f}")
 EOF
 )"
             echo "$row" >>"$out/table.txt"
             errs+=("$(awk '{print $(NF-2)}' <<<"$row")")
         else
-            printf '%-46s failed: %s\n' "$p --attention $attn" "$(tail -1 "$out/runs/$name.err")" >>"$out/table.txt"
+            printf '%-50s failed: %s\n' "$p --attention $attn" "$(tail -1 "$out/runs/$name.err")" >>"$out/table.txt"
             fail "4. cleave run $p --attention $attn"
         fi
     done

@@ -347,6 +347,18 @@ public:
     /// Receives into x from group rank `peer` with `tag`; blocks (bounded by the timeout).
     virtual void recv(Group g, View x, int peer, int tag) = 0;
 
+    /// Starts an in-place sum all-reduce of x over g that may overlap with the work issued
+    /// after it (issue 17: DP gradient buckets during the backward). A GPU backend runs it on a
+    /// stream and a communicator of its own (groups labelled "dp"); x must not be touched until
+    /// all_reduce_wait(). Every rank of g starts the same buckets in the same order. The
+    /// default runs all_reduce() at once.
+    virtual void all_reduce_start(Group g, View x) { all_reduce(g, x, ReduceOp::sum); }
+
+    /// Waits (bounded by the timeout) until every all_reduce_start() is done; work issued later
+    /// sees the results. Returns the seconds those all-reduces ran hidden behind other work:
+    /// their device time minus the time this call waited (0 for the synchronous default).
+    virtual double all_reduce_wait() { return 0.0; }
+
     // ---- time ----------------------------------------------------------------------------------
 
     /// Waits for all queued work on this rank, including outstanding sends (bounded by the

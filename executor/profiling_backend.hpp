@@ -90,6 +90,10 @@ public:
 
     void recv(Group g, View x, int peer, int tag) override;
 
+    void all_reduce_start(Group g, View x) override { be_.all_reduce_start(g, x); }
+
+    double all_reduce_wait() override { return be_.all_reduce_wait(); }
+
     void synchronize() override { be_.synchronize(); }
 
     [[nodiscard]] double clock_s() override { return be_.clock_s(); }

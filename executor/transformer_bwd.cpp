@@ -136,6 +136,9 @@ Transformer::backward(const ChunkHandles& c, Buffer dy, const MicroBatch& mb, Ch
         }
         g = layer_bwd(c.layers[i], std::move(g), cache.layers[i]);
         cache.layers[i] = LayerCache();
+        if (after_layer_backward) {
+            after_layer_backward(c.layers[i]);
+        }
     }
     cache = ChunkCache();
     if (c.first) {

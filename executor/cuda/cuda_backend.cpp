@@ -130,6 +130,7 @@ void CudaBackend::release() noexcept {
     for (const auto& s : sends_) {
         idle = idle && cudaEventQuery(s.done) == cudaSuccess;
     }
+    idle = idle && (dp_stream_ == nullptr || cudaStreamQuery(dp_stream_) == cudaSuccess);
     const auto close = [idle](ncclComm_t& comm) {
         if (comm == nullptr) {
             return;
@@ -142,6 +143,7 @@ void CudaBackend::release() noexcept {
         comm = nullptr;
     };
     for (auto& cg : comms_) {
+        close(cg.async_comm);
         close(cg.comm);
         for (auto& ch : cg.channels) {
             close(ch.comm);
@@ -158,6 +160,11 @@ void CudaBackend::release() noexcept {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(s.done));
     }
     sends_.clear();
+    release_async();
+    if (dp_stream_ != nullptr) {
+        CLEAVE_CUDA_CHECK_NOEXCEPT(cudaStreamDestroy(dp_stream_));
+        dp_stream_ = nullptr;
+    }
     for (auto& [ptr, bytes] : allocations_) {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(const_cast<float*>(ptr), stream_));
     }
