@@ -114,6 +114,23 @@ else
     fail "2. calibrate (see calibrate.txt)"
 fi
 
+# ---- 2b. cleave's own GEMM throughput in the run's dtype at 8192^3 -------------------------------
+# One layer of hidden 8192 on 4 x 2048 tokens: its Q/K/V/O projections are 8192 x 8192 x 8192
+# GEMMs, timed one by one by --kernel-profile (BF16 on tensor cores on the GPU).
+if [[ "$backend" == cuda ]]; then
+    gshape=(--layers 1 --hidden 8192 --heads 64 --ffn 32768 --vocab 8192 --seq 2048 --gbs 4 --mbs 4)
+    gname="gemm NN 8192x8192x8192"
+else
+    gshape=(--layers 1 --hidden 128 --heads 4 --ffn 512 --vocab 256 --seq 64 --gbs 2 --mbs 2)
+    gname="gemm NN 128x128x128"
+fi
+if "$cleave" run "$root/examples/gpt-1b.toml" "$cluster" --backend "$backend" --dtype "$dtype" \
+    "${gshape[@]}" --kernel-profile --iters 2 --warmup 1 >"$out/gemm.txt" 2>&1; then
+    log "2b. $dtype $(grep -m1 "$gname" "$out/gemm.txt" | awk '{ printf "%s %s: %.3f TFLOP/s measured (%s calls/iteration, %s ms)", $1, $2 " " $3, $NF / 1e3, $4, $5 }')"
+else
+    fail "2b. GEMM throughput run (see gemm.txt)"
+fi
+
 # ---- 3. validate -----------------------------------------------------------------------------
 if [[ -f "$out/calibrated.toml" ]]; then
     vmodel="$root/tests/calibrate/data/gpu-gpt.toml"
