@@ -249,9 +249,12 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
         // forward except the first bucket (Megatron-Core distributed optimizer).
         const Seconds ag = collective_time(Collective::all_gather, wd, n, x.links.dp) +
                            collective_time(Collective::all_gather, we, ne, x.links.dp_expert);
-        const Bytes ag_bucket = min(wd, bytes(bucket_params(p, st) * wbytes));
-        const Seconds first = collective_time(Collective::all_gather, ag_bucket, n, x.links.dp);
-        const Seconds shown = exposed_bucketed(ag, first, w.cost.fwd, st.overlap_param_gather);
+        Seconds shown = ag;
+        if (st.overlap_param_gather) {  // the first bucket's gather priced only when needed
+            const Bytes ag_bucket = min(wd, bytes(bucket_params(p, st) * wbytes));
+            const Seconds first = collective_time(Collective::all_gather, ag_bucket, n, x.links.dp);
+            shown = exposed_bucketed(ag, first, w.cost.fwd, true);
+        }
         w.cost.optimizer += shown + overlap_slowdown(ag, shown, st.comm_sm_fraction);
         w.dp_b += collective_bytes_sent(Collective::all_gather, wd, n) +
                   collective_bytes_sent(Collective::all_gather, we, ne);
