@@ -442,6 +442,33 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     }
 }
 
+/// Megatron-LM's spelling of the quantised precisions (megatron/core/transformer/
+/// transformer_config.py @d98e8a64: fp8 -> --fp8-format e4m3|hybrid, fp8_recipe -> --fp8-recipe
+/// tensorwise|delayed|mxfp8|blockwise, fp4 -> --fp4-format e2m1, fp4_recipe -> --fp4-recipe nvfp4).
+/// Hybrid (E4M3 forward, E5M2 gradients) for per-tensor FP8; E4M3 throughout for the block
+/// recipes, as Transformer Engine's MXFP8 and blockwise recipes use (their docs @d0067d0d).
+void megatron_precision_args(Args& args, const JobSpec& job) {
+    switch (job.compute) {
+    case Dtype::fp8:
+        arg(args, "--fp8-format", job.fp8_recipe == Fp8Recipe::blockwise ? "e4m3" : "hybrid");
+        arg(args, "--fp8-recipe", to_string(job.fp8_recipe));
+        break;
+    case Dtype::mxfp8:
+        arg(args, "--fp8-format", "e4m3");
+        arg(args, "--fp8-recipe", "mxfp8");
+        break;
+    case Dtype::nvfp4:
+        arg(args, "--fp4-format", "e2m1");
+        arg(args, "--fp4-recipe", "nvfp4");
+        break;
+    default:
+        return;
+    }
+    if (job.weights == Dtype::fp8) {
+        arg(args, "--fp8-param-gather");
+    }
+}
+
 void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) {
     const Plan& p = best.plan;
     const JobSpec& job = in.job;
@@ -466,9 +493,7 @@ void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) 
     } else if (job.compute != Dtype::fp32) {
         arg(args, "--bf16");  // fp32 is Megatron's default and has no flag
     }
-    if (job.compute == Dtype::fp8) {
-        arg(args, "--fp8-format", "hybrid");
-    }
+    megatron_precision_args(args, job);
     for (std::size_t i = 0; i < args.size(); ++i) {
         os << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
     }

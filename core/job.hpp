@@ -9,6 +9,12 @@ namespace cleave {
 
 enum class Optimizer { adam, sgd };
 
+/// Transformer Engine scaling recipe of Dtype::fp8 (Megatron --fp8-recipe; its default is delayed,
+/// megatron/core/transformer/transformer_config.py @d98e8a64): delayed = one scale per tensor from
+/// an amax history, tensorwise = per-tensor current scaling, blockwise = 1x128 / 128x128 blocks.
+/// mxfp8 and nvfp4 carry their own block scaling in the dtype.
+enum class Fp8Recipe { delayed, tensorwise, blockwise };
+
 struct JobSpec {
     int64_t gpus = 0;
     int64_t global_batch = 0;     // sequences per iteration
@@ -19,6 +25,7 @@ struct JobSpec {
     Dtype optimizer_states = Dtype::fp32;  // Adam m and v
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;
+    Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
 
     bool operator==(const JobSpec&) const = default;
 };

@@ -24,7 +24,9 @@ const std::vector<Choice<Dtype>>& dtype_choices() {
                                                        {"tf32", Dtype::tf32},
                                                        {"bf16", Dtype::bf16},
                                                        {"fp16", Dtype::fp16},
-                                                       {"fp8", Dtype::fp8}};
+                                                       {"fp8", Dtype::fp8},
+                                                       {"mxfp8", Dtype::mxfp8},
+                                                       {"nvfp4", Dtype::nvfp4}};
     return choices;
 }
 
@@ -37,6 +39,12 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.grads, r.choice("dtype_grads", Need::optional, dtype_choices()));
     set(job.optimizer_states, r.choice("dtype_optimizer_states", Need::optional, dtype_choices()));
     set(job.master_weights, r.flag("master_weights", Need::optional));
+    set(job.fp8_recipe,
+        r.choice<Fp8Recipe>("fp8_recipe",
+                            Need::optional,
+                            {{"delayed", Fp8Recipe::delayed},
+                             {"tensorwise", Fp8Recipe::tensorwise},
+                             {"blockwise", Fp8Recipe::blockwise}}));
     set(job.optimizer,
         r.choice<Optimizer>(
             "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));

@@ -1,6 +1,7 @@
 #include "costmodel/compute.hpp"
 
 #include "core/errors.hpp"
+#include "costmodel/precision.hpp"
 
 #include <algorithm>
 
@@ -12,10 +13,10 @@ double d(int64_t x) {
     return static_cast<double>(x);
 }
 
-// Attention-core GEMMs (Q K^T, softmax V) stay in 16-bit under fp8 training (Transformer Engine
-// runs only the linear layers in fp8).
+// Attention-core GEMMs (Q K^T, softmax V), the router and the output layer stay 16-bit under
+// quantised training (costmodel/precision.cpp, unquantised()).
 Dtype core_dtype(Dtype compute) {
-    return compute == Dtype::fp8 ? Dtype::bf16 : compute;
+    return unquantised(compute);
 }
 
 Seconds collective(Collective k, Bytes s, int64_t n, const GroupLink& l) {
@@ -33,17 +34,16 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
     if (f.value() <= 0.0) {
         return {};
     }
-    FlopsPerSecond peak = peak_flops(gpu, dtype);
-    if (peak.value() <= 0.0) {
-        peak = dtype == Dtype::fp8 ? peak_flops(gpu, Dtype::bf16) : gpu.peak_fp32;
-    }
+    // A precision the GPU lacks runs in the next wider one it has (fp8 on an A100: bf16).
+    const Dtype run = runnable_dtype(gpu, dtype);
+    FlopsPerSecond peak = peak_flops(gpu, run);
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
     // A loop of count GEMMs runs each at the efficiency of its own size; one batched kernel at
-    // about that of a GEMM of the whole batch's FLOPs.
+    // about that of a GEMM of the whole batch's FLOPs. Each precision has its own curve.
     const Flops lookup = gpu.batched_gemm_fused || g.count <= 1.0 ? f : f / g.count;
-    double eff = gemm_efficiency(gpu, lookup);
+    double eff = gemm_efficiency(gpu, lookup, run);
     if (eff <= 0.0) {
         eff = 1.0;  // no curve in the profile: peak
     }
@@ -257,10 +257,14 @@ LayerCost layer_cost(const ModelSpec& m,
     const Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
                          gemm_time(gpu, core_dtype(job.compute), g.attn_v);
     const LayerTraffic tr = layer_traffic(m, job, p, moe);
+    // Quantised training casts each linear GEMM's input (fwd) and output gradient (bwd).
+    const QuantiseBytes q = layer_quantise_bytes(gpu, job, g);
     LayerCost lc;
-    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class);
+    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.fwd);
     // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
-    lc.bwd = 2.0 * (linear + core) + memory_time(gpu, tr.bwd_by_class);
+    lc.bwd = 2.0 * (linear + core) + memory_time(gpu, tr.bwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.bwd);
     switch (p.recompute) {
     case Recompute::none:
         break;
@@ -321,7 +325,7 @@ EdgeCost output_cost(const ModelSpec& m,
     const double th = tok * d(m.hidden);
     const double logits = tok * d(m.vocab) / d(p.tp);
     const GemmShape head{tok, d(m.vocab) / d(p.tp), d(m.hidden), 1.0};
-    const Seconds gemm = gemm_time(c.gpu, job.compute, head);
+    const Seconds gemm = gemm_time(c.gpu, core_dtype(job.compute), head);  // 16-bit head
     EdgeCost e;
     // Final norm; logits GEMM; fp32 cross-entropy: cast (read 16-bit, write fp32), max, exp-sum
     // and the stored softmax (Megatron vocab_parallel_cross_entropy).
@@ -361,6 +365,10 @@ Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params) {
     const double weights = master ? 8.0 + w : 2.0 * w;
     const double moments = 2.0 * optimizer_moments(job.optimizer) * os;
     return memory_time(gpu, KernelClass::optimizer, bytes(params * (weights + 2.0 * g + moments)));
+}
+
+Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params) {
+    return memory_time(gpu, KernelClass::elementwise, weight_quantise_bytes(gpu, job, params));
 }
 
 }  // namespace cleave

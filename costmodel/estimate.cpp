@@ -7,6 +7,7 @@
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/pipeline.hpp"
+#include "costmodel/precision.hpp"
 #include "costmodel/risks.hpp"
 
 #include <algorithm>
@@ -119,6 +120,9 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
         mem.comm_buffers += bytes(abth);  // all-gathered layer input
     }
     mem.comm_buffers += zero3_gather_bytes(x.m, x.job, p);  // 0 below ZeRO 3
+    // Quantised weight copies kept over a step (costmodel/precision.hpp), sharded like weights.
+    mem.weights += bytes(weight_copy_bytes_per_param(x.c.gpu, x.job) * (sp.dense + sp.expert) /
+                         (p.zero >= 3 ? d(dp_shard) : 1.0));
     mem.reserved = x.c.gpu.reserved_memory;
     mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
                 mem.comm_buffers + mem.reserved;
@@ -212,7 +216,8 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
     w.cost.dp_grad_sync = (total > Seconds{} ? last + hidden : Seconds{}) + tied;
     const double shard = p.zero >= 1 ? d(n) : 1.0;
     const double shard_e = p.zero >= 1 ? d(ne) : 1.0;
-    w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e);
+    w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e) +
+                       weight_quantise_time(x.c.gpu, x.job, sp.dense + sp.expert);
     if (p.zero == 1 || p.zero == 2) {
         const Bytes wd = bytes(sp.dense * wbytes);
         const Bytes we = bytes(sp.expert * wbytes);
