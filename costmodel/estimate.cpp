@@ -418,7 +418,9 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.hardware_flops = x.parts.hardware_flops;
     const double t = e.iteration_time.value();
     const double gpus = d(plan_gpus(plan));
-    const double peak_flops_s = peak_flops(cluster.gpu, job.compute).value();
+    // MFU against the dense peak of the precision the linear GEMMs run in (fp8 on an A100: bf16).
+    const double peak_flops_s =
+        peak_flops(cluster.gpu, runnable_dtype(cluster.gpu, job.compute)).value();
     e.tokens_per_s = t > 0 ? d(job.global_batch) * d(job.seq_len) / t : 0.0;
     e.tflops_per_gpu = t > 0 ? e.model_flops.value() / t / gpus / 1e12 : 0.0;
     e.mfu = t > 0 && peak_flops_s > 0 ? e.model_flops.value() / (t * gpus * peak_flops_s) : 0.0;

@@ -1,0 +1,127 @@
+// The precision flags through the CLI: Megatron-LM's spelling in exports, clear errors for a
+// precision the GPU lacks, and `cleave compare` saying what it assumed on every profile.
+#include "cli/app.hpp"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+    int code = 0;
+    std::string out;
+    std::string err;
+};
+
+Run cli(std::vector<std::string> args) {
+    args.insert(args.begin(), "cleave");
+    std::vector<const char*> argv;
+    for (const auto& a : args) {
+        argv.push_back(a.c_str());
+    }
+    std::ostringstream out;
+    std::ostringstream err;
+    cleave::cli::CliContext ctx{out, err};
+    const int code = cleave::cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
+    return {code, out.str(), err.str()};
+}
+
+const std::string tiny = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/tiny.toml";
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("precision cli: Megatron exports spell fp8 and fp4 as megatron/training does") {
+        // Megatron-LM transformer_config.py @d98e8a64: --fp8-format e4m3|hybrid, --fp8-recipe
+        // tensorwise|delayed|mxfp8|blockwise, --fp4-format e2m1, --fp4-recipe nvfp4.
+        const Run h = cli({"plan",
+                           tiny,
+                           "dgx-h100",
+                           "--gpus",
+                           "8",
+                           "--gbs",
+                           "32",
+                           "--dtype",
+                           "fp8",
+                           "--fp8-recipe",
+                           "tensorwise",
+                           "--fp8-param-gather",
+                           "--format",
+                           "megatron"});
+        REQUIRE(h.code == 0);
+        CHECK(
+            h.out.find("--fp8-format hybrid \\\n--fp8-recipe tensorwise \\\n--fp8-param-gather") !=
+            std::string::npos);
+        const Run mx = cli({"plan",
+                            tiny,
+                            "gb200-nvl72",
+                            "--gpus",
+                            "8",
+                            "--gbs",
+                            "32",
+                            "--dtype",
+                            "mxfp8",
+                            "--format",
+                            "megatron"});
+        REQUIRE(mx.code == 0);
+        CHECK(mx.out.find("--fp8-format e4m3 \\\n--fp8-recipe mxfp8") != std::string::npos);
+        const Run fp4 = cli({"plan",
+                             tiny,
+                             "gb300-nvl72",
+                             "--gpus",
+                             "8",
+                             "--gbs",
+                             "32",
+                             "--dtype",
+                             "nvfp4",
+                             "--format",
+                             "megatron"});
+        REQUIRE(fp4.code == 0);
+        CHECK(fp4.out.find("--fp4-format e2m1 \\\n--fp4-recipe nvfp4") != std::string::npos);
+        CHECK(fp4.out.find("--fp8-format") == std::string::npos);
+    }
+
+    TEST_CASE("precision cli: a precision the GPU lacks, or a recipe without fp8, exits 2") {
+        const Run mx =
+            cli({"explain", tiny, "dgx-h100", "--gpus", "8", "--gbs", "32", "--dtype", "mxfp8"});
+        CHECK(mx.code == 2);
+        CHECK(mx.err.find("dgx-h100") != std::string::npos);
+        CHECK(mx.err.find("peak_tflops_mxfp8") != std::string::npos);
+        const Run r = cli(
+            {"explain", tiny, "dgx-b200", "--gpus", "8", "--gbs", "32", "--fp8-recipe", "delayed"});
+        CHECK(r.code == 2);
+        CHECK(r.err.find("--fp8-recipe delayed needs --dtype fp8") != std::string::npos);
+    }
+
+    TEST_CASE("precision cli: compare says what it assumed and which GPU runs what") {
+        const Run r = cli({"compare",
+                           tiny,
+                           "--clusters",
+                           "dgx-a100-80g",
+                           "dgx-h100",
+                           "gb200-nvl72",
+                           "--gpus",
+                           "8",
+                           "--gbs",
+                           "32",
+                           "--dtype",
+                           "fp8",
+                           "--format",
+                           "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        const std::string a = j["assumptions"].get<std::string>();
+        CHECK(a.find("linear GEMMs in fp8 (delayed scaling)") != std::string::npos);
+        CHECK(a.find("dgx-a100-80g has no fp8 path and runs it in bf16") != std::string::npos);
+        CHECK(a.find("dgx-h100 has no") == std::string::npos);
+        CHECK(j["profiles"][0]["gemm_dtype"] == "bf16");
+        CHECK(j["profiles"][1]["gemm_dtype"] == "fp8");
+        CHECK(j["profiles"][2]["gemm_dtype"] == "fp8");
+        // MFU against the peak of the precision each GPU runs: the A100's is bf16's, not 0.
+        CHECK(j["profiles"][0]["best"]["mfu"].get<double>() > 0.0);
+    }
+}
