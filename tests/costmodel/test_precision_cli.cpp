@@ -124,4 +124,38 @@ TEST_SUITE("costmodel") {
         // MFU against the peak of the precision each GPU runs: the A100's is bf16's, not 0.
         CHECK(j["profiles"][0]["best"]["mfu"].get<double>() > 0.0);
     }
+
+    TEST_CASE("precision cli: FP8 weight copies in memory, FP8 param all-gather in traffic") {
+        auto explain = [](std::vector<std::string> extra) {
+            std::vector<std::string> a = {"explain",
+                                          tiny,
+                                          "dgx-h100",
+                                          "--gpus",
+                                          "8",
+                                          "--gbs",
+                                          "32",
+                                          "--zero",
+                                          "1",
+                                          "--format",
+                                          "json"};
+            a.insert(a.end(), extra.begin(), extra.end());
+            const Run r = cli(a);
+            REQUIRE(r.code == 0);
+            return nlohmann::json::parse(r.out);
+        };
+        const auto bf16 = explain({});
+        const auto fp8 = explain({"--dtype", "fp8"});
+        const auto pg = explain({"--dtype", "fp8", "--fp8-param-gather"});
+        const double w = bf16["memory_gib"]["weights"].get<double>();
+        // Per local parameter, H100 (no native FP8 layouts): bf16 2 B; fp8 2 B + the cached FP8
+        // copy and its transpose 2 x 1 B = 4 B; --fp8-param-gather: FP8 weight 1 B + transpose
+        // 1 B = 2 B.
+        CHECK(fp8["memory_gib"]["weights"].get<double>() == doctest::Approx(2.0 * w));
+        CHECK(pg["memory_gib"]["weights"].get<double>() == doctest::Approx(w));
+        // ZeRO-1 DP traffic per parameter: reduce-scatter of fp32 grads 4 B + all-gather of the
+        // weights 2 B (bf16) or 1 B (FP8 param gather), both x (n-1)/n: 6 / 5 = 1.2.
+        CHECK(fp8["comm_bytes_per_gpu"]["dp"].get<double>() /
+                  pg["comm_bytes_per_gpu"]["dp"].get<double>() ==
+              doctest::Approx(1.2));
+    }
 }
