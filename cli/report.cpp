@@ -1,6 +1,7 @@
 #include "cli/report.hpp"
 
 #include "costmodel/collectives.hpp"
+#include "costmodel/precision.hpp"
 
 #include <cstdio>
 #include <ostream>
@@ -67,6 +68,24 @@ nlohmann::json plan_to_json(const Plan& p, const JobSpec& job) {
             {"flags", to_flags(p)}};
 }
 
+namespace {
+
+/// The precision priced: the requested dtype, its FP8 recipe, the dtype the GPU runs the linear
+/// GEMMs in (costmodel/precision.hpp runnable_dtype) and the 16-bit one of the rest.
+nlohmann::json precision_json(const Inputs& in) {
+    const JobSpec& j = in.job;
+    nlohmann::json o = {{"dtype", to_string(j.compute)},
+                        {"gemm_dtype", to_string(runnable_dtype(in.cluster.gpu, j.compute))},
+                        {"unquantised_dtype", to_string(unquantised(j.compute))},
+                        {"weights", to_string(j.weights)}};
+    if (j.compute == Dtype::fp8) {
+        o["fp8_recipe"] = to_string(j.fp8_recipe);
+    }
+    return o;
+}
+
+}  // namespace
+
 nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e) {
     auto risks = nlohmann::json::array();
     for (const Risk& r : describe_risks(in.model, in.cluster, in.job, p, e)) {
@@ -93,6 +112,7 @@ nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate&
             {"model_flops", e.model_flops.value()},
             {"hardware_flops", e.hardware_flops.value()},
             {"stages", stages_json(p, e)},
+            {"precision", precision_json(in)},
             {"risks", risks}};
 }
 

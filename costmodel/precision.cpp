@@ -1,5 +1,9 @@
 #include "costmodel/precision.hpp"
 
+#include <algorithm>
+#include <cctype>
+#include <string>
+
 namespace cleave {
 
 namespace {
@@ -92,6 +96,48 @@ QuantiseBytes layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const
 
 Bytes weight_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, double params) {
     return bytes(quantise_bytes_per_element(gpu, job) * params);
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+    std::string o(s);
+    std::transform(o.begin(), o.end(), o.begin(), [](unsigned char ch) {
+        return static_cast<char>(std::tolower(ch));
+    });
+    return o;
+}
+
+}  // namespace
+
+// Megatron-Bridge performance-summary labels: FP8-CS = per-tensor current scaling (Megatron
+// fp8_recipe "tensorwise"), FP8-MX = MXFP8; a bare "FP8" is Megatron's default recipe, delayed.
+std::optional<PrecisionChoice> precision_of_label(std::string_view label) {
+    const std::string s = lower(label);
+    auto has = [&](const char* w) { return s.find(w) != std::string::npos; };
+    if (has("nvfp4") || has("fp4")) {
+        return PrecisionChoice{Dtype::nvfp4, Fp8Recipe::delayed};
+    }
+    if (has("mxfp8") || has("fp8-mx")) {
+        return PrecisionChoice{Dtype::mxfp8, Fp8Recipe::delayed};
+    }
+    if (has("fp8")) {
+        const Fp8Recipe r = has("current") || has("fp8-cs") || has("tensorwise")
+                                ? Fp8Recipe::tensorwise
+                            : has("block") ? Fp8Recipe::blockwise
+                                           : Fp8Recipe::delayed;
+        return PrecisionChoice{Dtype::fp8, r};
+    }
+    if (has("bf16")) {
+        return PrecisionChoice{Dtype::bf16, Fp8Recipe::delayed};
+    }
+    if (has("fp16")) {
+        return PrecisionChoice{Dtype::fp16, Fp8Recipe::delayed};
+    }
+    if (has("fp32")) {
+        return PrecisionChoice{Dtype::fp32, Fp8Recipe::delayed};
+    }
+    return std::nullopt;
 }
 
 }  // namespace cleave

@@ -9,6 +9,9 @@
 #include "core/units.hpp"
 #include "costmodel/flops.hpp"
 
+#include <optional>
+#include <string_view>
+
 namespace cleave {
 
 /// true for fp8, mxfp8 and nvfp4: the linear layers' GEMMs run quantised.
@@ -53,6 +56,18 @@ struct QuantiseBytes {
 
 [[nodiscard]] QuantiseBytes
 layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const LayerGemms& g);
+
+/// The precision a published run's label names ("BF16 mixed", "FP8 per-tensor current scaling
+/// (FP8-CS) + BF16", "MXFP8 (FP8-MX, block-scaled) + BF16", "FP8 delayed", "NVFP4", "fp16", ...:
+/// public_runs*.csv's precision column), case-insensitive; nullopt when none is named.
+struct PrecisionChoice {
+    Dtype compute = Dtype::bf16;
+    Fp8Recipe fp8_recipe = Fp8Recipe::delayed;
+
+    bool operator==(const PrecisionChoice&) const = default;
+};
+
+[[nodiscard]] std::optional<PrecisionChoice> precision_of_label(std::string_view label);
 
 /// Memory-bound bytes of quantising `params` weights once per optimizer step (Transformer Engine
 /// caches them over the micro-batches of a step: Megatron passes is_first_microbatch).

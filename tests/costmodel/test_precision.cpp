@@ -122,4 +122,18 @@ TEST_SUITE("costmodel") {
         CHECK(t8.kind == LinkKind::network);
         CHECK(t8.busbw.value() == doctest::Approx(4 * 47e9));  // min(680, 4 x 47) = 188 GB/s
     }
+
+    TEST_CASE("precision: published precision labels name a dtype and recipe") {
+        using P = PrecisionChoice;
+        CHECK(precision_of_label("FP8 per-tensor current scaling (FP8-CS) + BF16") ==
+              P{Dtype::fp8, Fp8Recipe::tensorwise});
+        CHECK(precision_of_label("MXFP8 (FP8-MX, block-scaled) + BF16") ==
+              P{Dtype::mxfp8, Fp8Recipe::delayed});
+        CHECK(precision_of_label("FP8 blockwise") == P{Dtype::fp8, Fp8Recipe::blockwise});
+        CHECK(precision_of_label("fp8") == P{Dtype::fp8, Fp8Recipe::delayed});
+        CHECK(precision_of_label("NVFP4 + BF16") == P{Dtype::nvfp4, Fp8Recipe::delayed});
+        CHECK(precision_of_label("BF16 mixed") == P{Dtype::bf16, Fp8Recipe::delayed});
+        CHECK(precision_of_label("mixed fp16") == P{Dtype::fp16, Fp8Recipe::delayed});
+        CHECK_FALSE(precision_of_label("int4").has_value());
+    }
 }

@@ -152,6 +152,10 @@ TEST_SUITE("costmodel") {
         // 1 B = 2 B.
         CHECK(fp8["memory_gib"]["weights"].get<double>() == doctest::Approx(2.0 * w));
         CHECK(pg["memory_gib"]["weights"].get<double>() == doctest::Approx(w));
+        CHECK(pg["precision"]["dtype"] == "fp8");
+        CHECK(pg["precision"]["fp8_recipe"] == "delayed");
+        CHECK(pg["precision"]["weights"] == "fp8");
+        CHECK(pg["precision"]["unquantised_dtype"] == "bf16");
         // ZeRO-1 DP traffic per parameter: reduce-scatter of fp32 grads 4 B + all-gather of the
         // weights 2 B (bf16) or 1 B (FP8 param gather), both x (n-1)/n: 6 / 5 = 1.2.
         CHECK(fp8["comm_bytes_per_gpu"]["dp"].get<double>() /
