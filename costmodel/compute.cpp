@@ -175,18 +175,27 @@ void add_tp(LayerCost& lc,
     const Bytes ar_b = collective_bytes_sent(Collective::all_reduce, s, p.tp);
     const Bytes ag_b = collective_bytes_sent(Collective::all_gather, s, p.tp);
     const Bytes rs_b = collective_bytes_sent(Collective::reduce_scatter, s, p.tp);
+    // SP under quantised training gathers the column-parallel layers' inputs already quantised,
+    // after an amax all-reduce where the scale is per tensor (costmodel/precision.hpp).
+    const Bytes sq = bytes(tokens_per_gpu(job, p) * d(m.hidden) *
+                           gathered_bytes_per_element(job, activation_bytes(job)));
+    const Seconds amax = per_tensor_amax(job)
+                             ? collective(Collective::all_reduce, bytes(4.0), p.tp, links.tp)
+                             : Seconds{};
+    const Seconds agq = collective(Collective::all_gather, sq, p.tp, links.tp) + amax;
+    const Bytes agq_b = collective_bytes_sent(Collective::all_gather, sq, p.tp);
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
     // Each collective is a point where every rank waits for the slowest (node.sync_wait):
     // forward 2 (SP: 4) and backward 2 (SP: 6, with the column-parallel layers' re-gathers).
     const Seconds w = links.tp.sync_wait;
     Seconds bwd;
     if (p.sp) {
-        lc.tp_fwd = 2.0 * (ag + rs) + 4.0 * w;
+        lc.tp_fwd = 2.0 * (agq + rs) + 4.0 * w;
         bwd = 2.0 * ag + 6.0 * w;  // row-parallel layers: all-gather of the output gradient
         for (int k = 0; k < 2; ++k) {
-            bwd += max(Seconds{}, ag - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+            bwd += max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (ag_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
     } else {
         lc.tp_fwd = 2.0 * ar + 2.0 * w;
         bwd = 2.0 * w;

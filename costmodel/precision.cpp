@@ -36,7 +36,7 @@ double copies(const GpuSpec& gpu, const JobSpec& job) {
 // ("reading the tensor twice", TE fp8_current_scaling doc) and NVFP4's global scale (TE nvfp4
 // doc: s_global from the global amax). Delayed scaling takes amax from history, fused into the
 // cast; block scales come from the block being cast.
-bool amax_pass(const JobSpec& job) {
+bool amax_pass_of(const JobSpec& job) {
     return job.compute == Dtype::nvfp4 ||
            (job.compute == Dtype::fp8 && job.fp8_recipe == Fp8Recipe::tensorwise);
 }
@@ -71,7 +71,7 @@ double quantise_bytes_per_element(const GpuSpec& gpu, const JobSpec& job) {
     if (!is_quantised(job.compute)) {
         return 0.0;
     }
-    const double read = amax_pass(job) ? 4.0 : 2.0;
+    const double read = amax_pass_of(job) ? 4.0 : 2.0;
     const double copy = bytes_of(job.compute) + scale_bytes_per_element(job);
     return read + copies(gpu, job) * copy;
 }
@@ -82,6 +82,15 @@ double weight_copy_bytes_per_param(const GpuSpec& gpu, const JobSpec& job) {
     }
     const double n = copies(gpu, job) - (is_quantised(job.weights) ? 1.0 : 0.0);
     return n * (bytes_of(job.compute) + scale_bytes_per_element(job));
+}
+
+double gathered_bytes_per_element(const JobSpec& job, double unquantised) {
+    return is_quantised(job.compute) ? bytes_of(job.compute) + scale_bytes_per_element(job)
+                                     : unquantised;
+}
+
+bool per_tensor_amax(const JobSpec& job) {
+    return amax_pass_of(job);
 }
 
 QuantiseBytes layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const LayerGemms& g) {

@@ -57,6 +57,17 @@ struct QuantiseBytes {
 [[nodiscard]] QuantiseBytes
 layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const LayerGemms& g);
 
+/// Bytes per element of a tensor-parallel all-gather of a column-parallel layer's input: the
+/// quantised element plus its block-scale share when job.compute is quantised (Transformer Engine
+/// gathers the quantised norm output: transformer_engine/pytorch/module/layernorm_linear.py
+/// @d0067d0d, gather_along_first_dim(ln_out, tp_group, quantizer=...)), else `unquantised`.
+[[nodiscard]] double gathered_bytes_per_element(const JobSpec& job, double unquantised);
+
+/// true when a quantised tensor needs the whole tensor's amax for its scale (per-tensor current
+/// scaling, NVFP4's global scale), so a gathered one waits for an amax all-reduce first (TE
+/// fp8_current_scaling and nvfp4 docs @d0067d0d, "Amax reduction").
+[[nodiscard]] bool per_tensor_amax(const JobSpec& job);
+
 /// The precision a published run's label names ("BF16 mixed", "FP8 per-tensor current scaling
 /// (FP8-CS) + BF16", "MXFP8 (FP8-MX, block-scaled) + BF16", "FP8 delayed", "NVFP4", "fp16", ...:
 /// public_runs*.csv's precision column), case-insensitive; nullopt when none is named.

@@ -4,6 +4,7 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/precision.hpp"
+#include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
 
@@ -135,5 +136,31 @@ TEST_SUITE("costmodel") {
         CHECK(precision_of_label("BF16 mixed") == P{Dtype::bf16, Fp8Recipe::delayed});
         CHECK(precision_of_label("mixed fp16") == P{Dtype::fp16, Fp8Recipe::delayed});
         CHECK_FALSE(precision_of_label("int4").has_value());
+    }
+
+    TEST_CASE("precision: SP all-gathers the column-parallel inputs quantised") {
+        const ClusterSpec h100 = load_cluster("dgx-h100");
+        const ModelSpec m = test::gpt3();
+        Plan p = test::plan(1, 8, 1);
+        p.sp = true;
+        JobSpec bf16 = job_of(Dtype::bf16);
+        bf16.gpus = 8;
+        bf16.global_batch = 8;
+        bf16.seq_len = 2048;
+        JobSpec fp8 = bf16;
+        fp8.compute = Dtype::fp8;
+        const PlanLinks l = plan_links(h100, p);
+        const LayerCost a = layer_cost(m, h100, bf16, p, l, false);
+        const LayerCost b = layer_cost(m, h100, fp8, p, l, false);
+        // Per layer with SP, X = the bytes one all-gather or reduce-scatter of T x h sends:
+        // bf16 = fwd 2 AG + 2 RS, bwd 2 column re-gathers + 2 RS + 2 row-parallel AG = 6X + 4X;
+        // fp8 gathers the 4 column-parallel inputs at 1 B instead of 2: 4(X/2) + 4X + 2X = 8X.
+        CHECK(a.tp_bytes.value() / b.tp_bytes.value() == doctest::Approx(10.0 / 8.0));
+        // Delayed scaling needs no amax all-reduce; current scaling adds one per gather.
+        fp8.fp8_recipe = Fp8Recipe::tensorwise;
+        const LayerCost c = layer_cost(m, h100, fp8, p, l, false);
+        // 2 forward gathers x one 4-byte all-reduce over 8 GPUs: 2 x 14 steps x 1.86 us
+        // (+ 4 B x 1.75 / 370 GB/s, negligible) = 52.1 us more exposed forward TP time.
+        CHECK((c.tp_fwd - b.tp_fwd).value() == doctest::Approx(2.0 * 14.0 * 1.86e-6).epsilon(1e-3));
     }
 }
