@@ -30,6 +30,7 @@ struct CompareOptions {
     std::string fp8_recipe;
     bool fp8_param_gather = false;
     std::string format = "table";
+    TrainFlags train;
 };
 
 struct ProfileBest {
@@ -85,6 +86,22 @@ std::string f(const char* spec, double v) {
     return b.data();
 }
 
+/// "#   train: 12.3 days (0.4 lost), 9.4e+04 GPU-h, 45.6 MWh, $234,000" when --tokens is given.
+void print_train_line(std::ostream& os, const Inputs& in, const Estimate& e) {
+    nlohmann::json j;
+    add_train_json(j, in, e);
+    if (!j.contains("train_days")) {
+        return;
+    }
+    const auto num = [](const nlohmann::json& v, const char* spec) {
+        return v.is_number() ? f(spec, v.get<double>()) : std::string("-");
+    };
+    os << "#   train " << f("%.3g", in.train.tokens) << " tokens: " << num(j["train_days"], "%.1f")
+       << " days (" << num(j["train"]["lost_days"], "%.2f") << " lost to interruptions), "
+       << num(j["gpu_hours"], "%.4g") << " GPU-h, " << num(j["energy_mwh"], "%.4g") << " MWh, $"
+       << num(j["cost"], "%.4g") << "\n";
+}
+
 void print_table(std::ostream& os, const CompareOptions& o, const std::vector<ProfileBest>& all) {
     const JobSpec& job = all.front().in.job;
     os << "# cleave compare: " << all.front().in.model.name << ", " << job.gpus
@@ -129,6 +146,7 @@ void print_table(std::ostream& os, const CompareOptions& o, const std::vector<Pr
                       c.per_million_tokens < 0 ? "-" : f("%.3f", c.per_million_tokens).c_str());
         os << b.data() << "\n";
         os << "#   " << to_flags(best.plan) << "\n";
+        print_train_line(os, pb.in, e);
     }
 }
 
@@ -148,6 +166,11 @@ nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
             const RankedPlan& best = pb.result.plans.front();
             const Cost c = cost_of(pb.in, best.estimate);
             row["best"] = estimate_to_json(pb.in, best.plan, best.estimate);
+            for (const char* k : {"train_days", "gpu_hours", "energy_mwh", "cost"}) {
+                if (row["best"].contains(k)) {
+                    row[k] = row["best"][k];
+                }
+            }
             row["memory_headroom_gib"] =
                 to_gib(best.estimate.memory_usable) - to_gib(best.estimate.memory.total);
             row["cost_per_iteration_usd"] =
@@ -185,6 +208,7 @@ void run_compare(const CompareOptions& o, CliContext& ctx) {
         jf.fp8_recipe = o.fp8_recipe;
         jf.fp8_param_gather = o.fp8_param_gather;
         jf.precision_fallback = true;  // said in the assumptions line
+        jf.train = o.train;
         ProfileBest pb{load_inputs(jf), {}};
         pb.result = search(pb.in.model, pb.in.cluster, pb.in.job, so);
         all.push_back(std::move(pb));
@@ -228,6 +252,7 @@ void setup_compare(CLI::App& app, CliContext& ctx) {
     sub->add_option("--grad-dtype", o->grad_dtype, "Gradient buffer dtype (default fp32)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub->add_option("--job", o->job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
+    add_train_flags(*sub, o->train);
     sub->add_option("--format", o->format, "Output: table or json")
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();

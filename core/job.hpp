@@ -26,6 +26,7 @@ struct JobSpec {
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
+    double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
 
     bool operator==(const JobSpec&) const = default;
 };

@@ -45,6 +45,7 @@ void read_job(TableReader& r, JobSpec& job) {
                             {{"delayed", Fp8Recipe::delayed},
                              {"tensorwise", Fp8Recipe::tensorwise},
                              {"blockwise", Fp8Recipe::blockwise}}));
+    set(job.train_tokens, r.quantity("train_tokens", Need::optional));
     set(job.optimizer,
         r.choice<Optimizer>(
             "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));
