@@ -167,10 +167,28 @@ std::string pad(const std::string& s, size_t w) {
     return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
 }
 
+/// " (tensorwise scaling; linear GEMMs in bf16 on this GPU)": what the dtype means here.
+std::string precision_note(const Inputs& in) {
+    const JobSpec& j = in.job;
+    std::string n;
+    if (j.compute == Dtype::fp8) {
+        n = std::string(to_string(j.fp8_recipe)) + " scaling";
+    }
+    if (j.weights == Dtype::fp8) {
+        n += std::string(n.empty() ? "" : ", ") + "fp8 weights";
+    }
+    const Dtype run = runnable_dtype(in.cluster.gpu, j.compute);
+    if (run != j.compute) {
+        n += std::string(n.empty() ? "" : "; ") + "linear GEMMs in " + to_string(run) +
+             " on this GPU";
+    }
+    return n.empty() ? n : " (" + n + ")";
+}
+
 void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
     os << "# cleave explain: " << in.model.name << " on " << in.cluster.name << ", " << in.job.gpus
        << " GPUs, gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", "
-       << to_string(in.job.compute) << "\n";
+       << to_string(in.job.compute) << precision_note(in) << "\n";
     os << "# plan: " << to_flags(p) << " (" << e.microbatches << " micro-batches)\n";
     os << "# iteration_s tokens_per_s tflops_per_gpu    mfu    hfu  bubble  fits\n";
     os << "  " << pad(f("%.4g", e.iteration_time.value()), 11) << " "
