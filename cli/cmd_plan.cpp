@@ -471,6 +471,11 @@ void megatron_precision_args(Args& args, const JobSpec& job) {
     if (job.weights == Dtype::fp8) {
         arg(args, "--fp8-param-gather");
     }
+    if (job.bf16_layers_start + job.bf16_layers_end > 0) {
+        arg(args, "--first-last-layers-bf16");
+        arg(args, "--num-layers-at-start-in-bf16", std::to_string(job.bf16_layers_start));
+        arg(args, "--num-layers-at-end-in-bf16", std::to_string(job.bf16_layers_end));
+    }
 }
 
 void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) {

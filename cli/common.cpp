@@ -35,6 +35,15 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
     sub.add_flag("--fp8-param-gather",
                  f.fp8_param_gather,
                  "FP8 primary weights, all-gathered in FP8 (Megatron --fp8-param-gather)");
+    sub.add_flag("--first-last-layers-bf16",
+                 f.first_last_bf16,
+                 "Keep the first and last layers bf16 under fp8 / mxfp8 / nvfp4 (Megatron)");
+    sub.add_option("--num-layers-at-start-in-bf16", f.bf16_layers_start, "With the flag above")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub.add_option("--num-layers-at-end-in-bf16", f.bf16_layers_end, "With the flag above")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub.add_option("--job", f.job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
@@ -146,6 +155,17 @@ void check_precision(Inputs& in, const JobFlags& f) {
             throw ConfigError("--fp8-param-gather needs --dtype fp8 or mxfp8");
         }
         in.job.weights = Dtype::fp8;
+    }
+    if (f.first_last_bf16) {
+        // Megatron refuses delayed scaling with bf16 first / last layers (transformer_config.py
+        // __post_init__ @d98e8a64).
+        if (!is_quantised(d) || (d == Dtype::fp8 && in.job.fp8_recipe == Fp8Recipe::delayed)) {
+            throw ConfigError("--first-last-layers-bf16 needs --dtype mxfp8, nvfp4 or fp8 with "
+                              "--fp8-recipe tensorwise|blockwise (Megatron refuses it with "
+                              "delayed scaling)");
+        }
+        in.job.bf16_layers_start = f.bf16_layers_start;
+        in.job.bf16_layers_end = f.bf16_layers_end;
     }
     // mxfp8 / nvfp4 are Blackwell formats: a profile without their peak cannot price them.
     if (!f.cluster.empty() && !f.precision_fallback && (d == Dtype::mxfp8 || d == Dtype::nvfp4) &&

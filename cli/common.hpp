@@ -36,6 +36,9 @@ struct JobFlags {
     std::string job_file;           // optional job TOML; flags override its values
     std::string fp8_recipe;         // "" = the job file's, else Megatron's default (delayed)
     bool fp8_param_gather = false;  // fp8 primary weights, all-gathered in fp8
+    bool first_last_bf16 = false;   // Megatron --first-last-layers-bf16
+    int64_t bf16_layers_start = 1;  // --num-layers-at-start-in-bf16 (Megatron's default 1)
+    int64_t bf16_layers_end = 1;    // --num-layers-at-end-in-bf16
     /// mxfp8 / nvfp4 on a GPU without them: false = a ConfigError, true = priced at the next
     /// wider precision the GPU has (cleave compare, which says so).
     bool precision_fallback = false;

@@ -26,6 +26,11 @@ struct JobSpec {
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
+    /// Layers kept bf16 at the start and at the end of the model under quantised training
+    /// (Megatron --first-last-layers-bf16 --num-layers-at-{start,end}-in-bf16; megatron/core/
+    /// fp8_utils.py is_first_last_bf16_layer @d98e8a64); 0 = every layer quantised.
+    int64_t bf16_layers_start = 0;
+    int64_t bf16_layers_end = 0;
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
 
     bool operator==(const JobSpec&) const = default;

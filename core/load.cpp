@@ -45,6 +45,8 @@ void read_job(TableReader& r, JobSpec& job) {
                             {{"delayed", Fp8Recipe::delayed},
                              {"tensorwise", Fp8Recipe::tensorwise},
                              {"blockwise", Fp8Recipe::blockwise}}));
+    set(job.bf16_layers_start, r.count("bf16_layers_start", Need::optional, true));
+    set(job.bf16_layers_end, r.count("bf16_layers_end", Need::optional, true));
     set(job.train_tokens, r.quantity("train_tokens", Need::optional));
     set(job.optimizer,
         r.choice<Optimizer>(

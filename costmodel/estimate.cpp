@@ -267,13 +267,36 @@ StageMemories stage_memories(const Context& x) {
     return sm;
 }
 
+// Megatron's first / last layers in bf16 (fp8_utils.py is_first_last_bf16_layer @d98e8a64): global
+// layer indices, so they sit on the first and the last pipeline stage (the first and the last
+// chunk under interleaving), as many as the stage holds.
+int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan& p, int64_t s) {
+    if (!is_quantised(job.compute)) {
+        return 0;
+    }
+    const int64_t per_stage = m.layers / std::max<int64_t>(1, p.pp);
+    const int64_t chunk =
+        per_stage / std::max<int64_t>(1, p.schedule == Schedule::interleaved ? p.vpp : 1);
+    int64_t n = 0;
+    if (s == 0) {
+        n += std::min(job.bf16_layers_start, chunk);
+    }
+    if (s == p.pp - 1) {
+        n += std::min(job.bf16_layers_end, chunk);
+    }
+    return std::min(n, per_stage);
+}
+
 StageWork
 stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
     const Plan& p = x.p;
     StageWork w;
     w.cost.layers = x.m.layers / p.pp;
     const double n_moe = d(sp.moe_layers);
-    add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe);
+    const double n_hp =
+        std::min(d(bf16_layers_in_stage(x.m, x.job, p, s)), d(w.cost.layers) - n_moe);
+    add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe - n_hp);
+    add_layers(w, x.parts.dense_hp, n_hp);
     if (sp.moe_layers > 0) {
         add_layers(w, x.parts.moe, n_moe);
     }
@@ -334,6 +357,12 @@ LayerParts layer_parts(const ModelSpec& m,
     const Plan p = layer_shape(plan);
     LayerParts lp;
     lp.dense = layer_cost(m, c, job, p, links, false);
+    if (job.bf16_layers_start + job.bf16_layers_end > 0 && is_quantised(job.compute)) {
+        JobSpec hp = job;
+        hp.compute = unquantised(job.compute);
+        hp.weights = unquantised(job.weights);
+        lp.dense_hp = layer_cost(m, c, hp, p, links, false);
+    }
     lp.act_dense = activation_per_layer(m, job, p, false, p.recompute);
     lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none);
     if (m.moe.enabled()) {

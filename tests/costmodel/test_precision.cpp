@@ -30,10 +30,12 @@ TEST_SUITE("costmodel") {
         const GemmShape g{8192, 8192, 8192, 1};
         const double f = 2.0 * 8192.0 * 8192.0 * 8192.0;
         // FP8: 1.0995e12 / (1979e12 x 0.652) = 0.852 ms; BF16: / (989e12 x 0.738) = 1.506 ms.
-        CHECK(gemm_time(h100.gpu, Dtype::fp8, g).value() == doctest::Approx(f / (1979e12 * 0.652)));
         CHECK(gemm_time(h100.gpu, Dtype::fp8, g).value() ==
-              doctest::Approx(0.852e-3).epsilon(1e-3));
-        CHECK(gemm_time(h100.gpu, Dtype::bf16, g).value() == doctest::Approx(f / (989e12 * 0.738)));
+              doctest::Approx(f / (1979e12 * 0.652)).scale(0));
+        CHECK(gemm_time(h100.gpu, Dtype::fp8, g).value() ==
+              doctest::Approx(0.852e-3).epsilon(1e-3).scale(0));
+        CHECK(gemm_time(h100.gpu, Dtype::bf16, g).value() ==
+              doctest::Approx(f / (989e12 * 0.738)).scale(0));
         // Cast of the input (m x k = 67.1M elements), delayed scaling on Hopper: read 2 B, write
         // the FP8 copy 1 B and its transpose 1 B = 4 B/element -> 268.4 MB at 3350 GB/s x 0.866
         // (hbm_efficiency) = 92.5 us. Per-tensor current scaling reads twice: 6 B -> 138.8 us.
@@ -42,14 +44,14 @@ TEST_SUITE("costmodel") {
         const QuantiseBytes q = layer_quantise_bytes(h100.gpu, job_of(Dtype::fp8), one);
         CHECK(q.fwd.value() == doctest::Approx(4.0 * 8192.0 * 8192.0));
         const Seconds cast = memory_time(h100.gpu, KernelClass::elementwise, q.fwd);
-        CHECK(cast.value() == doctest::Approx(92.53e-6).epsilon(1e-3));
+        CHECK(cast.value() == doctest::Approx(92.53e-6).epsilon(1e-3).scale(0));
         const JobSpec cs = job_of(Dtype::fp8, Fp8Recipe::tensorwise);
         CHECK(memory_time(
                   h100.gpu, KernelClass::elementwise, layer_quantise_bytes(h100.gpu, cs, one).fwd)
-                  .value() == doctest::Approx(138.8e-6).epsilon(1e-3));
+                  .value() == doctest::Approx(138.8e-6).epsilon(1e-3).scale(0));
         // The FP8 GEMM with its cast: 0.852 + 0.0925 = 0.945 ms, still 1.59x faster than BF16.
         const Seconds fp8_total = gemm_time(h100.gpu, Dtype::fp8, g) + cast;
-        CHECK(fp8_total.value() == doctest::Approx(0.9446e-3).epsilon(1e-3));
+        CHECK(fp8_total.value() == doctest::Approx(0.9446e-3).epsilon(1e-3).scale(0));
     }
 
     TEST_CASE("precision: bytes per quantised element follow each recipe and GPU") {
@@ -161,6 +163,7 @@ TEST_SUITE("costmodel") {
         const LayerCost c = layer_cost(m, h100, fp8, p, l, false);
         // 2 forward gathers x one 4-byte all-reduce over 8 GPUs: 2 x 14 steps x 1.86 us
         // (+ 4 B x 1.75 / 370 GB/s, negligible) = 52.1 us more exposed forward TP time.
-        CHECK((c.tp_fwd - b.tp_fwd).value() == doctest::Approx(2.0 * 14.0 * 1.86e-6).epsilon(1e-3));
+        CHECK((c.tp_fwd - b.tp_fwd).value() ==
+              doctest::Approx(2.0 * 14.0 * 1.86e-6).epsilon(1e-3).scale(0));
     }
 }
