@@ -42,7 +42,8 @@ struct JobFlags {
     /// mxfp8 / nvfp4 on a GPU without them: false = a ConfigError, true = priced at the next
     /// wider precision the GPU has (cleave compare, which says so).
     bool precision_fallback = false;
-    TrainFlags train;  // registered by add_train_flags() only
+    std::string stack;  // software stack name or TOML; "" = [job] stack, else megatron-core
+    TrainFlags train;   // registered by add_train_flags() only
 };
 
 struct PlanFlags {

@@ -142,6 +142,7 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
             {"hardware_flops", e.hardware_flops.value()},
             {"stages", stages_json(p, e)},
             {"precision", precision_json(in)},
+            {"stack", stack_json(in.job.stack)},
             {"risks", risks}};
 }
 

@@ -2,6 +2,7 @@
 // The training job: how many GPUs, what batch, what precision, what optimizer.
 
 #include "core/cluster.hpp"
+#include "core/stack.hpp"
 
 #include <cstdint>
 
@@ -31,6 +32,7 @@ struct JobSpec {
     /// fp8_utils.py is_first_last_bf16_layer @d98e8a64); 0 = every layer quantised.
     int64_t bf16_layers_start = 0;
     int64_t bf16_layers_end = 0;
+    SoftwareStack stack;        // what the job trains with (stacks/*.toml); default: megatron-2021
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
 
     bool operator==(const JobSpec&) const = default;
