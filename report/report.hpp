@@ -83,6 +83,10 @@ struct Page {
 /// A round upper end for an axis that must reach `v` (1, 2, 2.5, 5 times a power of ten).
 [[nodiscard]] double nice_ceiling(double v);
 
+/// Tick step for an axis over [lo, hi]: about five intervals after 3 % of margin each side
+/// (a flat range gets 10 % of its value), rounded by nice_ceiling().
+[[nodiscard]] double nice_step(double lo, double hi);
+
 /// Plot of every plan: x step time, y peak memory per GPU; Pareto front as a line, the chosen
 /// plan marked, the usable memory as a dashed line. Each plan is <circle class="pt"
 /// data-i="index" data-time-s data-memory-gib cx cy> with a <title>; the frame carries

@@ -34,21 +34,23 @@ struct Frame {
 constexpr std::array<const char*, 8> palette = {
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999"};
 
-std::string axes(const Frame& f, const std::string& xlabel, const std::string& ylabel, int ticks) {
+std::string
+axes(const Frame& f, const std::string& xlabel, const std::string& ylabel, int xticks, int yticks) {
     std::string s;
     s += "<g class=\"axes\" font-size=\"11\" fill=\"#333\">";
     s += "<line x1=\"" + num(f.left) + "\" y1=\"" + num(f.bottom) + "\" x2=\"" + num(f.right) +
          "\" y2=\"" + num(f.bottom) + "\" stroke=\"#333\"/>";
     s += "<line x1=\"" + num(f.left) + "\" y1=\"" + num(f.top) + "\" x2=\"" + num(f.left) +
          "\" y2=\"" + num(f.bottom) + "\" stroke=\"#333\"/>";
-    for (int i = 0; i <= ticks; ++i) {
-        const double t = static_cast<double>(i) / ticks;
-        const double xv = f.x0 + t * (f.x1 - f.x0);
-        const double yv = f.y0 + t * (f.y1 - f.y0);
+    for (int i = 0; i <= xticks; ++i) {
+        const double xv = f.x0 + static_cast<double>(i) / xticks * (f.x1 - f.x0);
         s += "<line x1=\"" + num(f.x(xv)) + "\" y1=\"" + num(f.top) + "\" x2=\"" + num(f.x(xv)) +
              "\" y2=\"" + num(f.bottom) + "\" stroke=\"#eee\"/>";
         s += "<text x=\"" + num(f.x(xv)) + "\" y=\"" + num(f.bottom + 14) +
              "\" text-anchor=\"middle\">" + num(xv, "%.3g") + "</text>";
+    }
+    for (int i = 0; i <= yticks; ++i) {
+        const double yv = f.y0 + static_cast<double>(i) / yticks * (f.y1 - f.y0);
         s += "<line x1=\"" + num(f.left) + "\" y1=\"" + num(f.y(yv)) + "\" x2=\"" + num(f.right) +
              "\" y2=\"" + num(f.y(yv)) + "\" stroke=\"#eee\"/>";
         s += "<text x=\"" + num(f.left - 4) + "\" y=\"" + num(f.y(yv) + 4) +
@@ -109,7 +111,7 @@ std::string legend(const std::vector<std::string>& names,
     for (const std::string& n : names) {
         s += rect(x, y - 9, 10, 10, colour_of(n, colours), "/>");
         s += "<text x=\"" + num(x + 14) + "\" y=\"" + num(y) + "\">" + escape(n) + "</text>";
-        x += 22.0 + 6.5 * static_cast<double>(n.size());
+        x += 24.0 + 7.0 * static_cast<double>(n.size());
     }
     return s + "</g>";
 }
@@ -142,6 +144,12 @@ std::vector<std::size_t> pareto_front(const std::vector<PlanPoint>& points) {
     return front;
 }
 
+double nice_step(double lo, double hi) {
+    // About five intervals over the data with 3 % of margin each side.
+    const double pad = hi > lo ? 0.03 * (hi - lo) : std::max(0.1 * std::abs(hi), 1e-9);
+    return nice_ceiling((hi - lo + 2.0 * pad) / 5.0);
+}
+
 double nice_ceiling(double v) {
     if (!(v > 0.0)) {
         return 1.0;
@@ -157,17 +165,26 @@ double nice_ceiling(double v) {
 
 std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib) {
     Frame f;
+    double tmin = points.empty() ? 0.0 : INFINITY;
     double tmax = 0.0;
     double mmax = usable_memory_gib;
     for (const PlanPoint& p : points) {
+        tmin = std::min(tmin, p.time_s);
         tmax = std::max(tmax, p.time_s);
         mmax = std::max(mmax, p.memory_gib);
     }
-    f.x1 = nice_ceiling(tmax * 1.05);
+    const double step = nice_step(tmin, tmax);
+    const double pad = tmax > tmin ? 0.03 * (tmax - tmin) : 0.1 * tmax;
+    f.x0 = std::max(0.0, std::floor((tmin - pad) / step) * step);
+    f.x1 = std::max(std::ceil((tmax + pad) / step) * step, f.x0 + step);
     f.y1 = nice_ceiling(mmax * 1.05);
-    std::string s = svg_open("scatter", 720, 390);
+    std::string s = svg_open("scatter", 720, 400);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">";
-    s += axes(f, "step time (s)", "peak memory per GPU (GiB)", 5);
+    s += axes(f,
+              "step time (s)",
+              "peak memory per GPU (GiB)",
+              static_cast<int>(std::lround((f.x1 - f.x0) / step)),
+              5);
     if (usable_memory_gib > 0.0) {
         s += "<line class=\"usable\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" +
              num(f.y(usable_memory_gib)) + "\" y2=\"" + num(f.y(usable_memory_gib)) +
@@ -206,11 +223,11 @@ std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memo
         (p.chosen ? chosen : s) += c;  // the chosen plan on top
     }
     s += chosen + "</g>";
-    s += "<g class=\"legend\" font-size=\"11\"><circle cx=\"80\" cy=\"372\" r=\"3.5\" "
-         "fill=\"#0072B2\"/><text x=\"88\" y=\"376\">feasible plan</text><circle cx=\"180\" "
-         "cy=\"372\" r=\"3.5\" fill=\"#009E73\"/><text x=\"188\" y=\"376\">Pareto front (no plan "
-         "both faster and smaller)</text><circle cx=\"420\" cy=\"372\" r=\"6\" fill=\"#D55E00\" "
-         "stroke=\"#000\"/><text x=\"430\" y=\"376\">chosen plan</text></g>";
+    s += "<g class=\"legend\" font-size=\"11\"><circle cx=\"64\" cy=\"388\" r=\"3.5\" "
+         "fill=\"#0072B2\"/><text x=\"72\" y=\"392\">feasible plan</text><circle cx=\"164\" "
+         "cy=\"388\" r=\"3.5\" fill=\"#009E73\"/><text x=\"172\" y=\"392\">Pareto front (no plan "
+         "both faster and smaller)</text><circle cx=\"430\" cy=\"388\" r=\"6\" fill=\"#D55E00\" "
+         "stroke=\"#000\"/><text x=\"440\" y=\"392\">chosen plan</text></g>";
     return s + "</svg>";
 }
 
@@ -307,13 +324,13 @@ std::string time_svg(const std::vector<Part>& parts) {
     }
     Frame f;
     f.left = 20.0;
-    f.right = 700.0;
+    f.right = 1080.0;  // a full-width card: 1100 px wide
     f.top = 10.0;
     f.bottom = 50.0;
     f.x1 = total > 0.0 ? total : 1.0;
     std::map<std::string, const char*> colours;
     std::vector<std::string> names;
-    std::string s = svg_open("time-breakdown", 720, 110);
+    std::string s = svg_open("time-breakdown", 1100, 110);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">";
     double at = 0.0;
     for (const Part& p : parts) {
@@ -339,7 +356,7 @@ std::string time_svg(const std::vector<Part>& parts) {
 std::string timeline_svg(const std::vector<TimelineEvent>& events, double end_s, int stages) {
     Frame f;
     f.left = 70.0;
-    f.right = 700.0;
+    f.right = 1080.0;
     f.top = 10.0;
     const double row = stages > 16 ? 12.0 : 26.0;
     f.bottom = f.top + row * std::max(stages, 1);
@@ -351,7 +368,7 @@ std::string timeline_svg(const std::vector<TimelineEvent>& events, double end_s,
         (void)colour_of(k, colours);
     }
     const double h = f.bottom + 60.0;
-    std::string s = svg_open("timeline", 720, h);
+    std::string s = svg_open("timeline", 1100, h);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">";
     for (int st = 0; st < stages; ++st) {
         const double y = f.top + row * st;

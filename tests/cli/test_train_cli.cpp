@@ -3,6 +3,7 @@
 #include "cli/app.hpp"
 
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -188,5 +189,63 @@ TEST_SUITE("report") {
         // H100 is faster: fewer days for the same job
         CHECK(j["profiles"][1]["train_days"].get<double>() <
               j["profiles"][0]["train_days"].get<double>());
+    }
+}
+
+TEST_SUITE("report") {
+    TEST_CASE("report: --clusters compares profiles on one page") {
+        const std::string out = std::string(CLEAVE_BINARY_DIR) + "/report-clusters.html";
+        const Run r = run({"report",
+                           seed,
+                           "--clusters",
+                           "dgx-a100-80g",
+                           "dgx-h100",
+                           "--gpus",
+                           "32",
+                           "--gbs",
+                           "128",
+                           "--tokens",
+                           "300B",
+                           "--price-per-gpu-hour",
+                           "2",
+                           "--top",
+                           "3",
+                           "-o",
+                           out});
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        std::ifstream in(out);
+        const std::string html((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+        CHECK(html.find("Across hardware profiles") != std::string::npos);
+        CHECK(html.find("<h2>seed-13b on dgx-a100-80g</h2>") != std::string::npos);
+        CHECK(html.find("<h2>seed-13b on dgx-h100</h2>") != std::string::npos);
+        // one scatter, memory, time and timeline plot per profile
+        std::size_t plots = 0;
+        for (std::size_t at = html.find("<svg id=\"scatter\""); at != std::string::npos;
+             at = html.find("<svg id=\"scatter\"", at + 1)) {
+            ++plots;
+        }
+        CHECK(plots == 2);
+        // the same best plan as `cleave plan` picks for each profile
+        const Run p = run({"plan",
+                           seed,
+                           "dgx-h100",
+                           "--gpus",
+                           "32",
+                           "--gbs",
+                           "128",
+                           "--top",
+                           "1",
+                           "--format",
+                           "json"});
+        REQUIRE(p.code == 0);
+        const std::string flags = nlohmann::json::parse(p.out)["plans"][0]["plan"]["flags"];
+        CHECK(html.find("<td class=\"l\">" + flags + "</td>") != std::string::npos);
+    }
+
+    TEST_CASE("report: no CLUSTER and no --clusters is bad input") {
+        const Run r = run({"report", seed, "--gpus", "32", "--gbs", "128", "-o", "/dev/null"});
+        CHECK(r.code == 2);
+        CHECK(r.err.find("--clusters") != std::string::npos);
     }
 }
