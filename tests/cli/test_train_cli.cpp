@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -241,6 +242,50 @@ TEST_SUITE("report") {
         REQUIRE(p.code == 0);
         const std::string flags = nlohmann::json::parse(p.out)["plans"][0]["plan"]["flags"];
         CHECK(html.find("<td class=\"l\">" + flags + "</td>") != std::string::npos);
+    }
+
+    TEST_CASE("report: the scatter's points are the plan list of cleave plan") {
+        const std::string out = std::string(CLEAVE_BINARY_DIR) + "/report-points.html";
+        const std::vector<std::string> job = {std::string(CLEAVE_TEST_DATA_DIR) +
+                                                  "/examples/llama-3-8b.toml",
+                                              "dgx-a100-80g",
+                                              "--gpus",
+                                              "8",
+                                              "--gbs",
+                                              "32"};
+        std::vector<std::string> a = {"report"};
+        a.insert(a.end(), job.begin(), job.end());
+        a.insert(a.end(), {"-o", out});
+        const Run r = run(a);
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        std::vector<std::string> b = {"plan"};
+        b.insert(b.end(), job.begin(), job.end());
+        b.insert(b.end(), {"--top", "2000", "--format", "json"});
+        const Run p = run(b);
+        REQUIRE(p.code == 0);
+        const auto plans = nlohmann::json::parse(p.out);
+        std::ifstream in(out);
+        const std::string html((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+        // every feasible plan (697 here, under the 2000 drawn at most) is one circle, in rank
+        // order, at its step time and peak memory
+        const std::regex circle(
+            "<circle class=\"pt[^\"]*\" data-i=\"([0-9]+)\" data-time-s=\"([^\"]+)\" "
+            "data-memory-gib=\"([^\"]+)\"");
+        std::size_t n = 0;
+        for (auto it = std::sregex_iterator(html.begin(), html.end(), circle);
+             it != std::sregex_iterator();
+             ++it, ++n) {
+            const auto i = static_cast<std::size_t>(std::stoul((*it)[1].str()));
+            REQUIRE(i < plans["plans"].size());
+            const auto& pj = plans["plans"][i];
+            CHECK(std::stod((*it)[2].str()) ==
+                  doctest::Approx(pj["iteration_time_s"].get<double>()).epsilon(1e-8));
+            CHECK(std::stod((*it)[3].str()) ==
+                  doctest::Approx(pj["memory_gib"]["total"].get<double>()).epsilon(1e-8));
+        }
+        CHECK(n == plans["feasible"].get<std::size_t>());
+        CHECK(n == plans["plans"].size());
     }
 
     TEST_CASE("report: no CLUSTER and no --clusters is bad input") {
