@@ -163,7 +163,24 @@ double nice_ceiling(double v) {
     return 10.0 * mag;
 }
 
-std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib) {
+namespace {
+
+/// The usable memory as a horizontal line across the frame, labelled at its right end.
+std::string usable_line(const Frame& f, double gib, bool dashed) {
+    if (!(gib > 0.0)) {
+        return "";
+    }
+    return "<line class=\"usable\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" +
+           num(f.y(gib)) + "\" y2=\"" + num(f.y(gib)) + "\" stroke=\"#D55E00\"" +
+           (dashed ? " stroke-dasharray=\"6 4\"" : " stroke-width=\"2\"") + "/><text x=\"" +
+           num(f.right - 4) + "\" y=\"" + num(f.y(gib) - 4) +
+           "\" text-anchor=\"end\" font-size=\"11\" fill=\"#D55E00\">usable " + num(gib) +
+           " GiB</text>";
+}
+
+/// The scatter's frame: x fitted to the plans' times (nice_step), y from 0 past the largest
+/// memory or the usable line.
+Frame scatter_frame(const std::vector<PlanPoint>& points, double usable_memory_gib, double& step) {
     Frame f;
     double tmin = points.empty() ? 0.0 : INFINITY;
     double tmax = 0.0;
@@ -173,11 +190,34 @@ std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memo
         tmax = std::max(tmax, p.time_s);
         mmax = std::max(mmax, p.memory_gib);
     }
-    const double step = nice_step(tmin, tmax);
+    step = nice_step(tmin, tmax);
     const double pad = tmax > tmin ? 0.03 * (tmax - tmin) : 0.1 * tmax;
     f.x0 = std::max(0.0, std::floor((tmin - pad) / step) * step);
     f.x1 = std::max(std::ceil((tmax + pad) / step) * step, f.x0 + step);
     f.y1 = nice_ceiling(mmax * 1.05);
+    return f;
+}
+
+/// One plan's circle: class pt (+ front, chosen), its values as data attributes, hover title.
+std::string point_svg(const Frame& f, const PlanPoint& p, std::size_t i, bool on_front) {
+    const std::string cls =
+        std::string("pt") + (on_front ? " front" : "") + (p.chosen ? " chosen" : "");
+    return "<circle class=\"" + cls + "\" data-i=\"" + std::to_string(i) + "\" data-time-s=\"" +
+           num(p.time_s, "%.9g") + "\" data-memory-gib=\"" + num(p.memory_gib, "%.9g") +
+           "\" cx=\"" + num(f.x(p.time_s), "%.2f") + "\" cy=\"" + num(f.y(p.memory_gib), "%.2f") +
+           "\" r=\"" + (p.chosen ? "7" : "3.5") + "\" fill=\"" +
+           (p.chosen ? "#D55E00" : (on_front ? "#009E73" : "#0072B2")) + "\" fill-opacity=\"" +
+           (p.chosen ? "1" : "0.55") + "\"" +
+           (p.chosen ? " stroke=\"#000\" stroke-width=\"1.5\"" : "") + "><title>" +
+           escape(p.label) + ": " + num(p.time_s, "%.4g") + " s, " + num(p.memory_gib, "%.1f") +
+           " GiB" + (p.chosen ? " (chosen)" : "") + "</title></circle>";
+}
+
+}  // namespace
+
+std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib) {
+    double step = 1.0;
+    const Frame f = scatter_frame(points, usable_memory_gib, step);
     std::string s = svg_open("scatter", 720, 400);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">";
     s += axes(f,
@@ -185,44 +225,22 @@ std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memo
               "peak memory per GPU (GiB)",
               static_cast<int>(std::lround((f.x1 - f.x0) / step)),
               5);
-    if (usable_memory_gib > 0.0) {
-        s += "<line class=\"usable\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" +
-             num(f.y(usable_memory_gib)) + "\" y2=\"" + num(f.y(usable_memory_gib)) +
-             "\" stroke=\"#D55E00\" stroke-dasharray=\"6 4\"/><text x=\"" + num(f.right - 4) +
-             "\" y=\"" + num(f.y(usable_memory_gib) - 4) +
-             "\" text-anchor=\"end\" font-size=\"11\" fill=\"#D55E00\">usable " +
-             num(usable_memory_gib) + " GiB</text>";
-    }
-    std::string line;
+    s += usable_line(f, usable_memory_gib, true);
     const std::vector<std::size_t> front = pareto_front(points);
+    std::vector<bool> on_front(points.size(), false);
+    std::string line;
     for (std::size_t i : front) {
+        on_front[i] = true;
         line +=
             num(f.x(points[i].time_s), "%.2f") + "," + num(f.y(points[i].memory_gib), "%.2f") + " ";
     }
     s += "<polyline class=\"pareto\" points=\"" + line +
          "\" fill=\"none\" stroke=\"#009E73\" stroke-width=\"2\"/>";
-    std::vector<bool> on_front(points.size(), false);
-    for (std::size_t i : front) {
-        on_front[i] = true;
-    }
     std::string chosen;
     for (std::size_t i = 0; i < points.size(); ++i) {
-        const PlanPoint& p = points[i];
-        const std::string cls =
-            std::string("pt") + (on_front[i] ? " front" : "") + (p.chosen ? " chosen" : "");
-        std::string c =
-            "<circle class=\"" + cls + "\" data-i=\"" + std::to_string(i) + "\" data-time-s=\"" +
-            num(p.time_s, "%.9g") + "\" data-memory-gib=\"" + num(p.memory_gib, "%.9g") +
-            "\" cx=\"" + num(f.x(p.time_s), "%.2f") + "\" cy=\"" + num(f.y(p.memory_gib), "%.2f") +
-            "\" r=\"" + (p.chosen ? "7" : "3.5") + "\" fill=\"" +
-            (p.chosen ? "#D55E00" : (on_front[i] ? "#009E73" : "#0072B2")) + "\" fill-opacity=\"" +
-            (p.chosen ? "1" : "0.55") + "\"" +
-            (p.chosen ? " stroke=\"#000\" stroke-width=\"1.5\"" : "") + "><title>" +
-            escape(p.label) + ": " + num(p.time_s, "%.4g") + " s, " + num(p.memory_gib, "%.1f") +
-            " GiB" + (p.chosen ? " (chosen)" : "") + "</title></circle>";
-        (p.chosen ? chosen : s) += c;  // the chosen plan on top
+        (points[i].chosen ? chosen : s) += point_svg(f, points[i], i, on_front[i]);
     }
-    s += chosen + "</g>";
+    s += chosen + "</g>";  // the chosen plan last, so on top
     s += "<g class=\"legend\" font-size=\"11\"><circle cx=\"64\" cy=\"388\" r=\"3.5\" "
          "fill=\"#0072B2\"/><text x=\"72\" y=\"392\">feasible plan</text><circle cx=\"164\" "
          "cy=\"388\" r=\"3.5\" fill=\"#009E73\"/><text x=\"172\" y=\"392\">Pareto front (no plan "
@@ -231,89 +249,95 @@ std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memo
     return s + "</svg>";
 }
 
-std::string stage_memory_svg(const std::vector<StageMemory>& stages, double usable_memory_gib) {
-    Frame f;
-    f.left = 60.0;
-    f.right = 700.0;
-    f.top = 30.0;
-    f.bottom = 300.0;
-    double top = usable_memory_gib;
-    for (const StageMemory& st : stages) {
-        double sum = 0.0;
-        for (const Part& p : st.parts) {
-            sum += p.value;
-        }
-        top = std::max(top, sum);
-    }
-    f.y1 = nice_ceiling(top * 1.05);
-    f.x1 = static_cast<double>(std::max<std::size_t>(stages.size(), 1));
-    std::map<std::string, const char*> colours;
-    std::vector<std::string> names;
-    for (const StageMemory& st : stages) {
-        for (const Part& p : st.parts) {
-            if (std::find(names.begin(), names.end(), p.name) == names.end()) {
-                names.push_back(p.name);
-                (void)colour_of(p.name, colours);
-            }
-        }
-    }
-    std::string s = svg_open("stage-memory", 720, 360);
-    s += "<g class=\"frame\"" + frame_attrs(f) + ">";
-    s += "<g class=\"axes\" font-size=\"11\" fill=\"#333\">";
+namespace {
+
+/// Horizontal grid lines and labels of a 0-based y axis, and its title.
+std::string y_grid(const Frame& f, const std::string& title) {
+    std::string s = "<g class=\"axes\" font-size=\"11\" fill=\"#333\">";
     for (int i = 0; i <= 5; ++i) {
         const double v = f.y1 * i / 5.0;
         s += "<line x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" + num(f.y(v)) +
              "\" y2=\"" + num(f.y(v)) + "\" stroke=\"#eee\"/><text x=\"" + num(f.left - 4) +
              "\" y=\"" + num(f.y(v) + 4) + "\" text-anchor=\"end\">" + num(v, "%.3g") + "</text>";
     }
-    s += "<text transform=\"translate(14," + num((f.top + f.bottom) / 2) +
-         ") rotate(-90)\" text-anchor=\"middle\">memory per GPU (GiB)</text></g>";
+    return s + "<text transform=\"translate(14," + num((f.top + f.bottom) / 2) +
+           ") rotate(-90)\" text-anchor=\"middle\">" + escape(title) + "</text></g>";
+}
+
+/// One stage's stacked bar at x (width w), and the headroom box up to the usable memory.
+std::string stage_bar(const Frame& f,
+                      const StageMemory& st,
+                      std::size_t i,
+                      double x,
+                      double w,
+                      double usable_gib,
+                      std::map<std::string, const char*>& colours) {
+    std::string s;
+    double base = 0.0;
+    for (const Part& p : st.parts) {
+        const double y_top = f.y(base + p.value);
+        s += rect(x,
+                  y_top,
+                  w,
+                  f.y(base) - y_top,
+                  colour_of(p.name, colours),
+                  " class=\"seg\" data-stage=\"" + std::to_string(i) + "\" data-part=\"" +
+                      escape(p.name) + "\" data-gib=\"" + num(p.value, "%.6g") + "\"><title>" +
+                      escape(st.label) + ": " + escape(p.name) + " " + num(p.value, "%.2f") +
+                      " GiB</title></rect>");
+        base += p.value;
+    }
+    if (usable_gib > base) {
+        const double y_top = f.y(usable_gib);
+        s += rect(x,
+                  y_top,
+                  w,
+                  f.y(base) - y_top,
+                  "none",
+                  " class=\"headroom\" stroke=\"#999\" stroke-dasharray=\"3 3\" data-stage=\"" +
+                      std::to_string(i) + "\" data-gib=\"" + num(usable_gib - base, "%.6g") +
+                      "\"><title>" + escape(st.label) + ": headroom " +
+                      num(usable_gib - base, "%.2f") + " GiB</title></rect>");
+    }
+    return s;
+}
+
+}  // namespace
+
+std::string stage_memory_svg(const std::vector<StageMemory>& stages, double usable_memory_gib) {
+    Frame f;
+    f.top = 30.0;
+    f.bottom = 300.0;
+    double top = usable_memory_gib;
+    std::map<std::string, const char*> colours;
+    std::vector<std::string> names;
+    for (const StageMemory& st : stages) {
+        double sum = 0.0;
+        for (const Part& p : st.parts) {
+            sum += p.value;
+            if (std::find(names.begin(), names.end(), p.name) == names.end()) {
+                names.push_back(p.name);
+                (void)colour_of(p.name, colours);
+            }
+        }
+        top = std::max(top, sum);
+    }
+    f.y1 = nice_ceiling(top * 1.05);
+    f.x1 = static_cast<double>(std::max<std::size_t>(stages.size(), 1));
+    std::string s = svg_open("stage-memory", 720, 360);
+    s += "<g class=\"frame\"" + frame_attrs(f) + ">" + y_grid(f, "memory per GPU (GiB)");
     const double slot = (f.right - f.left) / f.x1;
     const double w = std::min(slot * 0.7, 80.0);
     for (std::size_t i = 0; i < stages.size(); ++i) {
         const double x = f.left + slot * (static_cast<double>(i) + 0.5) - w / 2;
-        double base = 0.0;
-        for (const Part& p : stages[i].parts) {
-            const double y_top = f.y(base + p.value);
-            s += rect(x,
-                      y_top,
-                      w,
-                      f.y(base) - y_top,
-                      colour_of(p.name, colours),
-                      " class=\"seg\" data-stage=\"" + std::to_string(i) + "\" data-part=\"" +
-                          escape(p.name) + "\" data-gib=\"" + num(p.value, "%.6g") + "\"><title>" +
-                          escape(stages[i].label) + ": " + escape(p.name) + " " +
-                          num(p.value, "%.2f") + " GiB</title></rect>");
-            base += p.value;
-        }
-        if (usable_memory_gib > base) {
-            const double y_top = f.y(usable_memory_gib);
-            s += rect(x,
-                      y_top,
-                      w,
-                      f.y(base) - y_top,
-                      "none",
-                      " class=\"headroom\" stroke=\"#999\" stroke-dasharray=\"3 3\" data-stage=\"" +
-                          std::to_string(i) + "\" data-gib=\"" +
-                          num(usable_memory_gib - base, "%.6g") + "\"><title>" +
-                          escape(stages[i].label) + ": headroom " +
-                          num(usable_memory_gib - base, "%.2f") + " GiB</title></rect>");
-        }
+        s += stage_bar(f, stages[i], i, x, w, usable_memory_gib, colours);
         if (stages.size() <= 16 || i % (stages.size() / 8) == 0) {
             s += "<text x=\"" + num(x + w / 2) + "\" y=\"" + num(f.bottom + 14) +
                  "\" text-anchor=\"middle\" font-size=\"11\">" + escape(stages[i].label) +
                  "</text>";
         }
     }
-    if (usable_memory_gib > 0.0) {
-        s += "<line class=\"usable\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" +
-             num(f.y(usable_memory_gib)) + "\" y2=\"" + num(f.y(usable_memory_gib)) +
-             "\" stroke=\"#D55E00\" stroke-width=\"2\"/><text x=\"" + num(f.right) + "\" y=\"" +
-             num(f.y(usable_memory_gib) - 4) +
-             "\" text-anchor=\"end\" font-size=\"11\" fill=\"#D55E00\">usable " +
-             num(usable_memory_gib) + " GiB</text>";
-    }
-    s += "</g>" + legend(names, colours, f.left, 346.0);
+    s += usable_line(f, usable_memory_gib, false) + "</g>" + legend(names, colours, f.left, 346.0);
     return s + "</svg>";
 }
 
