@@ -97,6 +97,17 @@ TEST_SUITE("report") {
         CHECK(j["cost"].is_null());  // the profile has no price and none was given
     }
 
+    TEST_CASE("train cost: the explain table shows it within 100 columns") {
+        const Run r = run({"explain", seed, "dgx-a100-80g", "--gpus", "32", "--gbs", "128", "--tp",
+                           "2", "--pp", "2", "--tokens", "1T", "--price-per-gpu-hour", "2"});
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        CHECK(r.out.find("# time and cost to train 1e+12 tokens") != std::string::npos);
+        std::istringstream lines(r.out);
+        for (std::string l; std::getline(lines, l);) {
+            CHECK_MESSAGE(l.size() <= 100, l);
+        }
+    }
+
     TEST_CASE("train cost: [job] train_tokens, and a bad --tokens") {
         const std::string job = std::string(CLEAVE_BINARY_DIR) + "/train-tokens-job.toml";
         std::ofstream(job) << "[job]\ngpus = 32\nglobal_batch = 128\ntrain_tokens = 2e12\n";
