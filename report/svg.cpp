@@ -23,7 +23,14 @@ struct Frame {
     double x0 = 0.0, x1 = 1.0, y0 = 0.0, y1 = 1.0;                  // data
     double left = 60.0, right = 700.0, top = 20.0, bottom = 340.0;  // pixels
 
-    [[nodiscard]] double x(double v) const { return left + (v - x0) / (x1 - x0) * (right - left); }
+    bool log_x = false;  // x on a log10 scale (x0 > 0): times that span more than 20x
+
+    [[nodiscard]] double x(double v) const {
+        if (log_x) {
+            return left + std::log10(v / x0) / std::log10(x1 / x0) * (right - left);
+        }
+        return left + (v - x0) / (x1 - x0) * (right - left);
+    }
 
     [[nodiscard]] double y(double v) const {
         return bottom - (v - y0) / (y1 - y0) * (bottom - top);
@@ -43,7 +50,9 @@ axes(const Frame& f, const std::string& xlabel, const std::string& ylabel, int x
     s += "<line x1=\"" + num(f.left) + "\" y1=\"" + num(f.top) + "\" x2=\"" + num(f.left) +
          "\" y2=\"" + num(f.bottom) + "\" stroke=\"#333\"/>";
     for (int i = 0; i <= xticks; ++i) {
-        const double xv = f.x0 + static_cast<double>(i) / xticks * (f.x1 - f.x0);
+        // log axis: one tick per decade (xticks = decades); linear: xticks equal steps
+        const double xv = f.log_x ? f.x0 * std::pow(10.0, i)
+                                  : f.x0 + static_cast<double>(i) / xticks * (f.x1 - f.x0);
         s += "<line x1=\"" + num(f.x(xv)) + "\" y1=\"" + num(f.top) + "\" x2=\"" + num(f.x(xv)) +
              "\" y2=\"" + num(f.bottom) + "\" stroke=\"#eee\"/>";
         s += "<text x=\"" + num(f.x(xv)) + "\" y=\"" + num(f.bottom + 14) +
@@ -70,10 +79,11 @@ std::string svg_open(const char* id, double w, double h) {
 }
 
 std::string frame_attrs(const Frame& f) {
-    return " data-x0=\"" + num(f.x0, "%.9g") + "\" data-x1=\"" + num(f.x1, "%.9g") +
-           "\" data-y0=\"" + num(f.y0, "%.9g") + "\" data-y1=\"" + num(f.y1, "%.9g") +
-           "\" data-left=\"" + num(f.left) + "\" data-right=\"" + num(f.right) + "\" data-top=\"" +
-           num(f.top) + "\" data-bottom=\"" + num(f.bottom) + "\"";
+    return std::string(f.log_x ? " data-log-x=\"1\"" : "") + " data-x0=\"" + num(f.x0, "%.9g") +
+           "\" data-x1=\"" + num(f.x1, "%.9g") + "\" data-y0=\"" + num(f.y0, "%.9g") +
+           "\" data-y1=\"" + num(f.y1, "%.9g") + "\" data-left=\"" + num(f.left) +
+           "\" data-right=\"" + num(f.right) + "\" data-top=\"" + num(f.top) + "\" data-bottom=\"" +
+           num(f.bottom) + "\"";
 }
 
 /// <rect> with `extra` after its fill; a leading ` class="..."` in `extra` goes first, so every
@@ -190,11 +200,19 @@ Frame scatter_frame(const std::vector<PlanPoint>& points, double usable_memory_g
         tmax = std::max(tmax, p.time_s);
         mmax = std::max(mmax, p.memory_gib);
     }
+    f.y1 = nice_ceiling(mmax * 1.05);
+    if (tmin > 0.0 && tmax > 20.0 * tmin) {
+        // A few very slow plans would squeeze the rest into one corner: decades instead.
+        f.log_x = true;
+        f.x0 = std::pow(10.0, std::floor(std::log10(tmin)));
+        f.x1 = std::pow(10.0, std::ceil(std::log10(tmax)));
+        step = 10.0;
+        return f;
+    }
     step = nice_step(tmin, tmax);
     const double pad = tmax > tmin ? 0.03 * (tmax - tmin) : 0.1 * tmax;
     f.x0 = std::max(0.0, std::floor((tmin - pad) / step) * step);
     f.x1 = std::max(std::ceil((tmax + pad) / step) * step, f.x0 + step);
-    f.y1 = nice_ceiling(mmax * 1.05);
     return f;
 }
 
@@ -220,10 +238,11 @@ std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memo
     const Frame f = scatter_frame(points, usable_memory_gib, step);
     std::string s = svg_open("scatter", 720, 400);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">";
+    const double ticks = f.log_x ? std::log10(f.x1 / f.x0) : (f.x1 - f.x0) / step;
     s += axes(f,
-              "step time (s)",
+              f.log_x ? "step time (s, log scale)" : "step time (s)",
               "peak memory per GPU (GiB)",
-              static_cast<int>(std::lround((f.x1 - f.x0) / step)),
+              static_cast<int>(std::lround(ticks)),
               5);
     s += usable_line(f, usable_memory_gib, true);
     const std::vector<std::size_t> front = pareto_front(points);

@@ -110,7 +110,9 @@ def main():
         check(f'id="{plot}"' in dom, f"plot {plot} is in the DOM")
     rendered = len(re.findall(r'<circle class="pt[ "]', dom))
     check(rendered == listed, f"{rendered} plan circles rendered, {listed} in the page")
-    check(len(re.findall(r'<circle class="pt[^"]*chosen', dom)) == 1, "one chosen plan marked")
+    plots = len(re.findall(r'<svg id="scatter"', dom))
+    check(len(re.findall(r'<circle class="pt[^"]*chosen', dom)) == plots,
+          f"one chosen plan marked per profile ({plots})")
     check(re.search(r'<polyline class="pareto" points="[0-9]', dom) is not None, "Pareto front drawn")
     check(len(re.findall(r'<rect class="seg"[^>]*data-stage', dom)) > 0, "memory bars drawn")
     check(len(re.findall(r'<rect class="ev"', dom)) > 0, "timeline events drawn")

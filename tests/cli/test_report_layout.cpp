@@ -120,6 +120,28 @@ TEST_SUITE("report") {
         CHECK(svg.find("<title>a: 1 s, 60.0 GiB (chosen)</title>") != std::string::npos);
     }
 
+    TEST_CASE("report: times spanning more than 20x go on a log axis") {
+        const std::vector<PlanPoint> ps = {
+            {"fast", 2.0, 60.0, true}, {"mid", 20.0, 30.0, false}, {"slow", 300.0, 20.0, false}};
+        const std::string svg = scatter_svg(ps, 70.0);
+        const std::string frame = tags(svg, "g", "frame").at(0);
+        CHECK(attr(frame, "data-log-x") == 1.0);
+        // decades: 10^floor(log10 2) = 1 .. 10^ceil(log10 300) = 1000, three decades over
+        // 640 px: x = 60 + log10(t) / 3 * 640
+        CHECK(attr(frame, "data-x0") == doctest::Approx(1.0));
+        CHECK(attr(frame, "data-x1") == doctest::Approx(1000.0));
+        const std::vector<std::string> pts = tags(svg, "circle", "pt");
+        REQUIRE(pts.size() == 3);
+        std::map<int, double> cx;
+        for (const std::string& t : pts) {
+            cx[static_cast<int>(attr(t, "data-i"))] = attr(t, "cx");
+        }
+        CHECK(cx[0] == doctest::Approx(60.0 + 0.30103 / 3.0 * 640.0).epsilon(1e-4));  // 124.22
+        CHECK(cx[1] == doctest::Approx(60.0 + 1.30103 / 3.0 * 640.0).epsilon(1e-4));  // 337.55
+        CHECK(cx[2] == doctest::Approx(60.0 + 2.47712 / 3.0 * 640.0).epsilon(1e-4));  // 588.45
+        CHECK(svg.find("log scale") != std::string::npos);
+    }
+
     TEST_CASE("report: stacked memory bars per stage and their headroom") {
         const std::vector<StageMemory> st = {
             {"stage 0", {{"weights", 10.0}, {"activations", 30.0}}},

@@ -98,8 +98,21 @@ TEST_SUITE("report") {
     }
 
     TEST_CASE("train cost: the explain table shows it within 100 columns") {
-        const Run r = run({"explain", seed, "dgx-a100-80g", "--gpus", "32", "--gbs", "128", "--tp",
-                           "2", "--pp", "2", "--tokens", "1T", "--price-per-gpu-hour", "2"});
+        const Run r = run({"explain",
+                           seed,
+                           "dgx-a100-80g",
+                           "--gpus",
+                           "32",
+                           "--gbs",
+                           "128",
+                           "--tp",
+                           "2",
+                           "--pp",
+                           "2",
+                           "--tokens",
+                           "1T",
+                           "--price-per-gpu-hour",
+                           "2"});
         REQUIRE_MESSAGE(r.code == 0, r.err);
         CHECK(r.out.find("# time and cost to train 1e+12 tokens") != std::string::npos);
         std::istringstream lines(r.out);
