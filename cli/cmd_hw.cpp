@@ -50,6 +50,7 @@ nlohmann::json profile_json(const ClusterSpec& c) {
         {"name", c.name},
         {"display_name", c.display_name},
         {"source", c.source},
+        {"calibration", c.calibration},  // the fitted overlay applied (hwprofiles/calibration/)
         {"price_per_gpu_hour_usd", c.price_per_gpu_hour_usd},
         {"gpu",
          {{"name", g.name},

@@ -446,6 +446,57 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     }
 }
 
+// The flags of what the price assumed of the stack (stacks/*.toml): an export that dropped one
+// would launch a job slower or larger than predicted. Names: NVIDIA/Megatron-LM@d98e8a64
+// megatron/training/arguments.py and the dataclass fields it turns into flags
+// (megatron/core/model_parallel_config.py, transformer/transformer_config.py).
+void megatron_stack_args(Args& os, const JobSpec& job, const Plan& p) {
+    const SoftwareStack& s = job.stack;
+    if (s.attention == AttentionImpl::fused) {
+        arg(os, "--attention-backend", "fused");
+    } else {
+        arg(os, "--attention-backend", "unfused");
+    }
+    if (!s.hidden_dropout) {
+        arg(os, "--hidden-dropout", "0.0");
+        arg(os, "--attention-dropout", "0.0");
+    }
+    if (s.fused_cross_entropy) {
+        arg(os, "--cross-entropy-loss-fusion");
+        arg(os, "--cross-entropy-fusion-impl", "te");
+    }
+    if (job.grads == Dtype::bf16 && job.compute == Dtype::bf16) {
+        arg(os, "--grad-reduce-in-bf16");
+    }
+    if (s.overlap_grad_reduce && p.dp * p.cp > 1) {
+        arg(os, "--overlap-grad-reduce");
+    }
+    if (s.overlap_param_gather && p.zero >= 1 && p.dp * p.cp > 1) {
+        arg(os, "--overlap-param-gather");
+    }
+    if (s.tp_comm_overlap && p.sp && p.tp > 1) {
+        arg(os, "--tp-comm-overlap");
+    }
+    if (p.recompute == Recompute::selective && !s.recompute_modules.empty()) {
+        std::string mods;
+        for (const auto& m : s.recompute_modules) {
+            mods += (mods.empty() ? "" : " ") + m;
+        }
+        arg(os, "--recompute-modules", mods);
+    }
+}
+
+/// An export is written for the stack's own framework; for another it would drop what the
+/// price assumed, so it stops (exit 2) and says which --stack would fit.
+void require_framework(const JobSpec& job, StackFramework want, const char* format) {
+    if (job.stack.framework != want) {
+        throw ConfigError(std::string("--format ") + format + ": the plan was priced for stack '" +
+                          job.stack.name + "' (framework " + to_string(job.stack.framework) +
+                          "), not " + to_string(want) + "; choose a " + to_string(want) +
+                          " stack with --stack (cleave stack list) or another --format");
+    }
+}
+
 void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) {
     const Plan& p = best.plan;
     const JobSpec& job = in.job;
@@ -465,6 +516,7 @@ void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) 
     Args args;
     megatron_model_args(args, in.model, job);
     megatron_plan_args(args, in.model, job, p);
+    megatron_stack_args(args, job, p);
     if (job.compute == Dtype::fp16) {
         arg(args, "--fp16");
     } else if (job.compute != Dtype::fp32) {
@@ -487,7 +539,9 @@ void print_deepspeed(std::ostream& os,
         {"train_batch_size", in.job.global_batch},
         {"train_micro_batch_size_per_gpu", p.mbs},
         {"gradient_accumulation_steps", num_microbatches(p, in.job)},
-        {"zero_optimization", {{"stage", p.zero}}},
+        // overlap_comm: the price hid the grad reduce-scatter behind backward (stack file).
+        {"zero_optimization",
+         {{"stage", p.zero}, {"overlap_comm", in.job.stack.overlap_grad_reduce}}},
         {"pipeline",
          {{"stages", p.pp},
           {"partition", "parameters"},
@@ -540,6 +594,12 @@ SimScores rescore(const Inputs& in, SearchResult& r) {
 
 void run_plan(const PlanOptions& o, CliContext& ctx) {
     const Inputs in = load_inputs(o.job);
+    if (o.format == "megatron" || o.format == "deepspeed") {  // before the search: exit 2 early
+        require_framework(in.job,
+                          o.format == "megatron" ? StackFramework::megatron
+                                                 : StackFramework::deepspeed,
+                          o.format.c_str());
+    }
     const SearchOptions so = search_options(o);
     const auto t0 = std::chrono::steady_clock::now();
     SearchResult r = [&] {

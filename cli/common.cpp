@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <ctime>
 
+#include <toml++/toml.h>
+
 namespace cleave::cli {
 
 void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_cluster) {
@@ -32,6 +34,10 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
     sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub.add_option("--job", f.job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
+    sub.add_option("--stack",
+                   f.stack,
+                   "Software stack: shipped name (cleave stack list) or TOML path "
+                   "(default: [job] stack, else megatron-core)");
 }
 
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
@@ -122,6 +128,16 @@ Dtype parse_dtype(const std::string& s) {
 
 namespace {
 
+// True when the job TOML `file` gives [job] `key` (the file has been loaded, so it parses).
+bool job_sets(const std::string& file, const char* key) {
+    if (file.empty()) {
+        return false;
+    }
+    const toml::table t = toml::parse_file(file);
+    const toml::table* job = t["job"].as_table();
+    return job != nullptr && job->contains(key);
+}
+
 TrainCostOptions train_options(const TrainFlags& f, const Inputs& in) {
     TrainCostOptions o;
     o.tokens = f.tokens.empty() ? in.job.train_tokens : parse_token_count(f.tokens);
@@ -148,6 +164,11 @@ Inputs load_inputs(const JobFlags& f) {
     if (!f.job_file.empty()) {
         in.job = load_job(f.job_file);
     }
+    if (!f.stack.empty()) {
+        in.job.stack = load_stack(f.stack);
+    } else if (in.job.stack.source.empty()) {
+        in.job.stack = load_stack(std::string(default_stack_name));
+    }
     if (f.gpus > 0) {
         in.job.gpus = f.gpus;
     }
@@ -161,6 +182,8 @@ Inputs load_inputs(const JobFlags& f) {
     in.job.weights = d == Dtype::fp8 ? Dtype::bf16 : d;
     if (!f.grad_dtype.empty()) {
         in.job.grads = parse_dtype(f.grad_dtype);
+    } else if (!job_sets(f.job_file, "dtype_grads")) {
+        in.job.grads = in.job.stack.grad_dtype;  // the stack's recipe default
     }
     if (in.job.global_batch <= 0) {
         throw ConfigError("--gbs: the global batch size is required (or give it in --job)");

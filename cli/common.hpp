@@ -34,6 +34,7 @@ struct JobFlags {
     std::string dtype = "bf16";
     std::string grad_dtype;  // "" = Megatron's default (fp32 main grads)
     std::string job_file;    // optional job TOML; flags override its values
+    std::string stack;       // software stack name or TOML; "" = [job] stack, else megatron-core
     TrainFlags train;        // registered by add_train_flags() only
 };
 

@@ -122,6 +122,7 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
             {"model_flops", e.model_flops.value()},
             {"hardware_flops", e.hardware_flops.value()},
             {"stages", stages_json(p, e)},
+            {"stack", stack_json(in.job.stack)},
             {"risks", risks}};
 }
 

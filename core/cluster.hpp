@@ -122,6 +122,7 @@ struct ClusterSpec {
     NetworkSpec network;
     double price_per_gpu_hour_usd = 0.0;  // 0 = unknown
     std::string source;                   // file the profile was read from ("" when built in code)
+    std::string calibration;  // the calibration overlay applied (hwprofiles/calibration/), or ""
 
     bool operator==(const ClusterSpec&) const = default;
 };

@@ -2,6 +2,7 @@
 // The training job: how many GPUs, what batch, what precision, what optimizer.
 
 #include "core/cluster.hpp"
+#include "core/stack.hpp"
 
 #include <cstdint>
 
@@ -19,6 +20,7 @@ struct JobSpec {
     Dtype optimizer_states = Dtype::fp32;  // Adam m and v
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;
+    SoftwareStack stack;  // what the job trains with (stacks/*.toml); default: megatron-2021
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
 
     bool operator==(const JobSpec&) const = default;

@@ -3,6 +3,7 @@
 #include "core/load.hpp"
 
 #include "core/load_detail.hpp"
+#include "core/stack.hpp"
 
 namespace cleave {
 
@@ -41,6 +42,19 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.optimizer,
         r.choice<Optimizer>(
             "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));
+    // A shipped stack name or a stack TOML path (relative paths as written, like --stack).
+    if (const auto stack = r.text("stack", Need::optional)) {
+        try {
+            job.stack = load_stack(*stack);
+        } catch (const ConfigError& e) {
+            std::string why;
+            for (const Diagnostic& dg : e.diagnostics()) {
+                why +=
+                    (why.empty() ? "" : "; ") + (dg.where.file.empty() ? dg.message : render(dg));
+            }
+            r.bad_value("stack", "cannot be loaded: " + why);
+        }
+    }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Hardware-profile TOML -> ClusterSpec, and finding shipped profiles by name.
 // Keys carry their unit as a suffix (STYLE S3.3); only this file converts them to SI.
+#include "core/calibration.hpp"
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
 
@@ -216,6 +217,14 @@ std::vector<std::string> shipped_profiles() {
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {
+    ClusterSpec c = load_cluster_uncalibrated(name_or_path);
+    if (const auto cal = find_calibration(c.name)) {
+        apply_calibration(*cal, c);
+    }
+    return c;
+}
+
+ClusterSpec load_cluster_uncalibrated(const std::string& name_or_path) {
     const fs::path p(name_or_path);
     std::error_code ec;
     if (fs::exists(p, ec) || p.extension() == ".toml" || p.has_parent_path()) {

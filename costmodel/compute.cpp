@@ -1,6 +1,8 @@
 #include "costmodel/compute.hpp"
 
 #include "core/errors.hpp"
+#include "costmodel/attention.hpp"
+#include "costmodel/overlap.hpp"
 
 #include <algorithm>
 
@@ -121,7 +123,12 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     const double e_ln = tok * h / (p.sp ? t : 1.0);  // norm / dropout region (split by SP)
     const double inner =
         moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t : tok * d(m.ffn_hidden) / t;
-    const double scores = d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
+    // Fused attention never writes the s x s scores (FA2 paper, Dao 2023, Sec. 3.1).
+    const bool fused = job.stack.attention == AttentionImpl::fused;
+    const double scores =
+        fused ? 0.0 : d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
+    // Dropout masks (1 B per element) only where the recipe keeps hidden dropout.
+    const double mask = job.stack.hidden_dropout ? 1.0 : 0.0;
     const bool swiglu = m.mlp == MlpKind::swiglu;
     const double hd = d(head_dim(m));
     const double rope = m.positions == PositionKind::rope
@@ -134,14 +141,14 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     // activation (GeLU: in, out; SwiGLU: gate, up, out); softmax + dropout.
     KernelBytes& f = tr.fwd_by_class;
     f.norm = bytes(2.0 * 2.0 * ab * e_ln);
-    f.elementwise = bytes(2.0 * (3.0 * ab + 1.0) * e_ln + rope + permute);
+    f.elementwise = bytes(2.0 * (3.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
     f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
     KernelBytes& b = tr.bwd_by_class;
     b.norm = bytes(2.0 * 3.0 * ab * e_ln);
-    b.elementwise = bytes(2.0 * (2.0 * ab + 1.0) * e_ln + rope + permute);
+    b.elementwise = bytes(2.0 * (2.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
     tr.fwd = f.total();
@@ -164,7 +171,7 @@ void add_tp(LayerCost& lc,
             const JobSpec& job,
             const Plan& p,
             const PlanLinks& links,
-            const Seconds col_gemm[2]) {
+            const Seconds gemm[4]) {
     if (p.tp <= 1) {
         return;
     }
@@ -180,7 +187,21 @@ void add_tp(LayerCost& lc,
     // forward 2 (SP: 4) and backward 2 (SP: 6, with the column-parallel layers' re-gathers).
     const Seconds w = links.tp.sync_wait;
     Seconds bwd;
-    if (p.sp) {
+    const Seconds col_gemm[2] = {gemm[0], gemm[2]};  // QKV, MLP in
+    if (p.sp && job.stack.tp_comm_overlap) {
+        // Transformer Engine userbuffers: each all-gather pipelined with the column-parallel GEMM
+        // it feeds, each reduce-scatter with the row-parallel GEMM before it (fwd), and the
+        // row-parallel layers' output-gradient all-gathers with their dgrad GEMMs (bwd).
+        lc.tp_fwd = 4.0 * w;
+        bwd = 6.0 * w;
+        for (int k = 0; k < 2; ++k) {
+            lc.tp_fwd += exposed_behind_gemm(ag, gemm[2 * k], true) +
+                         exposed_behind_gemm(rs, gemm[2 * k + 1], true);
+            bwd += exposed_behind_gemm(ag, gemm[2 * k + 1], true) +
+                   max(Seconds{}, ag - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+        }
+        lc.tp_bytes = (ag_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+    } else if (p.sp) {
         lc.tp_fwd = 2.0 * (ag + rs) + 4.0 * w;
         bwd = 2.0 * ag + 6.0 * w;  // row-parallel layers: all-gather of the output gradient
         for (int k = 0; k < 2; ++k) {
@@ -203,7 +224,8 @@ void add_cp(LayerCost& lc,
             const JobSpec& job,
             const Plan& p,
             const PlanLinks& links,
-            Seconds core_fwd) {
+            Seconds core_fwd,
+            Seconds core_bwd) {
     if (p.cp <= 1) {
         return;
     }
@@ -216,7 +238,7 @@ void add_cp(LayerCost& lc,
     const Seconds step = collective(Collective::send_recv, chunk, 2, links.cp);
     const Seconds per_step_compute = core_fwd / d(p.cp);
     const Seconds exposed_step = max(Seconds{}, step - per_step_compute);
-    const Seconds exposed_step_bwd = max(Seconds{}, 2.0 * step - 2.0 * per_step_compute);
+    const Seconds exposed_step_bwd = max(Seconds{}, 2.0 * step - core_bwd / d(p.cp));
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
     lc.cp_fwd = exposed_step * steps;
     lc.cp_bwd = exposed_step_bwd * steps + lc.cp_fwd * redo;
@@ -250,22 +272,30 @@ LayerCost layer_cost(const ModelSpec& m,
     const LayerGemms g = layer_gemms(m, job, p, moe);
     const GpuSpec& gpu = c.gpu;
     const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv);
+    const Seconds t_proj = gemm_time(gpu, job.compute, g.proj);
     const Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
-    const Seconds linear = t_qkv + gemm_time(gpu, job.compute, g.proj) + t_in +
-                           gemm_time(gpu, job.compute, g.mlp_out) +
-                           gemm_time(gpu, core_dtype(job.compute), g.router);
-    const Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
-                         gemm_time(gpu, core_dtype(job.compute), g.attn_v);
+    const Seconds t_out = gemm_time(gpu, job.compute, g.mlp_out);
+    const Seconds linear =
+        t_qkv + t_proj + t_in + t_out + gemm_time(gpu, core_dtype(job.compute), g.router);
+    Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
+                   gemm_time(gpu, core_dtype(job.compute), g.attn_v);
+    // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
+    Seconds core_bwd = 2.0 * core;
+    if (job.stack.attention == AttentionImpl::fused) {
+        const FusedAttentionCost fa = fused_attention_cost(m, gpu, job, p, core);
+        core = fa.fwd;
+        core_bwd = fa.bwd;
+    }
     const LayerTraffic tr = layer_traffic(m, job, p, moe);
     LayerCost lc;
     lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class);
-    // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
-    lc.bwd = 2.0 * (linear + core) + memory_time(gpu, tr.bwd_by_class);
+    lc.bwd = 2.0 * linear + core_bwd + memory_time(gpu, tr.bwd_by_class);
     switch (p.recompute) {
     case Recompute::none:
         break;
     case Recompute::selective:
-        // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V.
+        // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V
+        // (fused: the attention kernel's forward again, Megatron --recompute-modules core_attn).
         lc.recompute = core + memory_time(gpu, KernelClass::softmax, tr.attn_core_fwd);
         break;
     case Recompute::full:
@@ -273,10 +303,10 @@ LayerCost layer_cost(const ModelSpec& m,
         break;
     }
     lc.flops_fwd = forward_flops(g);
-    // One data- or weight-gradient GEMM of each column-parallel layer (same FLOPs as forward).
-    const Seconds col_gemm[2] = {t_qkv, t_in};
-    add_tp(lc, m, job, p, links, col_gemm);
-    add_cp(lc, m, job, p, links, core);
+    // One GEMM of each layer (a data- or weight-gradient GEMM has the forward's FLOPs).
+    const Seconds gemms[4] = {t_qkv, t_proj, t_in, t_out};
+    add_tp(lc, m, job, p, links, gemms);
+    add_cp(lc, m, job, p, links, core, core_bwd);
     if (moe) {
         add_ep(lc, m, job, p, links);
     }

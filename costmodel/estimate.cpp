@@ -6,6 +6,7 @@
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
+#include "costmodel/overlap.hpp"
 #include "costmodel/pipeline.hpp"
 #include "costmodel/risks.hpp"
 
@@ -20,9 +21,10 @@ double d(int64_t x) {
     return static_cast<double>(x);
 }
 
-// Megatron DDP bucket: max(40M, 1M x dp) parameters (megatron/core/distributed).
-double bucket_params(const Plan& p) {
-    return std::max(40e6, 1e6 * d(p.dp * p.cp));
+// Megatron DDP bucket: max(40M, 1M x dp) parameters (NVIDIA/Megatron-LM@d98e8a64
+// megatron/core/distributed/distributed_data_parallel.py:134); 40M is the stack's bucket_mparams.
+double bucket_params(const Plan& p, const SoftwareStack& s) {
+    return std::max(s.bucket_mparams * 1e6, 1e6 * d(p.dp * p.cp));
 }
 
 struct Context {
@@ -165,9 +167,19 @@ void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
     const Bytes gb = bytes((sp.dense + sp.expert) * bytes_of(x.job.grads));
     const Seconds ag = collective_time(Collective::all_gather, wb, n, x.links.dp);
     const Seconds rs = collective_time(Collective::reduce_scatter, gb, n, x.links.dp);
-    const double bwd_gathers = p.recompute == Recompute::full ? 2.0 : 1.0;
-    const Seconds fwd_exposed = max(Seconds{}, ag - w.cost.fwd);
-    const Seconds bwd_exposed = ag * bwd_gathers + max(Seconds{}, rs - w.cost.bwd);
+    const SoftwareStack& st = x.job.stack;
+    double bwd_gathers = p.recompute == Recompute::full ? 2.0 : 1.0;
+    Seconds fwd_exposed = max(Seconds{}, ag - w.cost.fwd);
+    Seconds bwd_exposed = ag * bwd_gathers + max(Seconds{}, rs - w.cost.bwd);
+    if (st.fsdp_prefetch) {
+        // FSDP2: one gather per unit serves its recomputed forward and its backward; none when
+        // the forward keeps the gathered weights (reshard_after_forward false). Both passes
+        // prefetch the next unit (costmodel/overlap.hpp fsdp_exposed).
+        bwd_gathers = st.reshard_after_forward ? 1.0 : 0.0;
+        const double units = d(std::max<int64_t>(1, w.cost.layers));
+        fwd_exposed = fsdp_exposed(ag, Seconds{}, w.cost.fwd, units, true);
+        bwd_exposed = fsdp_exposed(ag * bwd_gathers, rs, w.cost.bwd, units, true);
+    }
     w.zero3 = fwd_exposed + bwd_exposed;
     w.cost.fwd_comm += fwd_exposed;
     w.cost.bwd_comm += bwd_exposed;
@@ -195,7 +207,7 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
         const Bytes ge = bytes(sp.expert * g);
         total =
             collective_time(k, gd, n, x.links.dp) + collective_time(k, ge, ne, x.links.dp_expert);
-        const Bytes bucket = min(gd, bytes(bucket_params(p) * g));
+        const Bytes bucket = min(gd, bytes(bucket_params(p, x.job.stack) * g));
         last = collective_time(k, bucket, n, x.links.dp);
         w.dp_b = collective_bytes_sent(k, gd, n) + collective_bytes_sent(k, ge, ne);
         w.longest = max(w.longest, last);
@@ -208,16 +220,33 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
     }
     w.dp_total = total + tied;
     w.cost.dp_reduce = w.dp_total;
-    const Seconds hidden = max(Seconds{}, total - last - w.cost.bwd);
-    w.cost.dp_grad_sync = (total > Seconds{} ? last + hidden : Seconds{}) + tied;
+    const SoftwareStack& st = x.job.stack;
+    const Seconds exposed = exposed_bucketed(total, last, w.cost.bwd, st.overlap_grad_reduce);
+    if (p.zero == 2) {
+        // ZeRO-2 keeps only its shard of the grads, so every micro-batch's backward reduce-
+        // scatters (DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py reduces its buckets in the
+        // backward hooks of every micro-step): the exposed part lands in each backward.
+        w.zero3 += exposed;
+        w.cost.bwd += exposed;
+        w.cost.bwd_comm += exposed;
+        w.dp_b = w.dp_b * d(x.micro);
+        w.cost.dp_grad_sync = tied;
+    } else {
+        w.cost.dp_grad_sync = exposed + tied;
+    }
     const double shard = p.zero >= 1 ? d(n) : 1.0;
     const double shard_e = p.zero >= 1 ? d(ne) : 1.0;
     w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e);
     if (p.zero == 1 || p.zero == 2) {
         const Bytes wd = bytes(sp.dense * wbytes);
         const Bytes we = bytes(sp.expert * wbytes);
-        w.cost.optimizer += collective_time(Collective::all_gather, wd, n, x.links.dp) +
-                            collective_time(Collective::all_gather, we, ne, x.links.dp_expert);
+        // Updated weights gathered per bucket; with --overlap-param-gather behind the next
+        // forward except the first bucket (Megatron-Core distributed optimizer).
+        const Seconds ag = collective_time(Collective::all_gather, wd, n, x.links.dp) +
+                           collective_time(Collective::all_gather, we, ne, x.links.dp_expert);
+        const Bytes ag_bucket = min(wd, bytes(bucket_params(p, st) * wbytes));
+        const Seconds first = collective_time(Collective::all_gather, ag_bucket, n, x.links.dp);
+        w.cost.optimizer += exposed_bucketed(ag, first, w.cost.fwd, st.overlap_param_gather);
         w.dp_b += collective_bytes_sent(Collective::all_gather, wd, n) +
                   collective_bytes_sent(Collective::all_gather, we, ne);
     }
@@ -290,7 +319,9 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
         const double chunks = p.schedule == Schedule::interleaved ? d(p.vpp) : 1.0;
         const Bytes act =
             bytes(tokens_per_gpu(x.job, p) * d(x.m.hidden) * activation_bytes(x.job) / d(p.tp));
-        const Seconds one = collective_time(Collective::send_recv, act, 2, x.links.pp);
+        // Plus the stack's per-send/recv overhead (launch + sync), paid per virtual stage.
+        const Seconds one = collective_time(Collective::send_recv, act, 2, x.links.pp) +
+                            us(x.job.stack.p2p_overhead_us);
         w.p2p = one * (2.0 * chunks);
         w.pp_b = act * (2.0 * chunks * d(x.micro));
     }

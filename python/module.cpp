@@ -28,6 +28,7 @@ std::unique_ptr<CLI::App> light_app(cleave::cli::CliContext& ctx) {
     app->require_subcommand(1);
     cleave::cli::setup_model(*app, ctx);
     cleave::cli::setup_hw(*app, ctx);
+    cleave::cli::setup_stack(*app, ctx);
     cleave::cli::setup_explain(*app, ctx);
     cleave::cli::setup_plan(*app, ctx);
     cleave::cli::setup_compare(*app, ctx);

@@ -77,6 +77,9 @@ TEST_SUITE("planner") {
                                      "32",
                                      "--top",
                                      "5",
+                                     // the stack the golden was generated with (docs/stacks.md)
+                                     "--stack",
+                                     "megatron-2021",
                                      "--format",
                                      "json"},
                                     code);
