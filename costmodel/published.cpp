@@ -180,7 +180,10 @@ JobSpec job_of(const Reader& r, std::string& notes) {
     const std::string& prec = r.str("precision");
     j.compute = contains(prec, "fp16") ? Dtype::fp16 : Dtype::bf16;
     j.weights = j.compute;
-    if (contains(prec, "FP8") || contains(prec, "fp8")) {
+    if (contains(prec, "MXFP8") || contains(prec, "FP8-MX")) {
+        j.compute = Dtype::mxfp8;  // block-scaled fp8 linear layers, weights kept bf16
+        notes += "precision '" + prec + "' priced as mxfp8; ";
+    } else if (contains(prec, "FP8") || contains(prec, "fp8")) {
         j.compute = Dtype::fp8;  // linear layers in fp8, weights kept bf16 (Transformer Engine)
         notes += "precision '" + prec + "' priced as fp8 (per-tensor); ";
     }

@@ -136,6 +136,8 @@ TEST_SUITE("costmodel") {
                                           "32",
                                           "--zero",
                                           "1",
+                                          "--grad-dtype",  // fp32 main grads (the default stack,
+                                          "fp32",          // megatron-core, reduces bf16 grads)
                                           "--format",
                                           "json"};
             a.insert(a.end(), extra.begin(), extra.end());
