@@ -200,7 +200,18 @@ void print_rows(std::ostream& out,
 void run_show(const HwShowOptions& o, CliContext& ctx) {
     const ClusterSpec c = load_cluster(o.profile);
     nlohmann::json j = profile_json(c);
-    const ProfileSources src = profile_sources(c.source);
+    ProfileSources src = profile_sources(c.source);
+    if (!c.calibration.empty()) {
+        // Values the calibration overlay replaced say so, with the overlay's own note.
+        const ProfileSources cal = profile_sources(c.calibration);
+        for (const auto& [key, note] : cal.by_key) {
+            const std::string shown =
+                key == "gpu.gemm_efficiency_factor" ? "gpu.gemm_efficiency.efficiency" : key;
+            if (key.rfind("gpu.", 0) == 0) {
+                src.by_key[shown] = "FITTED (" + c.calibration + "): " + key.substr(4) + " " + note;
+            }
+        }
+    }
     if (o.format == "json") {
         j["sources"] = {{"keys", src.by_key}, {"tables", src.by_table}, {"ids", src.ids}};
         ctx.out << j.dump(2) << "\n";
