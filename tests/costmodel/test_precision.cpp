@@ -168,4 +168,15 @@ TEST_SUITE("costmodel") {
         CHECK((c.tp_fwd - b.tp_fwd).value() ==
               doctest::Approx(2.0 * 14.0 * 1.86e-6).epsilon(1e-3).scale(0));
     }
+
+    TEST_CASE("precision: a calibration overlay's GEMM factor scales every precision's curve") {
+        // hwprofiles/calibration/gb200-nvl72.toml: gemm_efficiency_factor 0.64 (FITTED). At
+        // 16384^3 the FP8 curve is 0.723 -> 0.723 x 0.64 = 0.46272; NVFP4 0.763 -> 0.48832.
+        const GpuSpec raw = load_cluster_uncalibrated("gb200-nvl72").gpu;
+        const GpuSpec cal = load_cluster("gb200-nvl72").gpu;
+        CHECK(gemm_efficiency(raw, flop(8796.1e9), Dtype::fp8) == doctest::Approx(0.723));
+        CHECK(gemm_efficiency(cal, flop(8796.1e9), Dtype::fp8) == doctest::Approx(0.46272));
+        CHECK(gemm_efficiency(cal, flop(8796.1e9), Dtype::nvfp4) == doctest::Approx(0.48832));
+        CHECK(gemm_efficiency(cal, flop(8796.1e9), Dtype::bf16) == doctest::Approx(0.729 * 0.64));
+    }
 }
