@@ -330,9 +330,8 @@ void print_train(std::ostream& os, const Inputs& in, const Estimate& e) {
        << pad(f("%.1f", c.interruptions), 13) << " " << pad(f("%.4g", c.gpu_hours), 10) << " "
        << pad(o.gpu_power_w > 0.0 ? f("%.4g", c.energy_mwh) : "-", 11) << " "
        << pad(o.price_per_gpu_hour_usd > 0.0 ? f("%.4g", c.cost_usd) : "-", 10) << "\n";
-    os << "# lost: " << f("%.3g", o.interruptions_per_gpu_hour)
-       << " interruptions per GPU-hour, each losing half of a "
-       << f("%.3g", o.checkpoint_interval.value() / 3600.0) << " h checkpoint interval + "
+    os << "# lost: " << f("%.3g", o.interruptions_per_gpu_hour) << " interruptions/GPU-hour, each "
+       << f("%.3g", o.checkpoint_interval.value() / 3600.0) << " h checkpoint interval / 2 + "
        << f("%.3g", o.restart_time.value() / 3600.0) << " h restart\n";
 }
 
