@@ -48,11 +48,12 @@ struct Cost {
 
 Cost cost_of(const Inputs& in, const Estimate& e) {
     Cost c;
-    if (in.cluster.price_per_gpu_hour_usd <= 0.0) {
+    // --price-per-gpu-hour, else the profile's price (load_inputs puts either in in.train)
+    const double price = in.train.price_per_gpu_hour_usd;
+    if (price <= 0.0) {
         return c;
     }
-    c.per_iteration = in.cluster.price_per_gpu_hour_usd * static_cast<double>(in.job.gpus) *
-                      e.iteration_time.value() / 3600.0;
+    c.per_iteration = price * static_cast<double>(in.job.gpus) * e.iteration_time.value() / 3600.0;
     const double tokens = static_cast<double>(in.job.global_batch * in.job.seq_len);
     c.per_million_tokens = c.per_iteration / tokens * 1e6;
     return c;
@@ -171,7 +172,7 @@ nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
             {"display_name", pb.in.cluster.display_name},
             {"candidates_evaluated", pb.result.candidates_evaluated},
             {"feasible", pb.result.feasible},
-            {"price_per_gpu_hour_usd", pb.in.cluster.price_per_gpu_hour_usd}};
+            {"price_per_gpu_hour_usd", pb.in.train.price_per_gpu_hour_usd}};
         if (pb.result.plans.empty()) {
             row["best"] = nullptr;
         } else {
