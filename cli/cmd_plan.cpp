@@ -446,6 +446,38 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     }
 }
 
+/// Megatron-LM's spelling of the quantised precisions (megatron/core/transformer/
+/// transformer_config.py @d98e8a64: fp8 -> --fp8-format e4m3|hybrid, fp8_recipe -> --fp8-recipe
+/// tensorwise|delayed|mxfp8|blockwise, fp4 -> --fp4-format e2m1, fp4_recipe -> --fp4-recipe nvfp4).
+/// Hybrid (E4M3 forward, E5M2 gradients) for per-tensor FP8; E4M3 throughout for the block
+/// recipes, as Transformer Engine's MXFP8 and blockwise recipes use (their docs @d0067d0d).
+void megatron_precision_args(Args& args, const JobSpec& job) {
+    switch (job.compute) {
+    case Dtype::fp8:
+        arg(args, "--fp8-format", job.fp8_recipe == Fp8Recipe::blockwise ? "e4m3" : "hybrid");
+        arg(args, "--fp8-recipe", to_string(job.fp8_recipe));
+        break;
+    case Dtype::mxfp8:
+        arg(args, "--fp8-format", "e4m3");
+        arg(args, "--fp8-recipe", "mxfp8");
+        break;
+    case Dtype::nvfp4:
+        arg(args, "--fp4-format", "e2m1");
+        arg(args, "--fp4-recipe", "nvfp4");
+        break;
+    default:
+        return;
+    }
+    if (job.weights == Dtype::fp8) {
+        arg(args, "--fp8-param-gather");
+    }
+    if (job.bf16_layers_start + job.bf16_layers_end > 0) {
+        arg(args, "--first-last-layers-bf16");
+        arg(args, "--num-layers-at-start-in-bf16", std::to_string(job.bf16_layers_start));
+        arg(args, "--num-layers-at-end-in-bf16", std::to_string(job.bf16_layers_end));
+    }
+}
+
 // The flags of what the price assumed of the stack (stacks/*.toml): an export that dropped one
 // would launch a job slower or larger than predicted. Names: NVIDIA/Megatron-LM@d98e8a64
 // megatron/training/arguments.py and the dataclass fields it turns into flags
@@ -522,9 +554,7 @@ void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) 
     } else if (job.compute != Dtype::fp32) {
         arg(args, "--bf16");  // fp32 is Megatron's default and has no flag
     }
-    if (job.compute == Dtype::fp8) {
-        arg(args, "--fp8-format", "hybrid");
-    }
+    megatron_precision_args(args, job);
     for (std::size_t i = 0; i < args.size(); ++i) {
         os << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
     }

@@ -32,10 +32,18 @@ struct JobFlags {
     int64_t gbs = 0;
     int64_t seq = 0;  // 0 = the model's seq_len
     std::string dtype = "bf16";
-    std::string grad_dtype;  // "" = Megatron's default (fp32 main grads)
-    std::string job_file;    // optional job TOML; flags override its values
-    std::string stack;       // software stack name or TOML; "" = [job] stack, else megatron-core
-    TrainFlags train;        // registered by add_train_flags() only
+    std::string grad_dtype;         // "" = Megatron's default (fp32 main grads)
+    std::string job_file;           // optional job TOML; flags override its values
+    std::string fp8_recipe;         // "" = the job file's, else Megatron's default (delayed)
+    bool fp8_param_gather = false;  // fp8 primary weights, all-gathered in fp8
+    bool first_last_bf16 = false;   // Megatron --first-last-layers-bf16
+    int64_t bf16_layers_start = 1;  // --num-layers-at-start-in-bf16 (Megatron's default 1)
+    int64_t bf16_layers_end = 1;    // --num-layers-at-end-in-bf16
+    /// mxfp8 / nvfp4 on a GPU without them: false = a ConfigError, true = priced at the next
+    /// wider precision the GPU has (cleave compare, which says so).
+    bool precision_fallback = false;
+    std::string stack;  // software stack name or TOML; "" = [job] stack, else megatron-core
+    TrainFlags train;   // registered by add_train_flags() only
 };
 
 struct PlanFlags {
@@ -52,7 +60,8 @@ struct PlanFlags {
     int zero = 0;
 };
 
-/// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job.
+/// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job
+/// --fp8-recipe --fp8-param-gather.
 /// With `require_gpus` the --gpus flag is required (explain, plan, simulate); run and validate
 /// take the rank count from MPI instead. Without `require_cluster` CLUSTER may be left out
 /// (validate --calibrate measures it).

@@ -10,6 +10,12 @@ namespace cleave {
 
 enum class Optimizer { adam, sgd };
 
+/// Transformer Engine scaling recipe of Dtype::fp8 (Megatron --fp8-recipe; its default is delayed,
+/// megatron/core/transformer/transformer_config.py @d98e8a64): delayed = one scale per tensor from
+/// an amax history, tensorwise = per-tensor current scaling, blockwise = 1x128 / 128x128 blocks.
+/// mxfp8 and nvfp4 carry their own block scaling in the dtype.
+enum class Fp8Recipe { delayed, tensorwise, blockwise };
+
 struct JobSpec {
     int64_t gpus = 0;
     int64_t global_batch = 0;     // sequences per iteration
@@ -20,7 +26,13 @@ struct JobSpec {
     Dtype optimizer_states = Dtype::fp32;  // Adam m and v
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;
-    SoftwareStack stack;  // what the job trains with (stacks/*.toml); default: megatron-2021
+    Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
+    /// Layers kept bf16 at the start and at the end of the model under quantised training
+    /// (Megatron --first-last-layers-bf16 --num-layers-at-{start,end}-in-bf16; megatron/core/
+    /// fp8_utils.py is_first_last_bf16_layer @d98e8a64); 0 = every layer quantised.
+    int64_t bf16_layers_start = 0;
+    int64_t bf16_layers_end = 0;
+    SoftwareStack stack;        // what the job trains with (stacks/*.toml); default: megatron-2021
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
 
     bool operator==(const JobSpec&) const = default;

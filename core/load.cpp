@@ -25,7 +25,9 @@ const std::vector<Choice<Dtype>>& dtype_choices() {
                                                        {"tf32", Dtype::tf32},
                                                        {"bf16", Dtype::bf16},
                                                        {"fp16", Dtype::fp16},
-                                                       {"fp8", Dtype::fp8}};
+                                                       {"fp8", Dtype::fp8},
+                                                       {"mxfp8", Dtype::mxfp8},
+                                                       {"nvfp4", Dtype::nvfp4}};
     return choices;
 }
 
@@ -38,6 +40,14 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.grads, r.choice("dtype_grads", Need::optional, dtype_choices()));
     set(job.optimizer_states, r.choice("dtype_optimizer_states", Need::optional, dtype_choices()));
     set(job.master_weights, r.flag("master_weights", Need::optional));
+    set(job.fp8_recipe,
+        r.choice<Fp8Recipe>("fp8_recipe",
+                            Need::optional,
+                            {{"delayed", Fp8Recipe::delayed},
+                             {"tensorwise", Fp8Recipe::tensorwise},
+                             {"blockwise", Fp8Recipe::blockwise}}));
+    set(job.bf16_layers_start, r.count("bf16_layers_start", Need::optional, true));
+    set(job.bf16_layers_end, r.count("bf16_layers_end", Need::optional, true));
     set(job.train_tokens, r.quantity("train_tokens", Need::optional));
     set(job.optimizer,
         r.choice<Optimizer>(

@@ -1,6 +1,7 @@
 #include "costmodel/attention.hpp"
 
 #include "costmodel/flops.hpp"
+#include "costmodel/precision.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -77,7 +78,7 @@ FusedAttentionCost fused_attention_cost(const ModelSpec& m,
     c.fwd_flops = flop(4.0 * d(p.mbs) * d(m.heads) / d(p.tp) * (s / cp) * s * hd * causal);
     const Seconds overhead = us(st.attention_step_overhead_us) * cp;
     // The core runs in 16-bit even under fp8 training (Transformer Engine: linear layers only).
-    FlopsPerSecond peak = peak_flops(gpu, job.compute == Dtype::fp8 ? Dtype::bf16 : job.compute);
+    FlopsPerSecond peak = peak_flops(gpu, unquantised(job.compute));  // also mxfp8 / nvfp4
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }

@@ -3,6 +3,7 @@
 #include "core/errors.hpp"
 #include "costmodel/attention.hpp"
 #include "costmodel/overlap.hpp"
+#include "costmodel/precision.hpp"
 
 #include <algorithm>
 
@@ -14,10 +15,10 @@ double d(int64_t x) {
     return static_cast<double>(x);
 }
 
-// Attention-core GEMMs (Q K^T, softmax V) stay in 16-bit under fp8 training (Transformer Engine
-// runs only the linear layers in fp8).
+// Attention-core GEMMs (Q K^T, softmax V), the router and the output layer stay 16-bit under
+// quantised training (costmodel/precision.cpp, unquantised()).
 Dtype core_dtype(Dtype compute) {
-    return compute == Dtype::fp8 ? Dtype::bf16 : compute;
+    return unquantised(compute);
 }
 
 Seconds collective(Collective k, Bytes s, int64_t n, const GroupLink& l) {
@@ -35,17 +36,16 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
     if (f.value() <= 0.0) {
         return {};
     }
-    FlopsPerSecond peak = peak_flops(gpu, dtype);
-    if (peak.value() <= 0.0) {
-        peak = dtype == Dtype::fp8 ? peak_flops(gpu, Dtype::bf16) : gpu.peak_fp32;
-    }
+    // A precision the GPU lacks runs in the next wider one it has (fp8 on an A100: bf16).
+    const Dtype run = runnable_dtype(gpu, dtype);
+    FlopsPerSecond peak = peak_flops(gpu, run);
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
     // A loop of count GEMMs runs each at the efficiency of its own size; one batched kernel at
-    // about that of a GEMM of the whole batch's FLOPs.
+    // about that of a GEMM of the whole batch's FLOPs. Each precision has its own curve.
     const Flops lookup = gpu.batched_gemm_fused || g.count <= 1.0 ? f : f / g.count;
-    double eff = gemm_efficiency(gpu, lookup);
+    double eff = gemm_efficiency(gpu, lookup, run);
     if (eff <= 0.0) {
         eff = 1.0;  // no curve in the profile: peak
     }
@@ -182,6 +182,15 @@ void add_tp(LayerCost& lc,
     const Bytes ar_b = collective_bytes_sent(Collective::all_reduce, s, p.tp);
     const Bytes ag_b = collective_bytes_sent(Collective::all_gather, s, p.tp);
     const Bytes rs_b = collective_bytes_sent(Collective::reduce_scatter, s, p.tp);
+    // SP under quantised training gathers the column-parallel layers' inputs already quantised,
+    // after an amax all-reduce where the scale is per tensor (costmodel/precision.hpp).
+    const Bytes sq = bytes(tokens_per_gpu(job, p) * d(m.hidden) *
+                           gathered_bytes_per_element(job, activation_bytes(job)));
+    const Seconds amax = per_tensor_amax(job)
+                             ? collective(Collective::all_reduce, bytes(4.0), p.tp, links.tp)
+                             : Seconds{};
+    const Seconds agq = collective(Collective::all_gather, sq, p.tp, links.tp) + amax;
+    const Bytes agq_b = collective_bytes_sent(Collective::all_gather, sq, p.tp);
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
     // Each collective is a point where every rank waits for the slowest (node.sync_wait):
     // forward 2 (SP: 4) and backward 2 (SP: 6, with the column-parallel layers' re-gathers).
@@ -195,19 +204,19 @@ void add_tp(LayerCost& lc,
         lc.tp_fwd = 4.0 * w;
         bwd = 6.0 * w;
         for (int k = 0; k < 2; ++k) {
-            lc.tp_fwd += exposed_behind_gemm(ag, gemm[2 * k], true) +
+            lc.tp_fwd += exposed_behind_gemm(agq, gemm[2 * k], true) +
                          exposed_behind_gemm(rs, gemm[2 * k + 1], true);
             bwd += exposed_behind_gemm(ag, gemm[2 * k + 1], true) +
-                   max(Seconds{}, ag - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+                   max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (ag_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
     } else if (p.sp) {
-        lc.tp_fwd = 2.0 * (ag + rs) + 4.0 * w;
+        lc.tp_fwd = 2.0 * (agq + rs) + 4.0 * w;
         bwd = 2.0 * ag + 6.0 * w;  // row-parallel layers: all-gather of the output gradient
         for (int k = 0; k < 2; ++k) {
-            bwd += max(Seconds{}, ag - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+            bwd += max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (ag_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
     } else {
         lc.tp_fwd = 2.0 * ar + 2.0 * w;
         bwd = 2.0 * w;
@@ -287,9 +296,13 @@ LayerCost layer_cost(const ModelSpec& m,
         core_bwd = fa.bwd;
     }
     const LayerTraffic tr = layer_traffic(m, job, p, moe);
+    // Quantised training casts each linear GEMM's input (fwd) and output gradient (bwd).
+    const QuantiseBytes q = layer_quantise_bytes(gpu, job, g);
     LayerCost lc;
-    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class);
-    lc.bwd = 2.0 * linear + core_bwd + memory_time(gpu, tr.bwd_by_class);
+    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.fwd);
+    lc.bwd = 2.0 * linear + core_bwd + memory_time(gpu, tr.bwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.bwd);
     switch (p.recompute) {
     case Recompute::none:
         break;
@@ -351,7 +364,7 @@ EdgeCost output_cost(const ModelSpec& m,
     const double th = tok * d(m.hidden);
     const double logits = tok * d(m.vocab) / d(p.tp);
     const GemmShape head{tok, d(m.vocab) / d(p.tp), d(m.hidden), 1.0};
-    const Seconds gemm = gemm_time(c.gpu, job.compute, head);
+    const Seconds gemm = gemm_time(c.gpu, core_dtype(job.compute), head);  // 16-bit head
     EdgeCost e;
     // Final norm; logits GEMM; fp32 cross-entropy: cast (read 16-bit, write fp32), max, exp-sum
     // and the stored softmax (Megatron vocab_parallel_cross_entropy).
@@ -391,6 +404,10 @@ Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params) {
     const double weights = master ? 8.0 + w : 2.0 * w;
     const double moments = 2.0 * optimizer_moments(job.optimizer) * os;
     return memory_time(gpu, KernelClass::optimizer, bytes(params * (weights + 2.0 * g + moments)));
+}
+
+Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params) {
+    return memory_time(gpu, KernelClass::elementwise, weight_quantise_bytes(gpu, job, params));
 }
 
 }  // namespace cleave

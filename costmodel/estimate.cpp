@@ -8,6 +8,7 @@
 #include "costmodel/memory.hpp"
 #include "costmodel/overlap.hpp"
 #include "costmodel/pipeline.hpp"
+#include "costmodel/precision.hpp"
 #include "costmodel/risks.hpp"
 
 #include <algorithm>
@@ -121,6 +122,9 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
         mem.comm_buffers += bytes(abth);  // all-gathered layer input
     }
     mem.comm_buffers += zero3_gather_bytes(x.m, x.job, p);  // 0 below ZeRO 3
+    // Quantised weight copies kept over a step (costmodel/precision.hpp), sharded like weights.
+    mem.weights += bytes(weight_copy_bytes_per_param(x.c.gpu, x.job) * (sp.dense + sp.expert) /
+                         (p.zero >= 3 ? d(dp_shard) : 1.0));
     mem.reserved = x.c.gpu.reserved_memory;
     mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
                 mem.comm_buffers + mem.reserved;
@@ -236,7 +240,8 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
     }
     const double shard = p.zero >= 1 ? d(n) : 1.0;
     const double shard_e = p.zero >= 1 ? d(ne) : 1.0;
-    w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e);
+    w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e) +
+                       weight_quantise_time(x.c.gpu, x.job, sp.dense + sp.expert);
     if (p.zero == 1 || p.zero == 2) {
         const Bytes wd = bytes(sp.dense * wbytes);
         const Bytes we = bytes(sp.expert * wbytes);
@@ -291,13 +296,36 @@ StageMemories stage_memories(const Context& x) {
     return sm;
 }
 
+// Megatron's first / last layers in bf16 (fp8_utils.py is_first_last_bf16_layer @d98e8a64): global
+// layer indices, so they sit on the first and the last pipeline stage (the first and the last
+// chunk under interleaving), as many as the stage holds.
+int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan& p, int64_t s) {
+    if (!is_quantised(job.compute)) {
+        return 0;
+    }
+    const int64_t per_stage = m.layers / std::max<int64_t>(1, p.pp);
+    const int64_t chunk =
+        per_stage / std::max<int64_t>(1, p.schedule == Schedule::interleaved ? p.vpp : 1);
+    int64_t n = 0;
+    if (s == 0) {
+        n += std::min(job.bf16_layers_start, chunk);
+    }
+    if (s == p.pp - 1) {
+        n += std::min(job.bf16_layers_end, chunk);
+    }
+    return std::min(n, per_stage);
+}
+
 StageWork
 stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
     const Plan& p = x.p;
     StageWork w;
     w.cost.layers = x.m.layers / p.pp;
     const double n_moe = d(sp.moe_layers);
-    add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe);
+    const double n_hp =
+        std::min(d(bf16_layers_in_stage(x.m, x.job, p, s)), d(w.cost.layers) - n_moe);
+    add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe - n_hp);
+    add_layers(w, x.parts.dense_hp, n_hp);
     if (sp.moe_layers > 0) {
         add_layers(w, x.parts.moe, n_moe);
     }
@@ -360,6 +388,12 @@ LayerParts layer_parts(const ModelSpec& m,
     const Plan p = layer_shape(plan);
     LayerParts lp;
     lp.dense = layer_cost(m, c, job, p, links, false);
+    if (job.bf16_layers_start + job.bf16_layers_end > 0 && is_quantised(job.compute)) {
+        JobSpec hp = job;
+        hp.compute = unquantised(job.compute);
+        hp.weights = unquantised(job.weights);
+        lp.dense_hp = layer_cost(m, c, hp, p, links, false);
+    }
     lp.act_dense = activation_per_layer(m, job, p, false, p.recompute);
     lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none);
     if (m.moe.enabled()) {
@@ -444,7 +478,9 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.hardware_flops = x.parts.hardware_flops;
     const double t = e.iteration_time.value();
     const double gpus = d(plan_gpus(plan));
-    const double peak_flops_s = peak_flops(cluster.gpu, job.compute).value();
+    // MFU against the dense peak of the precision the linear GEMMs run in (fp8 on an A100: bf16).
+    const double peak_flops_s =
+        peak_flops(cluster.gpu, runnable_dtype(cluster.gpu, job.compute)).value();
     e.tokens_per_s = t > 0 ? d(job.global_batch) * d(job.seq_len) / t : 0.0;
     e.tflops_per_gpu = t > 0 ? e.model_flops.value() / t / gpus / 1e12 : 0.0;
     e.mfu = t > 0 && peak_flops_s > 0 ? e.model_flops.value() / (t * gpus * peak_flops_s) : 0.0;

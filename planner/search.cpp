@@ -329,7 +329,7 @@ private:
         if (p.cp > 1 && !divides(2 * p.cp, job_.seq_len)) {
             return RejectReason::seq;
         }
-        const bool crosses = tp_crosses_node(p.tp, c_.node.gpus_per_node);
+        const bool crosses = tp_crosses_node(p.tp, nvlink_domain(c_.node));
         if (crosses && !o_.allow_tp_cross_node) {
             return RejectReason::tp_cross_node;
         }
