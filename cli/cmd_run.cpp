@@ -430,6 +430,21 @@ executor::BackendOptions backend_options(RunOptions& o) {
     return bo;
 }
 
+// The stack the prediction prices, made to say what the executor runs (issue 17: what runs is
+// what is priced): its attention kernel (the fused one skips fully masked key tiles), whether the
+// DP buckets hide behind the backward (the CUDA backend overlaps them; the CPU backend runs them
+// at once), and no dropout, no TP communication overlap, no param-gather overlap (the executor
+// has none of them).
+void price_as_executed(const RunOptions& o, bool dp_overlap, SoftwareStack& s) {
+    const bool fused = o.attention == "fused";
+    s.attention = fused ? AttentionImpl::fused : AttentionImpl::materialized;
+    s.causal_skip = fused;
+    s.overlap_grad_reduce = dp_overlap && o.backend == "cuda";
+    s.overlap_param_gather = false;
+    s.hidden_dropout = false;
+    s.tp_comm_overlap = false;
+}
+
 void run(RunOptions& o, CliContext& ctx) {
     MpiSession mpi;
     try {
@@ -461,6 +476,7 @@ void run(RunOptions& o, CliContext& ctx) {
         if (mpi.rank() != 0) {
             return;
         }
+        price_as_executed(o, ro.overlap_dp, in.job.stack);
         const Estimate e = estimate(in.model, in.cluster, in.job, plan);
         if (!o.trace.empty()) {
             std::ofstream f(o.trace);
