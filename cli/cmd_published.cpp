@@ -362,6 +362,9 @@ std::map<std::string, Refit> leave_one_source_out(const std::vector<Evaluated>& 
         for (const Evaluated* ev : fitted) {
             (ev->c.source_key == src ? test : train).push_back(ev);
         }
+        if (train.empty()) {
+            continue;  // no other source was fitted on: nothing to refit without this one
+        }
         Refit best;
         double best_mape = 1e300;
         for (int fi = 0; fi <= 10; ++fi) {      // factor 0.80 .. 1.00 step 0.02
