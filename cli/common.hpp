@@ -23,6 +23,7 @@ struct JobFlags {
     std::string dtype = "bf16";
     std::string grad_dtype;  // "" = Megatron's default (fp32 main grads)
     std::string job_file;    // optional job TOML; flags override its values
+    std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
 };
 
 struct PlanFlags {
@@ -37,6 +38,9 @@ struct PlanFlags {
     std::string recompute = "none";
     bool sp = false;
     int zero = 0;
+    int64_t first_stage_layers = 0;  // 0 = the middle stages' share
+    int64_t last_stage_layers = 0;
+    std::string pipeline_layout;  // Megatron's --pipeline-model-parallel-layout notation
 };
 
 /// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job.
@@ -48,7 +52,8 @@ void add_job_flags(CLI::App& sub,
                    bool require_gpus = true,
                    bool require_cluster = true);
 
-/// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero.
+/// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero
+/// --first-stage-layers --last-stage-layers --pipeline-layout.
 void add_plan_flags(CLI::App& sub, PlanFlags& f);
 
 struct Inputs {
@@ -56,6 +61,10 @@ struct Inputs {
     ClusterSpec cluster;
     JobSpec job;
 };
+
+/// --memory-headroom "X" (GiB) or "N%" (of the GPU's memory) in bytes; throws ConfigError naming
+/// the flag on anything else.
+[[nodiscard]] Bytes parse_headroom(const std::string& s, const GpuSpec& gpu);
 
 /// Loads model, cluster (none when f.cluster is empty) and job; throws ConfigError naming the
 /// file and key on bad input.

@@ -54,19 +54,18 @@ StageParams stage_params(const Context& x, int64_t s) {
     const ModelSpec& m = x.m;
     const LayerParts& lp = x.parts;
     StageParams sp;
+    const int64_t layers = layers_on_stage(m.layers, x.p, s);
     if (m.moe.enabled()) {
         const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
-        const int64_t per_chunk = m.layers / (x.p.pp * chunks);
         for (int64_t ch = 0; ch < chunks; ++ch) {
-            const int64_t first = (ch * x.p.pp + s) * per_chunk;
-            sp.moe_layers += moe_layers_in(m, first, first + per_chunk);
+            const int64_t first = chunk_first_layer(m.layers, x.p, s, ch);
+            sp.moe_layers += moe_layers_in(m, first, first + chunk_layers(m.layers, x.p, s, ch));
         }
     }
     const double expert_total = d(sp.moe_layers) * lp.params_experts;
     // Closed form of params_stage() (no loop over layers): shared attention + norms per layer,
     // dense MLPs, MoE routers + experts, embedding on the first stage, head (and the tied
     // embedding copy Megatron keeps) on the last.
-    const int64_t layers = m.layers / x.p.pp;
     double all = d(layers) * lp.params_shared + d(layers - sp.moe_layers) * lp.params_dense_mlp +
                  d(sp.moe_layers) * lp.params_router + expert_total;
     if (s == 0) {
@@ -95,7 +94,7 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
         mem.grads += ex.grads;
         mem.optimizer += ex.optimizer;
     }
-    const int64_t layers = x.m.layers / p.pp;
+    const int64_t layers = layers_on_stage(x.m.layers, p, s);
     const double n_moe = d(sp.moe_layers);
     const double n_dense = d(layers) - n_moe;
     const LayerParts& lp = x.parts;
@@ -266,7 +265,7 @@ StageWork
 stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
     const Plan& p = x.p;
     StageWork w;
-    w.cost.layers = x.m.layers / p.pp;
+    w.cost.layers = layers_on_stage(x.m.layers, p, s);
     const double n_moe = d(sp.moe_layers);
     add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe);
     if (sp.moe_layers > 0) {
@@ -407,7 +406,8 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.peak_memory_stage = idx[peak];
     e.memory = w[peak].cost.memory;
     e.memory_usable = usable_memory(cluster.gpu);
-    e.fits = e.memory.total <= e.memory_usable;
+    e.memory_headroom = job.memory_headroom;
+    e.fits = e.memory.total + e.memory_headroom <= e.memory_usable;
 
     e.model_flops = model_fl;
     e.hardware_flops = x.parts.hardware_flops;
@@ -503,7 +503,9 @@ std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check,
     check.peak = sm.mem[sm.peak].total;
     check.stage = sm.idx[sm.peak];
     check.usable = usable;
-    check.fits = check.complete && check.peak <= usable;  // the rule that sets Estimate::fits
+    // The rule that sets Estimate::fits.
+    check.fits = check.complete && check.peak + job_.memory_headroom <= usable;
+    check.fits_without_headroom = check.complete && check.peak <= usable;
     if (!check.fits) {
         return std::nullopt;
     }

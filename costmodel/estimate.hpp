@@ -93,7 +93,8 @@ struct Estimate {
     int64_t peak_memory_stage = 0;  // stage index (0..pp-1) with the largest memory total
     MemoryBreakdown memory;         // of that peak stage
     Bytes memory_usable;            // from the cluster profile
-    bool fits = false;
+    Bytes memory_headroom;          // JobSpec::memory_headroom
+    bool fits = false;              // memory.total + memory_headroom <= memory_usable
 
     TimeBreakdown time;
     Seconds iteration_time;
@@ -176,6 +177,7 @@ struct MemoryCheck {
     int64_t stage = 0;     // Estimate::peak_memory_stage
     Bytes usable;          // Estimate::memory_usable
     bool fits = false;     // Estimate::fits
+    bool fits_without_headroom = false;  // peak <= usable: set aside only for the headroom
     bool complete = true;  // false: stopped at a stage above stop_above; peak is a lower bound
 };
 
