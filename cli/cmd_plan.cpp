@@ -33,8 +33,8 @@ struct PlanOptions {
     int64_t max_ep = 0;
     bool heuristics = false;
     bool simulate = false;
-    PlanFlags given;                     // plan flags; those the user gave are fixed
-    SearchOptions::Fixed fixed;          // filled from `given` after parsing
+    PlanFlags given;             // plan flags; those the user gave are fixed
+    SearchOptions::Fixed fixed;  // filled from `given` after parsing
 };
 
 /// The plan flags the user gave on `sub`, as fixed search dimensions.
@@ -500,8 +500,8 @@ void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
     const int64_t per_rank = p.pp > 2 ? sl.middle : std::max(sl.first, sl.last);
     const bool emb = sl.first == per_rank - 1;
     const bool loss = sl.last == per_rank - 1;
-    const bool by_account = (emb || sl.first == per_rank) && (loss || sl.last == per_rank) &&
-                            per_rank % v == 0;
+    const bool by_account =
+        (emb || sl.first == per_rank) && (loss || sl.last == per_rank) && per_rank % v == 0;
     const bool by_ends = sl.first % v == 0 && sl.last % v == 0 && sl.middle % v == 0;
     if (by_account) {
         if (emb) {

@@ -21,8 +21,8 @@ struct JobFlags {
     int64_t gbs = 0;
     int64_t seq = 0;  // 0 = the model's seq_len
     std::string dtype = "bf16";
-    std::string grad_dtype;  // "" = Megatron's default (fp32 main grads)
-    std::string job_file;    // optional job TOML; flags override its values
+    std::string grad_dtype;              // "" = Megatron's default (fp32 main grads)
+    std::string job_file;                // optional job TOML; flags override its values
     std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
 };
 

@@ -131,8 +131,9 @@ void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Est
        << pad(f("%.3f", e.mfu), 6) << " " << pad(f("%.3f", e.hfu), 6) << " "
        << pad(f("%.3f", e.bubble_ratio), 7) << " " << pad(e.fits ? "yes" : "NO", 5) << "\n";
     const double spare = to_gib(e.memory_usable - e.memory_headroom - e.memory.total);
-    os << "# " << (e.fits ? "fits with " + f("%.1f", spare) + " GiB to spare"
-                          : "misses by " + f("%.1f", -spare) + " GiB")
+    os << "# "
+       << (e.fits ? "fits with " + f("%.1f", spare) + " GiB to spare"
+                  : "misses by " + f("%.1f", -spare) + " GiB")
        << " (peak " << f("%.1f", to_gib(e.memory.total)) << " + headroom "
        << f("%.1f", to_gib(e.memory_headroom)) << " of " << f("%.1f", to_gib(e.memory_usable))
        << " GiB usable)\n";

@@ -98,27 +98,27 @@ void apply_layout(const std::string& layout, int64_t layers, Plan& p);
 /// The rules a plan must keep to be run (one table: check_plan, the planner's pruning and the
 /// exports all read it; core/plan_rules.cpp holds each rule's predicate and message).
 enum class Rule : uint8_t {
-    sizes,           // every size >= 1
-    zero_stage,      // ZeRO stage 0..3
-    tp_heads,        // tp divides the attention heads
-    tp_kv_heads,     // tp divides the KV heads
-    tp_ffn,          // tp divides the MLP width
-    stage_layers,    // every pipeline stage holds at least one layer
-    stage_split,     // the layer map adds up and middle stages hold equal counts
-    vpp_chunks,      // stage layers split evenly over vpp chunks (ends: one may be short)
-    ep_moe,          // ep > 1 needs experts
-    ep_experts,      // ep divides the experts
-    ep_dp,           // ep divides dp * cp
-    interleave_pp,   // interleaved needs pp > 1
-    interleave_vpp,  // interleaved needs vpp > 1
+    sizes,                    // every size >= 1
+    zero_stage,               // ZeRO stage 0..3
+    tp_heads,                 // tp divides the attention heads
+    tp_kv_heads,              // tp divides the KV heads
+    tp_ffn,                   // tp divides the MLP width
+    stage_layers,             // every pipeline stage holds at least one layer
+    stage_split,              // the layer map adds up and middle stages hold equal counts
+    vpp_chunks,               // stage layers split evenly over vpp chunks (ends: one may be short)
+    ep_moe,                   // ep > 1 needs experts
+    ep_experts,               // ep divides the experts
+    ep_dp,                    // ep divides dp * cp
+    interleave_pp,            // interleaved needs pp > 1
+    interleave_vpp,           // interleaved needs vpp > 1
     interleave_microbatches,  // interleaved: pp divides the micro-batches
-    vpp_schedule,    // vpp > 1 only with the interleaved schedule
-    zero_pipeline,   // ZeRO-2/3 not with pp > 1
-    gpus,            // dp * tp * pp * cp == gpus
-    batch,           // mbs * dp divides the global batch
-    sp_tp,           // sequence parallelism needs tp > 1
-    sp_seq,          // tp * cp divides seq under sequence parallelism
-    cp_seq,          // 2 cp divides seq
+    vpp_schedule,             // vpp > 1 only with the interleaved schedule
+    zero_pipeline,            // ZeRO-2/3 not with pp > 1
+    gpus,                     // dp * tp * pp * cp == gpus
+    batch,                    // mbs * dp divides the global batch
+    sp_tp,                    // sequence parallelism needs tp > 1
+    sp_seq,                   // tp * cp divides seq under sequence parallelism
+    cp_seq,                   // 2 cp divides seq
     count
 };
 

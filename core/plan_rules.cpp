@@ -67,13 +67,15 @@ bool chunks_ok(const Ctx& x) {
 
 std::string split_message(const Ctx& x) {
     const Plan& p = x.p;
+    if (p.pp > x.m.layers) {
+        return n("pp", p.pp) + " is more than " + n("layers", x.m.layers);
+    }
     if (p.first_layers == 0 && p.last_layers == 0) {
         return n("pp", p.pp) + " does not divide " + n("layers", x.m.layers) +
                " (set --first-stage-layers / --last-stage-layers for uneven stages)";
     }
-    return "first " + std::to_string(p.first_layers) + " + last " +
-           std::to_string(p.last_layers) + " stage layers leave " +
-           std::to_string(x.m.layers - p.first_layers - p.last_layers) +
+    return "first " + std::to_string(p.first_layers) + " + last " + std::to_string(p.last_layers) +
+           " stage layers leave " + std::to_string(x.m.layers - p.first_layers - p.last_layers) +
            " layers that do not split evenly over the other stages of " + n("pp", p.pp);
 }
 

@@ -173,10 +173,10 @@ struct LayerParts {
 
 /// Peak memory of a plan, from Estimator::if_fits().
 struct MemoryCheck {
-    Bytes peak;            // Estimate::memory.total
-    int64_t stage = 0;     // Estimate::peak_memory_stage
-    Bytes usable;          // Estimate::memory_usable
-    bool fits = false;     // Estimate::fits
+    Bytes peak;                          // Estimate::memory.total
+    int64_t stage = 0;                   // Estimate::peak_memory_stage
+    Bytes usable;                        // Estimate::memory_usable
+    bool fits = false;                   // Estimate::fits
     bool fits_without_headroom = false;  // peak <= usable: set aside only for the headroom
     bool complete = true;  // false: stopped at a stage above stop_above; peak is a lower bound
 };

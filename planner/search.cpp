@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
 #include <map>
-#include <initializer_list>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -701,9 +701,13 @@ std::string fixed_flags(const SearchOptions::Fixed& f) {
     const auto add = [&s](const char* flag, const std::string& v) {
         s += (s.empty() ? "" : " ") + std::string(flag) + (v.empty() ? "" : " " + v);
     };
-    const std::pair<const char*, int64_t> sizes[] = {
-        {"--tp", f.tp}, {"--pp", f.pp}, {"--dp", f.dp}, {"--cp", f.cp}, {"--ep", f.ep},
-        {"--mbs", f.mbs}, {"--vpp", f.vpp}};
+    const std::pair<const char*, int64_t> sizes[] = {{"--tp", f.tp},
+                                                     {"--pp", f.pp},
+                                                     {"--dp", f.dp},
+                                                     {"--cp", f.cp},
+                                                     {"--ep", f.ep},
+                                                     {"--mbs", f.mbs},
+                                                     {"--vpp", f.vpp}};
     for (const auto& [flag, v] : sizes) {
         if (v > 0) {
             add(flag, std::to_string(v));
@@ -784,8 +788,8 @@ std::string structural_why(const ModelSpec& model,
         return heuristic_why(model, job, p);
     }
     if (reason == RejectReason::layers) {
-        return "no split of layers=" + std::to_string(model.layers) + " over pp=" +
-               std::to_string(p.pp) +
+        return "no split of layers=" + std::to_string(model.layers) +
+               " over pp=" + std::to_string(p.pp) +
                " stages (first, equal middle, last) keeps the slowest stage within one layer of "
                "the balanced share";
     }

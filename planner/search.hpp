@@ -61,6 +61,7 @@ struct SearchOptions {
     /// Opt-in pruning that may skip feasible plans (docs/planner.md): TP inside a node, no GPipe,
     /// CP only for sequences of 8192 tokens or more.
     bool heuristics = false;
+
     /// Plan fields the user fixed (cleave plan --tp 8 ...): only plans with these values are
     /// searched; what they leave out is not counted as rejected. 0 (or -1, or unset) = free.
     struct Fixed {

@@ -52,7 +52,8 @@ SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
     const double g = (d(m.layers - n_moe) * gemm_params_active(m, false) +
                       d(n_moe) * (n_moe > 0 ? gemm_params_active(m, true) : 0.0)) /
                      d(std::max<int64_t>(1, m.layers));
-    const double attn = 4.0 * d(job.seq_len) * d(m.heads) * d(m.hidden / std::max<int64_t>(1, m.heads));
+    const double attn =
+        4.0 * d(job.seq_len) * d(m.heads) * d(m.hidden / std::max<int64_t>(1, m.heads));
     SplitWeights w;
     w.output = 2.0 * d(m.hidden) * d(m.vocab) / (2.0 * g + attn);
     return w;

@@ -392,18 +392,6 @@ const char* to_string(SimSchedule s) {
     return "?";
 }
 
-SimSchedule sim_schedule(Schedule s) {
-    switch (s) {
-    case Schedule::gpipe:
-        return SimSchedule::gpipe;
-    case Schedule::interleaved:
-        return SimSchedule::interleaved;
-    case Schedule::one_f_one_b:
-        return SimSchedule::one_f_one_b;
-    }
-    return SimSchedule::one_f_one_b;
-}
-
 const char* to_string(SimStream s) {
     switch (s) {
     case SimStream::compute:

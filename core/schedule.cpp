@@ -1,10 +1,22 @@
-#include "simulator/schedule.hpp"
+#include "core/schedule.hpp"
 
 #include "core/errors.hpp"
 
 #include <algorithm>
 
-namespace cleave::detail {
+namespace cleave {
+
+SimSchedule sim_schedule(Schedule s) {
+    switch (s) {
+    case Schedule::gpipe:
+        return SimSchedule::gpipe;
+    case Schedule::one_f_one_b:
+        return SimSchedule::one_f_one_b;
+    case Schedule::interleaved:
+        return SimSchedule::interleaved;
+    }
+    return SimSchedule::one_f_one_b;
+}
 
 namespace {
 
@@ -98,9 +110,6 @@ int64_t warmup_forwards(SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t 
         if (v == 1) {
             return std::min(p - rank - 1, m);
         }
-        if (m == p) {
-            return v * m;  // Megatron: all forwards first when m equals the pipeline depth
-        }
         return std::min(2 * (p - rank - 1) + (v - 1) * p, v * m);
     }
     return m;
@@ -140,4 +149,12 @@ void append_rank_ops(
     }
 }
 
-}  // namespace cleave::detail
+int64_t peak_inflight_chunks(SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t rank) {
+    if (s == SimSchedule::gpipe) {
+        return v * m;
+    }
+    const int64_t vv = s == SimSchedule::interleaved ? v : 1;
+    return std::min(vv * m, warmup_forwards(s, p, vv, m, rank) + 1);
+}
+
+}  // namespace cleave
