@@ -105,7 +105,7 @@ enum class Rule : uint8_t {
     tp_ffn,                   // tp divides the MLP width
     stage_layers,             // every pipeline stage holds at least one layer
     stage_split,              // the layer map adds up and middle stages hold equal counts
-    vpp_chunks,               // stage layers split evenly over vpp chunks (ends: one may be short)
+    vpp_chunks,               // every chunk builds a layer (but the embedding's / loss's)
     ep_moe,                   // ep > 1 needs experts
     ep_experts,               // ep divides the experts
     ep_dp,                    // ep divides dp * cp

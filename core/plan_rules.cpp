@@ -51,18 +51,18 @@ bool stages_ok(const Ctx& x) {
     return sl.first >= 1 && sl.last >= 1 && (x.p.pp <= 2 || sl.middle >= 1);
 }
 
-/// A stage's layers split evenly over its vpp chunks; the first / last stage may hold one layer
-/// less, in the chunk that holds the embedding / loss (Megatron transformer_config.py, uneven
-/// PP: first, last and middle counts divisible by vpp; transformer_block.py
-/// get_num_layers_to_build: account_for_embedding/loss builds one layer less in that chunk).
+/// Every virtual chunk builds a layer, but the embedding's (stage 0, chunk 0) and the loss's
+/// (last stage, last chunk) may build none: Megatron-LM's --pipeline-model-parallel-layout runs
+/// any such map (pipeline_parallel_layer_layout.py); its flags need a stage's layers to split
+/// evenly over the chunks (transformer_config.py), which the planner prefers
+/// (costmodel/splits.hpp) but a layout does not need.
 bool chunks_ok(const Ctx& x) {
     const Plan& p = x.p;
     if (p.vpp <= 1 || !split_ok(x)) {
         return true;
     }
     const StageLayers sl = stage_layers(x.m.layers, p);
-    const auto end_ok = [&p](int64_t n) { return n % p.vpp == 0 || (n + 1) % p.vpp == 0; };
-    return end_ok(sl.first) && end_ok(sl.last) && (p.pp <= 2 || sl.middle % p.vpp == 0);
+    return sl.first >= p.vpp - 1 && sl.last >= p.vpp - 1 && (p.pp <= 2 || sl.middle >= p.vpp);
 }
 
 std::string split_message(const Ctx& x) {
@@ -113,13 +113,13 @@ const std::array<Entry, rule_count> table{{
      }},
     {Rule::stage_split, {"stage_split", "the layers not on a set first/last stage split evenly over the other stages (Megatron transformer_config.py, uneven PP)"},
      split_ok, split_message},
-    {Rule::vpp_chunks, {"vpp_chunks", "a stage's layers split evenly over its virtual chunks, the embedding's / loss's chunk one short (Megatron transformer_config.py, transformer_block.py)"},
+    {Rule::vpp_chunks, {"vpp_chunks", "every virtual chunk builds a layer, but the embedding's and the loss's (Megatron pipeline_parallel_layer_layout.py, transformer_block.py)"},
      chunks_ok,
      [](const Ctx& x) {
          const StageLayers sl = stage_layers(x.m.layers, x.p);
-         return n("vpp", x.p.vpp) + " does not split the stage layers evenly (first " +
+         return n("vpp", x.p.vpp) + " chunks per stage leave a chunk without layers (first " +
                 std::to_string(sl.first) + ", middle " + std::to_string(sl.middle) + ", last " +
-                std::to_string(sl.last) + "; the first / last may be one short)";
+                std::to_string(sl.last) + "; only the embedding's and the loss's chunk may be empty)";
      }},
     {Rule::ep_moe, {"ep_moe", "expert parallelism splits experts; a dense model has none"},
      [](const Ctx& x) { return x.p.ep == 1 || x.m.moe.enabled(); },

@@ -1,7 +1,7 @@
 #include "planner/search.hpp"
 
 #include "core/errors.hpp"
-#include "planner/splits.hpp"
+#include "costmodel/splits.hpp"
 
 #include <algorithm>
 #include <charconv>

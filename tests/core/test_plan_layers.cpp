@@ -134,14 +134,16 @@ TEST_SUITE("plan layers") {
         CHECK(v[1].rule == Rule::tp_kv_heads);
         CHECK(v[2].rule == Rule::tp_ffn);
         CHECK(v[0].message == "tp=3 does not divide heads=8");
-        // vpp 2 over 3 / 4 layers: 3 = 2*2 - 1 is one short (ok), 4 even: accepted; vpp 3 over
-        // 4 layers: neither a multiple of 3 nor one short: vpp_chunks. gbs 4 on dp 1, mbs 1:
-        // m = 4, pp 2 divides it.
+        // vpp 2 over 3 / 4 layers: chunks 1 + 2 and 2 + 2, accepted; vpp 3: 1 + 1 + 1 and
+        // 2 + 1 + 1, accepted (a layout runs it); vpp 5 over 3 layers leaves two chunks of
+        // stage 0 empty, only the embedding's may be: vpp_chunks. gbs 4 on dp 1, mbs 1: m = 4.
         Plan q = pipeline(2, 2, 3, 0);
         CHECK(plan_violations(m, job_of(2, 4), q).empty());
         q.vpp = 3;
+        CHECK(plan_violations(m, job_of(2, 4), q).empty());
+        q.vpp = 5;
         v = plan_violations(m, job_of(2, 4), q);
-        REQUIRE(v.size() == 1);  // first 3 = 3 chunks of 1; last 4: 4 % 3 = 1, 5 % 3 = 2
+        REQUIRE(v.size() == 1);
         CHECK(v[0].rule == Rule::vpp_chunks);
     }
 }

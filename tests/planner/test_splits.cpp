@@ -2,7 +2,7 @@
 // prunes with (core/plan_rules.cpp): every plan it prices passes check_plan.
 #include "core/plan.hpp"
 #include "planner/search.hpp"
-#include "planner/splits.hpp"
+#include "costmodel/splits.hpp"
 
 #include <doctest/doctest.h>
 

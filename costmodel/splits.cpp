@@ -1,4 +1,4 @@
-#include "planner/splits.hpp"
+#include "costmodel/splits.hpp"
 
 #include "costmodel/flops.hpp"
 
@@ -14,15 +14,24 @@ double d(int64_t x) {
 }
 
 /// The plan's stage-layer rules, for a pipeline of (pp, vpp) with split `s`.
-bool accepted(const ModelSpec& m, const JobSpec& job, int64_t pp, int64_t vpp, Split s) {
+bool accepted(
+    const ModelSpec& m, const JobSpec& job, int64_t pp, int64_t vpp, Split s, bool even_chunks) {
     Plan p;
     p.pp = pp;
     p.vpp = vpp;
     p.schedule = vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
     p.first_layers = s.first;
     p.last_layers = s.last;
-    return keeps(Rule::sizes, m, job, p) && keeps(Rule::stage_split, m, job, p) &&
-           keeps(Rule::stage_layers, m, job, p) && keeps(Rule::vpp_chunks, m, job, p);
+    if (!(keeps(Rule::sizes, m, job, p) && keeps(Rule::stage_split, m, job, p) &&
+          keeps(Rule::stage_layers, m, job, p) && keeps(Rule::vpp_chunks, m, job, p))) {
+        return false;
+    }
+    if (!even_chunks || vpp <= 1) {
+        return true;
+    }
+    const StageLayers sl = stage_layers(m.layers, p);
+    const auto end_ok = [vpp](int64_t n) { return n % vpp == 0 || (n + 1) % vpp == 0; };
+    return end_ok(sl.first) && end_ok(sl.last) && (pp <= 2 || sl.middle % vpp == 0);
 }
 
 /// The split with first / last set to the counts given, or the even split when they equal the
@@ -59,14 +68,18 @@ SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
     return w;
 }
 
-std::vector<Split>
-balanced_splits(const ModelSpec& m, const JobSpec& job, int64_t pp, int64_t vpp, SplitWeights w) {
+std::vector<Split> balanced_splits(const ModelSpec& m,
+                                   const JobSpec& job,
+                                   int64_t pp,
+                                   int64_t vpp,
+                                   SplitWeights w,
+                                   bool even_chunks) {
     std::vector<Split> out;
     const int64_t layers = m.layers;
     const double ideal = (d(layers) + w.embedding + w.output) / d(pp);
     const auto add = [&](Split s) {
         s = normal(layers, pp, s);
-        if (accepted(m, job, pp, vpp, s) && load(layers, pp, s, w) <= ideal + 1.0 &&
+        if (accepted(m, job, pp, vpp, s, even_chunks) && load(layers, pp, s, w) <= ideal + 1.0 &&
             std::find(out.begin(), out.end(), s) == out.end()) {
             out.push_back(s);
         }
@@ -88,7 +101,7 @@ balanced_splits(const ModelSpec& m, const JobSpec& job, int64_t pp, int64_t vpp,
         for (int64_t f = 1; f < ends; ++f) {
             const Split s = normal(layers, pp, {f, ends - f});
             const double l = load(layers, pp, s, w);
-            if (l < best_load && accepted(m, job, pp, vpp, s)) {
+            if (l < best_load && accepted(m, job, pp, vpp, s, even_chunks)) {
                 best_load = l;
                 best = s;
             }

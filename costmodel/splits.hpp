@@ -35,7 +35,15 @@ struct Split {
 /// a tie; Megatron's account-for-embedding-and-loss split ((L + 2) / pp per stage, one layer less
 /// on the first and last). Only splits the plan rules accept and whose slowest stage is within
 /// one layer of the ideal (L + embedding + output) / pp. Empty when none is.
-[[nodiscard]] std::vector<Split>
-balanced_splits(const ModelSpec& m, const JobSpec& job, int64_t pp, int64_t vpp, SplitWeights w);
+/// With `even_chunks` (the planner's search space) a stage's layers must also split evenly over
+/// its vpp chunks, the first / last stage's one short (what Megatron's flags express:
+/// transformer_config.py, uneven PP; account_for_embedding/loss); without, any map a
+/// --pipeline-model-parallel-layout runs.
+[[nodiscard]] std::vector<Split> balanced_splits(const ModelSpec& m,
+                                                 const JobSpec& job,
+                                                 int64_t pp,
+                                                 int64_t vpp,
+                                                 SplitWeights w,
+                                                 bool even_chunks = true);
 
 }  // namespace cleave
