@@ -1,6 +1,7 @@
 // cleave plan: search every plan for a job and print the best (DESIGN §3, docs/planner.md).
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/export_torchtitan.hpp"
 #include "cli/report.hpp"
 #include "core/errors.hpp"
 #include "planner/search.hpp"
@@ -663,6 +664,8 @@ void run_plan(PlanOptions& o, const CLI::App& sub, CliContext& ctx) {
         print_table(o.format == "table" ? ctx.out : ctx.err, in, so, r, sims, elapsed_s);
     } else if (o.format == "megatron") {
         print_megatron(ctx.out, inputs_for(in, r.plans.front().plan), r.plans.front());
+    } else if (o.format == "torchtitan") {
+        print_torchtitan(ctx.out, inputs_for(in, r.plans.front().plan), r.plans.front());
     } else {
         print_deepspeed(ctx.out, ctx.err, inputs_for(in, r.plans.front().plan), r.plans.front());
     }
@@ -692,8 +695,9 @@ void setup_plan(CLI::App& app, CliContext& ctx) {
                     opts->target_tokens_per_s,
                     "Objective gpus: tokens/s to reach (--gpus is the most GPUs to try)")
         ->check(CLI::NonNegativeNumber);
-    sub->add_option("--format", opts->format, "Output: table, json, csv, megatron or deepspeed")
-        ->check(CLI::IsMember({"table", "json", "csv", "megatron", "deepspeed"}))
+    sub->add_option(
+           "--format", opts->format, "Output: table, json, csv, megatron, deepspeed or torchtitan")
+        ->check(CLI::IsMember({"table", "json", "csv", "megatron", "deepspeed", "torchtitan"}))
         ->capture_default_str();
     sub->add_flag("--allow-tp-cross-node",
                   opts->allow_tp_cross_node,
