@@ -123,12 +123,14 @@ TEST_SUITE("planner splits") {
         CHECK(broken_priced == 0);
         // pp 2 and pp 4 are searched with uneven maps: 7 = 3 + 4 and 7 = 1 + 2 + 2 + 2 or so.
         bool uneven_seen = false;
+        int64_t broken_listed = 0;
         SearchOptions all = o;
         all.top_k = 100000;
         for (const RankedPlan& rp : search_with(seven(), node8(), j, all, &checked_price).plans) {
             uneven_seen = uneven_seen || uneven_stages(7, rp.plan);
-            CHECK(plan_violations(seven(), j, rp.plan).empty());
+            broken_listed += plan_violations(seven(), j, rp.plan).empty() ? 0 : 1;
         }
+        CHECK(broken_listed == 0);
         CHECK(uneven_seen);
         // Structural rejections carry an example the rule table rejects, naming the rule.
         for (RejectReason why : {RejectReason::batch,
