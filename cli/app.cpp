@@ -23,6 +23,7 @@ std::unique_ptr<CLI::App> make_app(CliContext& ctx) {
     setup_calibrate(*app, ctx);
     setup_validate(*app, ctx);
     setup_published(*app, ctx);
+    setup_report(*app, ctx);
     return app;
 }
 

@@ -5,11 +5,13 @@
 #include "calibrate/profile.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/progress.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "executor/registry.hpp"
 
 #include <fstream>
+#include <memory>
 #include <ostream>
 #include <sstream>
 
@@ -91,10 +93,17 @@ void run_calibrate(const CalibrateOptions& o, CliContext& ctx) {
         auto be = executor::make_backend(o.backend, {});
         calibrate::BenchOptions bo;
         bo.quick = o.quick;
-        if (root) {
-            bo.progress = [&ctx](std::string_view what, int64_t done, int64_t total) {
-                ctx.err << "\r# calibrate: " << what << " " << done << "/" << total
-                        << (done == total ? "\n" : "") << std::flush;
+        // One progress line per measurement phase, with its ETA, on a terminal only.
+        std::unique_ptr<Progress> bar;
+        std::string phase;
+        if (root && is_terminal(ctx.err)) {
+            bo.progress = [&](std::string_view what, int64_t done, int64_t total) {
+                if (!bar || what != phase) {
+                    phase = what;
+                    bar.reset();
+                    bar = std::make_unique<Progress>(ctx.err, true, "calibrate " + phase);
+                }
+                bar->update(done, total);
             };
         }
         const calibrate::Calibration c = calibrate::measure(*be, bo);

@@ -27,6 +27,7 @@ struct CompareOptions {
     std::string grad_dtype;
     std::string job_file;
     std::string format = "table";
+    TrainFlags train;
 };
 
 struct ProfileBest {
@@ -56,6 +57,22 @@ std::string f(const char* spec, double v) {
     std::array<char, 64> b{};
     std::snprintf(b.data(), b.size(), spec, v);
     return b.data();
+}
+
+/// "#   train: 12.3 days (0.4 lost), 9.4e+04 GPU-h, 45.6 MWh, $234,000" when --tokens is given.
+void print_train_line(std::ostream& os, const Inputs& in, const Estimate& e) {
+    nlohmann::json j;
+    add_train_json(j, in, e);
+    if (!j.contains("train_days")) {
+        return;
+    }
+    const auto num = [](const nlohmann::json& v, const char* spec) {
+        return v.is_number() ? f(spec, v.get<double>()) : std::string("-");
+    };
+    os << "#   train " << f("%.3g", in.train.tokens) << " tokens: " << num(j["train_days"], "%.1f")
+       << " days (" << num(j["train"]["lost_days"], "%.2f") << " lost to interruptions), "
+       << num(j["gpu_hours"], "%.4g") << " GPU-h, " << num(j["energy_mwh"], "%.4g") << " MWh, $"
+       << num(j["cost"], "%.4g") << "\n";
 }
 
 void print_table(std::ostream& os, const CompareOptions& o, const std::vector<ProfileBest>& all) {
@@ -101,6 +118,7 @@ void print_table(std::ostream& os, const CompareOptions& o, const std::vector<Pr
                       c.per_million_tokens < 0 ? "-" : f("%.3f", c.per_million_tokens).c_str());
         os << b.data() << "\n";
         os << "#   " << to_flags(best.plan) << "\n";
+        print_train_line(os, pb.in, e);
     }
 }
 
@@ -118,6 +136,11 @@ nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
             const RankedPlan& best = pb.result.plans.front();
             const Cost c = cost_of(pb.in, best.estimate);
             row["best"] = estimate_to_json(pb.in, best.plan, best.estimate);
+            for (const char* k : {"train_days", "gpu_hours", "energy_mwh", "cost"}) {
+                if (row["best"].contains(k)) {
+                    row[k] = row["best"][k];
+                }
+            }
             row["memory_headroom_gib"] =
                 to_gib(best.estimate.memory_usable) - to_gib(best.estimate.memory.total);
             row["cost_per_iteration_usd"] =
@@ -150,6 +173,7 @@ void run_compare(const CompareOptions& o, CliContext& ctx) {
         jf.dtype = o.dtype;
         jf.grad_dtype = o.grad_dtype;
         jf.job_file = o.job_file;
+        jf.train = o.train;
         ProfileBest pb{load_inputs(jf), {}};
         pb.result = search(pb.in.model, pb.in.cluster, pb.in.job, so);
         all.push_back(std::move(pb));
@@ -190,6 +214,7 @@ void setup_compare(CLI::App& app, CliContext& ctx) {
     sub->add_option("--grad-dtype", o->grad_dtype, "Gradient buffer dtype (default fp32)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub->add_option("--job", o->job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
+    add_train_flags(*sub, o->train);
     sub->add_option("--format", o->format, "Output: table or json")
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();

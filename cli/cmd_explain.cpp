@@ -38,6 +38,7 @@ void setup_explain(CLI::App& app, CliContext& ctx) {
         "explain", "Price one plan: memory per stage, time breakdown, traffic per group, risks");
     add_job_flags(*sub, opt->job);
     add_plan_flags(*sub, opt->plan);
+    add_train_flags(*sub, opt->job.train);
     sub->add_option("--format", opt->format, "Output format")
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();

@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/export_torchtitan.hpp"
+#include "cli/progress.hpp"
 #include "cli/report.hpp"
 #include "core/errors.hpp"
 #include "planner/search.hpp"
@@ -151,6 +152,8 @@ const char* objective_words(Objective o) {
         return "least memory per GPU";
     case Objective::gpus:
         return "fewest GPUs reaching the target tokens/s";
+    case Objective::cost:
+        return "fewest GPU-hours per iteration, on up to --gpus GPUs";
     }
     return "?";
 }
@@ -159,6 +162,7 @@ SearchOptions search_options(const PlanOptions& o) {
     SearchOptions s;
     s.objective = o.objective == "memory" ? Objective::memory
                   : o.objective == "gpus" ? Objective::gpus
+                  : o.objective == "cost" ? Objective::cost
                                           : Objective::time;
     s.top_k = o.top;
     s.allow_tp_cross_node = o.allow_tp_cross_node;
@@ -326,12 +330,12 @@ void print_table(std::ostream& os,
     os << "# memory headroom " << f("%.1f", to_gib(in.job.memory_headroom))
        << " GiB per GPU (--memory-headroom): " << r.set_aside_for_headroom
        << " plans that fit without it set aside\n";
-    if (so.objective == Objective::gpus) {
+    if (so.objective == Objective::gpus || so.objective == Objective::cost) {
         os << "# job sizes searched (GPUs):";
         for (int64_t n : r.gpu_counts_searched) {
             os << " " << n;
         }
-        os << "; fewest reaching the target: "
+        os << (so.objective == Objective::cost ? "; cheapest: " : "; fewest reaching the target: ")
            << (r.plans.empty() ? std::string("none") : std::to_string(plan_gpus(r.plans[0].plan)))
            << "\n";
     }
@@ -652,7 +656,12 @@ void run_plan(PlanOptions& o, const CLI::App& sub, CliContext& ctx) {
     o.fixed = fixed_from(sub, o.given, in);
     const SearchOptions so = search_options(o);
     const auto t0 = std::chrono::steady_clock::now();
-    SearchResult r = search(in.model, in.cluster, in.job, so);
+    SearchResult r = [&] {
+        Progress bar(ctx.err, is_terminal(ctx.err), "search", 1.0);  // only searches over 1 s
+        return search(in.model, in.cluster, in.job, so, [&bar](int64_t d, int64_t t) {
+            bar.update(d, t, "job sizes");
+        });
+    }();
     const SimScores sims = o.simulate ? rescore(in, r) : SimScores{};
     const double elapsed_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -685,11 +694,14 @@ void setup_plan(CLI::App& app, CliContext& ctx) {
     auto opts = std::make_shared<PlanOptions>();
     auto* sub = app.add_subcommand("plan", "Search every DP/TP/PP/CP/EP plan and rank the best");
     add_job_flags(*sub, opts->job);
+    add_train_flags(*sub, opts->job.train);
     sub->add_option("--top", opts->top, "How many plans to list")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    sub->add_option("--objective", opts->objective, "Rank by: time, memory or gpus")
-        ->check(CLI::IsMember({"time", "memory", "gpus"}))
+    sub->add_option("--objective",
+                    opts->objective,
+                    "Rank by: time, memory, gpus or cost (GPU-hours: tries 1..--gpus GPUs)")
+        ->check(CLI::IsMember({"time", "memory", "gpus", "cost"}))
         ->capture_default_str();
     sub->add_option("--target-tokens-per-s",
                     opts->target_tokens_per_s,

@@ -35,6 +35,9 @@ struct RunOptions {
     int64_t iters = 3;
     int64_t warmup = 1;
     std::string backend = "cpu";
+    std::string attention = "unfused";
+    std::string dp_overlap = "auto";
+    const CLI::Option* dtype_flag = nullptr;  // --dtype, to tell a given value from the default
     double timeout_s = 300.0;
     std::string format = "table";
     std::string trace;
@@ -104,6 +107,19 @@ void add_flags(CLI::App& sub, RunOptions& o) {
         ->capture_default_str();
     sub.add_option("--backend", o.backend, "Executor backend")
         ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    o.dtype_flag = sub.get_option("--dtype");
+    sub.add_option("--attention",
+                   o.attention,
+                   "Attention kernels: unfused (scores materialised) or fused (flash-style, "
+                   "--backend cuda)")
+        ->check(CLI::IsMember({"unfused", "fused"}))
+        ->capture_default_str();
+    sub.add_option("--dp-overlap",
+                   o.dp_overlap,
+                   "Start each layer's DP gradient all-reduce as soon as the backward has passed "
+                   "it (auto: on with --backend cuda, which overlaps them with the backward)")
+        ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
     sub.add_option(
            "--timeout",
@@ -206,10 +222,11 @@ double ms(double s) {
 }
 
 // --kernel-profile: rank 0's kernels per measured iteration; each GEMM shape against what the
-// cost model charges it with CLUSTER's GEMM curve (gemm_time, fp32).
+// cost model charges it with CLUSTER's GEMM curve (gemm_time, in the dtype the run computes in).
 void print_kernel_profile(std::ostream& os,
                           const std::vector<executor::KernelStat>& stats,
                           const GpuSpec& gpu,
+                          Dtype dtype,
                           int64_t iters) {
     const double n = static_cast<double>(std::max<int64_t>(1, iters));
     os << "# kernel profile, rank 0, per measured iteration (ms); GEMMs m x n x k, "
@@ -227,7 +244,7 @@ void print_kernel_profile(std::ostream& os,
         std::string rate = "";
         if (k.flop > 0.0) {
             const double t = gemm_time(gpu,
-                                       Dtype::fp32,
+                                       dtype,
                                        GemmShape{static_cast<double>(k.m),
                                                  static_cast<double>(k.n),
                                                  static_cast<double>(k.k),
@@ -302,6 +319,7 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"tp_comm", p.tp_comm_s},
             {"pp_wait", p.pp_wait_s},
             {"dp_comm", p.dp_comm_s},
+            {"dp_exposed", p.dp_exposed_s},
             {"optimizer", p.optimizer_s}};
 }
 
@@ -338,6 +356,8 @@ nlohmann::json to_json(const Inputs& in,
               {"dp_comm", t.dp_comm.value()},
               {"optimizer", t.optimizer.value()}}},
             {"backend", o.backend},
+            {"dtype", o.job.dtype},
+            {"attention", o.attention},
             {"device", device},
             {"world_size", m.ranks.size()},
             {"iters", o.iters},
@@ -375,17 +395,53 @@ std::pair<Inputs, Plan> prepare(RunOptions& o, int world) {
     return {in, p};
 }
 
+// What the backend runs, which is also what is priced (issue 17): the CPU backend computes in
+// fp32 (the reference), so --dtype defaults to fp32 there and anything else is an error; the
+// CUDA backend runs --dtype (default bf16) as its GEMM precision.
+executor::BackendOptions backend_options(RunOptions& o) {
+    executor::BackendOptions bo;
+    bo.timeout_s = o.timeout_s;
+    bo.fused_attention = o.attention == "fused";
+    if (o.backend == "cpu") {
+        const bool given = o.dtype_flag != nullptr && o.dtype_flag->count() > 0;
+        if (given && o.job.dtype != "fp32") {
+            throw ConfigError("--dtype " + o.job.dtype +
+                              ": the CPU backend computes in fp32 only (it is the reference the "
+                              "CUDA backend is checked against); use --dtype fp32, or --backend "
+                              "cuda for bf16 / fp16");
+        }
+        if (bo.fused_attention) {
+            throw ConfigError(
+                "--attention fused: the CPU backend runs unfused attention only; use --backend "
+                "cuda");
+        }
+        o.job.dtype = "fp32";
+        return bo;
+    }
+    if (o.job.dtype == "bf16") {
+        bo.precision = executor::GemmPrecision::bf16;
+    } else if (o.job.dtype == "fp16") {
+        bo.precision = executor::GemmPrecision::fp16;
+    } else if (o.job.dtype != "fp32") {
+        throw ConfigError("--dtype " + o.job.dtype +
+                          ": the CUDA backend runs fp32, bf16 or fp16 GEMMs");
+    }
+    return bo;
+}
+
 void run(RunOptions& o, CliContext& ctx) {
     MpiSession mpi;
     try {
+        const executor::BackendOptions bo = backend_options(o);
         auto [in, plan] = prepare(o, mpi.size());
-        auto be = executor::make_backend(o.backend, {o.timeout_s});
+        auto be = executor::make_backend(o.backend, bo);
         executor::RunOptions ro;
         ro.iters = o.iters;
         ro.warmup = o.warmup;
         ro.seed = o.seed;
         ro.lr = static_cast<float>(o.lr);
         ro.trace = !o.trace.empty();
+        ro.overlap_dp = o.dp_overlap == "on" || (o.dp_overlap == "auto" && o.backend == "cuda");
         ro.on_step = fault_hook(o, mpi.rank(), ctx.err);
         executor::ProfilingBackend profiled(*be);
         if (o.kernel_profile) {  // count the measured iterations only
@@ -418,7 +474,8 @@ void run(RunOptions& o, CliContext& ctx) {
             print_table(ctx.out, in, plan, o, m, e.iteration_time.value());
         }
         if (o.kernel_profile) {
-            print_kernel_profile(ctx.out, profiled.stats(), in.cluster.gpu, o.iters);
+            print_kernel_profile(
+                ctx.out, profiled.stats(), in.cluster.gpu, in.job.compute, o.iters);
         }
     } catch (const ConfigError&) {
         if (mpi.rank() == 0) {

@@ -6,6 +6,7 @@
 #include "calibrate/validate.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/progress.hpp"
 #include "cli/report.hpp"
 #include "core/errors.hpp"
 #include "costmodel/estimate.hpp"
@@ -271,14 +272,12 @@ void run_validate(const ValidateOptions& o, CliContext& ctx) {
         ro.iters = o.iters;
         ro.warmup = o.warmup;
         calibrate::ValidateHooks hooks;
+        // Plans run so far over all rounds, with an ETA, on a terminal only (issue 19).
+        Progress bar(ctx.err, root && is_terminal(ctx.err), "validate");
         hooks.progress = [&](size_t round, size_t i, size_t n, const calibrate::Candidate& c) {
-            if (root) {
-                ctx.err << "# validate: running " << (i + 1) << "/" << n;
-                if (o.rounds > 1) {
-                    ctx.err << " (round " << (round + 1) << "/" << o.rounds << ")";
-                }
-                ctx.err << " " << c.role << ": " << to_string(c.plan) << "\n" << std::flush;
-            }
+            bar.update(static_cast<int64_t>(round * n + i),
+                       static_cast<int64_t>(static_cast<size_t>(o.rounds) * n),
+                       c.role + ": " + to_string(c.plan));
         };
         if (cal) {
             hooks.checkpoint = [&](size_t i) { cal->checkpoint(i); };

@@ -17,5 +17,6 @@ void setup_run(CLI::App& app, CliContext& ctx);
 void setup_calibrate(CLI::App& app, CliContext& ctx);
 void setup_validate(CLI::App& app, CliContext& ctx);
 void setup_published(CLI::App& app, CliContext& ctx);
+void setup_report(CLI::App& app, CliContext& ctx);
 
 }  // namespace cleave::cli

@@ -6,6 +6,7 @@
 #include "core/job.hpp"
 #include "core/model.hpp"
 #include "core/plan.hpp"
+#include "costmodel/train_cost.hpp"
 
 #include <cstdint>
 #include <string>
@@ -13,6 +14,16 @@
 #include <CLI/CLI.hpp>
 
 namespace cleave::cli {
+
+/// Time and cost to train (--tokens and friends; costmodel/train_cost.hpp). Negative = not given.
+struct TrainFlags {
+    std::string tokens;                 // "15T", "300B", "2.5e12"; "" = [job] train_tokens
+    double price_per_gpu_hour = -1.0;   // USD; < 0 = the profile's price_per_gpu_hour_usd
+    double pue = 1.0;                   // facility power / IT power
+    double failures_per_gpu_hour = -1;  // < 0 = Llama 3's 419 in 54 days on 16,384 GPUs
+    double checkpoint_interval_h = 1.0;
+    double restart_h = 0.25;
+};
 
 struct JobFlags {
     std::string model;    // model TOML or HF config.json
@@ -24,6 +35,7 @@ struct JobFlags {
     std::string grad_dtype;              // "" = Megatron's default (fp32 main grads)
     std::string job_file;                // optional job TOML; flags override its values
     std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
+    TrainFlags train;                    // registered by add_train_flags() only
 };
 
 struct PlanFlags {
@@ -52,6 +64,14 @@ void add_job_flags(CLI::App& sub,
                    bool require_gpus = true,
                    bool require_cluster = true);
 
+/// Adds --tokens --price-per-gpu-hour --pue --failures-per-gpu-hour --checkpoint-interval-h
+/// --restart-h (explain, plan, compare, report).
+void add_train_flags(CLI::App& sub, TrainFlags& f);
+
+/// "15T" -> 1.5e13 (suffixes K M B/G T P, powers of 1000; plain numbers as they are). Throws
+/// ConfigError naming --tokens on anything else.
+[[nodiscard]] double parse_token_count(const std::string& s);
+
 /// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero
 /// --first-stage-layers --last-stage-layers --pipeline-layout.
 void add_plan_flags(CLI::App& sub, PlanFlags& f);
@@ -60,6 +80,7 @@ struct Inputs {
     ModelSpec model;
     ClusterSpec cluster;
     JobSpec job;
+    TrainCostOptions train;  // train.tokens == 0: no time-and-cost estimate
 };
 
 /// --memory-headroom "X" (GiB) or "N%" (of the GPU's memory) in bytes; throws ConfigError naming

@@ -1,6 +1,7 @@
 #include "cli/report.hpp"
 
 #include "costmodel/collectives.hpp"
+#include "costmodel/train_cost.hpp"
 
 #include <cstdio>
 #include <ostream>
@@ -52,7 +53,35 @@ nlohmann::json stages_json(const Plan& p, const Estimate& e) {
     return out;
 }
 
+nlohmann::json or_null(double v, bool known) {
+    return known ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
+
 }  // namespace
+
+void add_train_json(nlohmann::json& j, const Inputs& in, const Estimate& e) {
+    const TrainCostOptions& o = in.train;
+    if (!(o.tokens > 0.0) || !(e.tokens_per_s > 0.0)) {
+        return;
+    }
+    const TrainCost c = train_cost(o, e.tokens_per_s, in.job.gpus);
+    constexpr double s_per_day = 86400.0;
+    j["train_days"] = c.wall_time.value() / s_per_day;  // inf (not finishing) dumps as null
+    j["gpu_hours"] = c.gpu_hours;
+    j["energy_mwh"] = or_null(c.energy_mwh, o.gpu_power_w > 0.0);
+    j["cost"] = or_null(c.cost_usd, o.price_per_gpu_hour_usd > 0.0);
+    j["train"] = {{"tokens", o.tokens},
+                  {"compute_days", c.compute_time.value() / s_per_day},
+                  {"lost_days", c.lost_time.value() / s_per_day},
+                  {"interruptions", c.interruptions},
+                  {"finishes", c.finishes},
+                  {"interruptions_per_gpu_hour", o.interruptions_per_gpu_hour},
+                  {"checkpoint_interval_h", o.checkpoint_interval.value() / 3600.0},
+                  {"restart_h", o.restart_time.value() / 3600.0},
+                  {"gpu_power_w", o.gpu_power_w},
+                  {"pue", o.pue},
+                  {"price_per_gpu_hour_usd", o.price_per_gpu_hour_usd}};
+}
 
 nlohmann::json plan_to_json(const Plan& p, const JobSpec& job) {
     return {{"dp", p.dp},
@@ -72,7 +101,7 @@ nlohmann::json plan_to_json(const Plan& p, const JobSpec& job) {
             {"flags", to_flags(p)}};
 }
 
-nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e) {
+static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const Estimate& e) {
     auto risks = nlohmann::json::array();
     for (const Risk& r : describe_risks(in.model, in.cluster, in.job, p, e)) {
         risks.push_back({{"kind", to_string(r.kind)}, {"message", r.message}, {"fix", r.fix}});
@@ -102,6 +131,12 @@ nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate&
             {"hardware_flops", e.hardware_flops.value()},
             {"stages", stages_json(p, e)},
             {"risks", risks}};
+}
+
+nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e) {
+    nlohmann::json j = estimate_json_base(in, p, e);
+    add_train_json(j, in, e);
+    return j;
 }
 
 }  // namespace cleave::cli
@@ -257,6 +292,26 @@ void wrap(std::ostream& os,
     os << line << "\n";
 }
 
+void print_train(std::ostream& os, const Inputs& in, const Estimate& e) {
+    const TrainCostOptions& o = in.train;
+    if (!(o.tokens > 0.0) || !(e.tokens_per_s > 0.0)) {
+        return;
+    }
+    const TrainCost c = train_cost(o, e.tokens_per_s, in.job.gpus);
+    os << "#\n# time and cost to train " << f("%.4g", o.tokens) << " tokens\n";
+    os << "#   days  compute_days lost_days interruptions  gpu_hours energy(MWh)    cost($)\n";
+    os << "  " << pad(f("%.2f", c.wall_time.value() / 86400.0), 6) << " "
+       << pad(f("%.2f", c.compute_time.value() / 86400.0), 13) << " "
+       << pad(f("%.2f", c.lost_time.value() / 86400.0), 9) << " "
+       << pad(f("%.1f", c.interruptions), 13) << " " << pad(f("%.4g", c.gpu_hours), 10) << " "
+       << pad(o.gpu_power_w > 0.0 ? f("%.4g", c.energy_mwh) : "-", 11) << " "
+       << pad(o.price_per_gpu_hour_usd > 0.0 ? f("%.4g", c.cost_usd) : "-", 10) << "\n";
+    os << "# lost: " << f("%.3g", o.interruptions_per_gpu_hour)
+       << " interruptions per GPU-hour, each losing half of a "
+       << f("%.3g", o.checkpoint_interval.value() / 3600.0) << " h checkpoint interval + "
+       << f("%.3g", o.restart_time.value() / 3600.0) << " h restart\n";
+}
+
 void print_risks(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
     const auto risks = describe_risks(in.model, in.cluster, in.job, p, e);
     os << "#\n# risks (" << risks.size() << ")\n";
@@ -273,6 +328,7 @@ void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, con
     print_memory(os, p, e);
     print_time(os, p, e);
     print_traffic(os, in, p, e);
+    print_train(os, in, e);
     print_risks(os, in, p, e);
 }
 

@@ -20,6 +20,10 @@ namespace cleave::cli {
 /// peak_memory_stage, stages [...], risks [{kind, message, fix}], plan {...}.
 [[nodiscard]] nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e);
 
+/// Adds train_days, gpu_hours, energy_mwh, cost (null when power / price are unknown) and
+/// "train" {...} to `j` when in.train.tokens > 0 (costmodel/train_cost.hpp); else nothing.
+void add_train_json(nlohmann::json& j, const Inputs& in, const Estimate& e);
+
 /// explain's table (fits 100 columns; non-data lines start with '#'): headline numbers, memory
 /// per stage, time breakdown, per-stage micro-batch costs, traffic per group with algbw and busbw
 /// (factors from costmodel/collectives.hpp), risks with their fixes.

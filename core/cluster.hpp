@@ -72,6 +72,8 @@ struct GpuSpec {
     /// (cuBLAS strided-batched), at the efficiency of the whole batch's FLOPs; false: one GEMM
     /// per batch element and head (a loop, as the CPU executor runs them), each at its own size.
     bool batched_gemm_fused = true;
+    /// Board power (TDP) in watts, for the energy to train (costmodel/train_cost.hpp); 0 = unknown.
+    double tdp_w = 0.0;
 
     bool operator==(const GpuSpec&) const = default;
 };

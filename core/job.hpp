@@ -19,6 +19,7 @@ struct JobSpec {
     Dtype optimizer_states = Dtype::fp32;  // Adam m and v
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;
+    double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
     /// Memory kept free on top of the profile's reserved memory: a plan fits only when its peak
     /// stage plus this stays within usable memory. 0 in the library; the CLI's --memory-headroom
     /// defaults to 5% of the GPU's memory (cli/common.cpp).

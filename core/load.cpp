@@ -37,6 +37,7 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.grads, r.choice("dtype_grads", Need::optional, dtype_choices()));
     set(job.optimizer_states, r.choice("dtype_optimizer_states", Need::optional, dtype_choices()));
     set(job.master_weights, r.flag("master_weights", Need::optional));
+    set(job.train_tokens, r.quantity("train_tokens", Need::optional));
     set(job.optimizer,
         r.choice<Optimizer>(
             "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));

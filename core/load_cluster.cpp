@@ -71,6 +71,7 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
         g.hbm_bw = gbps(*bw);
     }
     set(g.hbm_efficiency, r.fraction("hbm_efficiency", Need::required));
+    set(g.tdp_w, r.quantity("tdp_w", Need::optional));
     // Per-class memory efficiencies (optional; absent = 0 = hbm_efficiency, costmodel/compute.hpp).
     set(g.norm_efficiency, r.fraction("norm_efficiency", Need::optional));
     set(g.elementwise_efficiency, r.fraction("elementwise_efficiency", Need::optional));

@@ -62,12 +62,23 @@ public:
     using BackendError::BackendError;
 };
 
+/// The arithmetic of the dense GEMMs (issue 17). fp32: plain fp32 (the CPU reference; the CPU
+/// backend runs nothing else). bf16 / fp16: tensor-core products of operands rounded to
+/// bf16 / fp16 with fp32 accumulation (cuBLAS CUBLAS_COMPUTE_32F_FAST_16BF / _16F); tensors stay
+/// fp32 in memory, and weights, gradients and Adam's moments are fp32 (the master copy).
+enum class GemmPrecision { fp32, bf16, fp16 };
+
 struct BackendOptions {
     /// Seconds any single collective / send / recv may take before CommTimeout; <= 0 = no limit.
     double timeout_s = 0.0;
     /// Fill every alloc_uninit() block with NaN (CPU backend; tests use it to prove that the
     /// workload writes each such buffer before reading it).
     bool poison_uninit = false;
+    /// GEMM arithmetic; a backend that cannot run it throws ConfigError from its factory.
+    GemmPrecision precision = GemmPrecision::fp32;
+    /// Flash-style attention: one kernel, online softmax, no seq x seq buffer; the saved state
+    /// is one log-sum-exp per query row (attention_saved_size()). CUDA backend only.
+    bool fused_attention = false;
 };
 
 /// Abstract backend. One instance per process (one rank per process under mpirun / srun).
@@ -222,10 +233,19 @@ public:
                       int64_t first_pos,
                       bool inverse) = 0;
 
+    /// Elements of the `probs` buffer that attention_fwd saves for attention_bwd: the
+    /// probabilities, batch * heads * seq * seq, unless the backend runs fused attention (one
+    /// log-sum-exp per query row: batch * heads * seq).
+    [[nodiscard]] virtual int64_t
+    attention_saved_size(int64_t seq, int64_t batch, int64_t heads) const {
+        return batch * heads * seq * seq;
+    }
+
     /// Causal scaled dot-product attention, out = softmax(q k^T / sqrt(head_dim) + causal mask) v,
     /// per batch element and head. q and out: [seq, batch, heads * head_dim]; k and v: [seq,
     /// batch, kv_heads * head_dim]; query head h reads kv head h / (heads / kv_heads) (GQA).
-    /// Saves the probabilities in probs: [batch, heads, seq, seq] (upper triangle zero).
+    /// Saves the probabilities in probs: [batch, heads, seq, seq] (upper triangle zero), or,
+    /// fused, the log-sum-exp of each query row's scaled scores: [batch, heads, seq].
     virtual void attention_fwd(View q,
                                View k,
                                View v,
@@ -326,6 +346,18 @@ public:
     virtual void send(Group g, View x, int peer, int tag) = 0;
     /// Receives into x from group rank `peer` with `tag`; blocks (bounded by the timeout).
     virtual void recv(Group g, View x, int peer, int tag) = 0;
+
+    /// Starts an in-place sum all-reduce of x over g that may overlap with the work issued
+    /// after it (issue 17: DP gradient buckets during the backward). A GPU backend runs it on a
+    /// stream and a communicator of its own (groups labelled "dp"); x must not be touched until
+    /// all_reduce_wait(). Every rank of g starts the same buckets in the same order. The
+    /// default runs all_reduce() at once.
+    virtual void all_reduce_start(Group g, View x) { all_reduce(g, x, ReduceOp::sum); }
+
+    /// Waits (bounded by the timeout) until every all_reduce_start() is done; work issued later
+    /// sees the results. Returns the seconds those all-reduces ran hidden behind other work:
+    /// their device time minus the time this call waited (0 for the synchronous default).
+    virtual double all_reduce_wait() { return 0.0; }
 
     // ---- time ----------------------------------------------------------------------------------
 

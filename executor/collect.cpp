@@ -37,21 +37,24 @@ void Collector::record(int64_t it,
     if (!measured) {
         return;
     }
-    std::array<double, phase_count> p{};
+    std::array<double, slots> p{};
     double other = 0.0;
     for (int i = 1; i < phase_count; ++i) {
         p[static_cast<size_t>(i)] = rec.phase_s(static_cast<Phase>(i));
         other += p[static_cast<size_t>(i)];
     }
     p[0] = std::max(0.0, time_s - other);  // compute: everything not spent communicating / updating
+    p[phase_count] = rec.hidden_dp_s();
     times_.push_back(time_s);
     phases_.push_back(p);
 }
 
 namespace {
 
-PhaseTimes to_phases(const std::array<double, phase_count>& a) {
-    return {a[0], a[1], a[2], a[3], a[4]};
+// a: the phases, then the hidden DP time. dp_comm is all DP communication (blocking + hidden),
+// dp_exposed the part that blocked the step.
+PhaseTimes to_phases(const std::array<double, phase_count + 1>& a) {
+    return {a[0], a[1], a[2], a[3] + a[5], a[4], a[3]};
 }
 
 std::string serialize(const std::vector<TraceEvent>& events) {
@@ -143,7 +146,7 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
     CLEAVE_MPI_CHECK(MPI_Allreduce(&peak_B_, &peak, 1, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD));
     m.peak_memory_B = peak;
 
-    std::array<double, phase_count> med{};
+    std::array<double, slots> med{};
     for (size_t i = 0; i < med.size(); ++i) {
         std::vector<double> v;
         for (const auto& p : phases_) {
@@ -151,15 +154,15 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
         }
         med[i] = median(v);
     }
-    std::array<double, phase_count> sum{};
+    std::array<double, slots> sum{};
     CLEAVE_MPI_CHECK(
-        MPI_Allreduce(med.data(), sum.data(), phase_count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+        MPI_Allreduce(med.data(), sum.data(), slots, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     for (double& x : sum) {
         x /= size;
     }
     m.phases = to_phases(sum);
 
-    constexpr int fields = 6 + phase_count;
+    constexpr int fields = 6 + slots;
     const std::array<double, fields> mine = {static_cast<double>(rank),
                                              static_cast<double>(at.tp_rank),
                                              static_cast<double>(at.dp_rank),
@@ -170,7 +173,8 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
                                              med[1],
                                              med[2],
                                              med[3],
-                                             med[4]};
+                                             med[4],
+                                             med[5]};
     std::vector<double> all(static_cast<size_t>(rank == 0 ? fields * size : 0));
     CLEAVE_MPI_CHECK(MPI_Gather(
         mine.data(), fields, MPI_DOUBLE, all.data(), fields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -182,7 +186,7 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
             static_cast<int64_t>(f[1]), static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3])};
         rr.iteration_time_s = f[4];
         rr.peak_memory_B = static_cast<int64_t>(f[5]);
-        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10]});
+        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10], f[11]});
         m.ranks.push_back(rr);
     }
     if (rec.tracing()) {

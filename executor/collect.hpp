@@ -34,8 +34,10 @@ private:
     Group world_;
     Buffer token_;
     std::vector<double> loss_parts_;
-    std::vector<double> times_;                            // measured iterations
-    std::vector<std::array<double, phase_count>> phases_;  // measured iterations
+    std::vector<double> times_;  // measured iterations
+    // Measured iterations: the phases, then the hidden DP time (slot phase_count).
+    static constexpr int slots = phase_count + 1;
+    std::vector<std::array<double, slots>> phases_;
     int64_t peak_B_ = 0;
 };
 

@@ -90,6 +90,10 @@ public:
 
     void recv(Group g, View x, int peer, int tag) override;
 
+    void all_reduce_start(Group g, View x) override { be_.all_reduce_start(g, x); }
+
+    double all_reduce_wait() override { return be_.all_reduce_wait(); }
+
     void synchronize() override { be_.synchronize(); }
 
     [[nodiscard]] double clock_s() override { return be_.clock_s(); }
@@ -156,6 +160,12 @@ public:
               int64_t head_dim,
               int64_t first_pos,
               bool inverse) override;
+
+    [[nodiscard]] int64_t
+    attention_saved_size(int64_t seq, int64_t batch, int64_t heads) const override {
+        return be_.attention_saved_size(seq, batch, heads);
+    }
+
     void attention_fwd(View q,
                        View k,
                        View v,

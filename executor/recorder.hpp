@@ -27,6 +27,7 @@ public:
     /// Clears the phase accumulators (kept trace events stay).
     void start_iteration() {
         acc_.fill(0.0);
+        hidden_dp_s_ = 0.0;
         iteration_start_s_ = be_.clock_s();
     }
 
@@ -66,6 +67,12 @@ public:
 
     [[nodiscard]] double phase_s(Phase p) const { return acc_[static_cast<size_t>(p)]; }
 
+    /// DP communication that ran hidden behind other work (Backend::all_reduce_wait()); not
+    /// part of the iteration's disjoint phases, which charge DP only with the time it blocks.
+    void add_hidden_dp(double s) { hidden_dp_s_ += s; }
+
+    [[nodiscard]] double hidden_dp_s() const { return hidden_dp_s_; }
+
     [[nodiscard]] double iteration_start_s() const { return iteration_start_s_; }
 
     [[nodiscard]] std::vector<TraceEvent>& events() { return events_; }
@@ -94,6 +101,7 @@ private:
     double origin_s_ = 0.0;
     double iteration_start_s_ = 0.0;
     std::array<double, phase_count> acc_{};
+    double hidden_dp_s_ = 0.0;
     std::vector<TraceEvent> events_;
 };
 

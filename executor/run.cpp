@@ -1,6 +1,7 @@
 #include "executor/run.hpp"
 
 #include "executor/collect.hpp"
+#include "executor/dp_buckets.hpp"
 #include "executor/init.hpp"
 #include "executor/transformer.hpp"
 
@@ -153,8 +154,52 @@ void run_step(RankState& s,
     }
 }
 
-// Gradient synchronisation and the Adam step.
-void update(RankState& s, Recorder& rec, int64_t step) {
+// Index of each chunk's last backward step: the chunk's gradients are final after it.
+std::vector<size_t> last_backward(const std::vector<Step>& steps, size_t chunks) {
+    std::vector<size_t> last(chunks, steps.size());
+    for (size_t i = 0; i < steps.size(); ++i) {
+        if (!steps[i].forward) {
+            last[static_cast<size_t>(steps[i].chunk)] = i;
+        }
+    }
+    return last;
+}
+
+// Issue 17: starts the DP all-reduce of a layer's gradients (the parts not started yet) while
+// the backward goes on; a GPU backend overlaps it, the CPU backend runs it at once.
+void start_layer_bucket(RankState& s, Recorder& rec, DpBuckets& b, const LayerHandles& l) {
+    for (const GradRange& r : layer_grad_ranges(s.params, l)) {
+        for (const GradRange& part : b.take(r)) {
+            rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce bucket", [&] {
+                s.be.all_reduce_start(s.groups.dp,
+                                      s.params.grads().slice(part.begin, part.end - part.begin));
+            });
+        }
+    }
+}
+
+// The DP all-reduce of the gradients: whole, or (buckets) the rest of the buffer after the
+// buckets started during the backward, then the wait for all of them.
+void reduce_dp(RankState& s, Recorder& rec, DpBuckets* buckets) {
+    View g = s.params.grads();
+    if (buckets == nullptr) {
+        rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce", [&] {
+            s.be.all_reduce(s.groups.dp, g, ReduceOp::sum);
+        });
+        return;
+    }
+    rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce rest, wait for the buckets", [&] {
+        for (const GradRange& r : buckets->rest()) {
+            s.be.all_reduce_start(s.groups.dp, g.slice(r.begin, r.end - r.begin));
+        }
+        rec.add_hidden_dp(s.be.all_reduce_wait());
+    });
+    buckets->reset();
+}
+
+// Gradient synchronisation and the Adam step. `buckets`: the DP buckets started during the
+// backward (null: the gradients are reduced here, whole).
+void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     Backend& be = s.be;
     Params& p = s.params;
     if (s.d.sp && p.replicated_size() > 0) {
@@ -179,9 +224,7 @@ void update(RankState& s, Recorder& rec, int64_t step) {
     const auto lr = s.opt.lr;
     if (s.plan.zero == 0 || s.plan.dp == 1) {
         if (s.plan.dp > 1) {
-            rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce", [&] {
-                be.all_reduce(s.groups.dp, p.grads(), ReduceOp::sum);
-            });
+            reduce_dp(s, rec, buckets);
         }
         rec.timed(Phase::optimizer, Stream::optimizer, "adam", [&] {
             be.adam(p.weights(),
@@ -296,6 +339,10 @@ Measurement run_training(Backend& be,
     Transformer tf(be, rec, s.d, s.groups, s.params, plan.recompute, loss_scale);
     const auto steps = pipeline_steps(plan.schedule, plan.pp, plan.vpp, at.pp_rank, s.microbatches);
     const bool counts_loss = s.chunks.back().last && at.tp_rank == 0;
+    // Issue 17: DP gradient buckets during the backward (whole-buffer all-reduce, no ZeRO).
+    const bool buckets_on = opt.overlap_dp && plan.zero == 0 && plan.dp > 1;
+    DpBuckets buckets(s.params.padded_size());
+    const std::vector<size_t> last_bwd = last_backward(steps, s.chunks.size());
 
     Collector col(be, world, opt.iters + opt.warmup);
     col.barrier();
@@ -311,10 +358,17 @@ Measurement run_training(Backend& be,
             if (opt.on_step) {
                 opt.on_step(it, static_cast<int64_t>(i));
             }
+            if (buckets_on && !steps[i].forward &&
+                i == last_bwd[static_cast<size_t>(steps[i].chunk)]) {
+                tf.after_layer_backward = [&](const LayerHandles& l) {
+                    start_layer_bucket(s, rec, buckets, l);
+                };
+            }
             run_step(s, tf, rec, caches, steps[i], it, loss_sum);
+            tf.after_layer_backward = nullptr;
         }
         rec.timed(Phase::pp_wait, Stream::pp_fwd, "pp flush", [&] { be.synchronize(); });
-        update(s, rec, it + 1);
+        update(s, rec, it + 1, buckets_on ? &buckets : nullptr);
         be.synchronize();
         const double end = rec.now_s();
         col.record(it,

@@ -20,17 +20,23 @@ struct RunOptions {
     uint64_t seed = 1234;
     float lr = 1e-4f;  // Adam: beta1 0.9, beta2 0.95, eps 1e-8 (Megatron GPT defaults)
     bool trace = false;
+    /// Issue 17: start each layer's DP gradient all-reduce (Backend::all_reduce_start) once
+    /// the chunk's last backward has passed it, and wait for them after the backward (no ZeRO,
+    /// dp > 1). A GPU backend overlaps them with the backward; the CPU backend runs them at once.
+    bool overlap_dp = false;
     /// Called before every pipeline step with (iteration, step index); a test hook (fault
     /// injection). May throw, exit or block.
     std::function<void(int64_t, int64_t)> on_step;
 };
 
 struct PhaseTimes {
-    double compute_s = 0.0;    // forward + backward math (everything not listed below)
-    double tp_comm_s = 0.0;    // TP all-reduce / all-gather / reduce-scatter
-    double pp_wait_s = 0.0;    // pipeline send / recv, including waiting for the neighbour
-    double dp_comm_s = 0.0;    // DP gradient reduction, embedding sync, ZeRO all-gather
-    double optimizer_s = 0.0;  // Adam
+    double compute_s = 0.0;     // forward + backward math (everything not listed below)
+    double tp_comm_s = 0.0;     // TP all-reduce / all-gather / reduce-scatter
+    double pp_wait_s = 0.0;     // pipeline send / recv, including waiting for the neighbour
+    double dp_comm_s = 0.0;     // DP gradient reduction, embedding sync, ZeRO all-gather (all of
+                                // it: the blocking part and what ran hidden behind the backward)
+    double optimizer_s = 0.0;   // Adam
+    double dp_exposed_s = 0.0;  // the part of dp_comm_s that blocked the step (issue 17)
 
     bool operator==(const PhaseTimes&) const = default;
 };

@@ -256,7 +256,7 @@ Buffer Transformer::layer_fwd(const LayerHandles& l, Buffer x, LayerCache& lc) {
         be_.rope(lc.q, d_.seq, d_.batch, d_.heads_local(), d_.head_dim, 0, false);
         be_.rope(lc.k, d_.seq, d_.batch, d_.kv_local(), d_.head_dim, 0, false);
     }
-    lc.probs = buf(d_.batch * d_.heads_local() * d_.seq * d_.seq);
+    lc.probs = buf(be_.attention_saved_size(d_.seq, d_.batch, d_.heads_local()));
     lc.ctx = buf(T * qd);
     be_.attention_fwd(lc.q,
                       lc.k,

@@ -12,6 +12,7 @@
 #include "executor/schedule.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace cleave::executor {
@@ -132,6 +133,10 @@ public:
     /// Backward of one chunk: `dy` is the gradient of its output (ignored for the last chunk).
     /// Accumulates weight gradients; returns the gradient of its input (empty for the first).
     Buffer backward(const ChunkHandles& c, Buffer dy, const MicroBatch& mb, ChunkCache& cache);
+
+    /// Called by backward() after each layer's backward, when set (issue 17: the run starts the
+    /// layer's DP gradient bucket after the chunk's last backward).
+    std::function<void(const LayerHandles&)> after_layer_backward;
 
 private:
     Buffer run_layers(const ChunkHandles& c, Buffer x, ChunkCache& cache);

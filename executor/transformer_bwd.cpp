@@ -48,7 +48,7 @@ Buffer Transformer::attention_bwd(const LayerHandles& l, View dy, LayerCache& lc
     Buffer dctx = buf(T * qd);
     linear_bwd(lc.ctx, dyf, T, qd, h, l.wo, -1, dctx, 0.0f);
     if (lc.probs.size() == 0) {  // selective recomputation of the attention core
-        lc.probs = buf(d_.batch * d_.heads_local() * d_.seq * d_.seq);
+        lc.probs = buf(be_.attention_saved_size(d_.seq, d_.batch, d_.heads_local()));
         be_.attention_fwd(lc.q,
                           lc.k,
                           lc.v,
@@ -136,6 +136,9 @@ Transformer::backward(const ChunkHandles& c, Buffer dy, const MicroBatch& mb, Ch
         }
         g = layer_bwd(c.layers[i], std::move(g), cache.layers[i]);
         cache.layers[i] = LayerCache();
+        if (after_layer_backward) {
+            after_layer_backward(c.layers[i]);
+        }
     }
     cache = ChunkCache();
     if (c.first) {

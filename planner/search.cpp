@@ -55,6 +55,8 @@ const char* to_string(Objective o) {
         return "memory";
     case Objective::gpus:
         return "gpus";
+    case Objective::cost:
+        return "cost";
     }
     return "?";
 }
@@ -142,6 +144,10 @@ int compare(const Plan& pa, const Estimate& ea, const Plan& pb, const Estimate& 
         c = cmp(ea.memory.total.value(), eb.memory.total.value());
     } else if (o == Objective::gpus) {
         c = cmp(static_cast<double>(plan_gpus(pa)), static_cast<double>(plan_gpus(pb)));
+    } else if (o == Objective::cost) {
+        // GPU-seconds per iteration: the global batch is fixed, so this orders GPU-hours per token.
+        c = cmp(static_cast<double>(plan_gpus(pa)) * ea.iteration_time.value(),
+                static_cast<double>(plan_gpus(pb)) * eb.iteration_time.value());
     }
     if (c == 0) {
         c = cmp(ea.iteration_time.value(), eb.iteration_time.value());
@@ -627,13 +633,15 @@ SearchResult run_search(const ModelSpec& model,
                         const ClusterSpec& cluster,
                         const JobSpec& job,
                         const SearchOptions& options,
-                        PriceFn price) {
+                        PriceFn price,
+                        const SearchProgress* progress = nullptr) {
     check_options(job, options);
     SearchResult r;
     TopSink sink(options, r);
-    const std::vector<int64_t> sizes = options.objective == Objective::gpus
-                                           ? gpu_counts(cluster, job)
-                                           : std::vector<int64_t>{job.gpus};
+    const bool sizes_vary =
+        options.objective == Objective::gpus || options.objective == Objective::cost;
+    const std::vector<int64_t> sizes =
+        sizes_vary ? gpu_counts(cluster, job) : std::vector<int64_t>{job.gpus};
     for (int64_t n : sizes) {
         JobSpec j = job;
         j.gpus = n;
@@ -645,6 +653,10 @@ SearchResult run_search(const ModelSpec& model,
             Enumerator<TopSink, FnPrice>(model, cluster, j, options, fp, r, sink).run();
         }
         r.gpu_counts_searched.push_back(n);
+        if (progress != nullptr && *progress) {
+            (*progress)(static_cast<int64_t>(r.gpu_counts_searched.size()),
+                        static_cast<int64_t>(sizes.size()));
+        }
         if (options.objective == Objective::gpus && sink.full()) {
             break;  // later sizes use more GPUs, so none can enter a full list
         }
@@ -674,6 +686,14 @@ SearchResult search(const ModelSpec& model,
                     const JobSpec& job,
                     const SearchOptions& options) {
     return run_search<UseEstimator>(model, cluster, job, options, &estimate);
+}
+
+SearchResult search(const ModelSpec& model,
+                    const ClusterSpec& cluster,
+                    const JobSpec& job,
+                    const SearchOptions& options,
+                    const SearchProgress& progress) {
+    return run_search<UseEstimator>(model, cluster, job, options, &estimate, &progress);
 }
 
 int64_t rank_of(const ModelSpec& model,

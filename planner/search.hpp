@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +21,9 @@ namespace cleave {
 enum class Objective {
     time,    // fastest iteration (default)
     memory,  // least peak memory per GPU, then fastest
-    gpus     // fewest GPUs whose best plan reaches a target tokens/s, then fastest
+    gpus,    // fewest GPUs whose best plan reaches a target tokens/s, then fastest
+    cost     // fewest GPU-seconds per iteration (gpus * iteration time) on up to job.gpus GPUs:
+             // the least GPU-hours, so the least money at one price, to train a token budget
 };
 
 /// Why a (partial) plan was rejected. Structural reasons are counted where the prune happens
@@ -133,6 +136,17 @@ using PriceFn = Estimate (*)(const ModelSpec&, const ClusterSpec&, const JobSpec
                                   const ClusterSpec& cluster,
                                   const JobSpec& job,
                                   const SearchOptions& options);
+
+/// Progress of a search: called after each job size searched (objective gpus and cost search
+/// several sizes; the others one) with the sizes done and the sizes in all.
+using SearchProgress = std::function<void(int64_t done, int64_t total)>;
+
+/// search() reporting progress (the CLI draws it on a terminal). Same result as search().
+[[nodiscard]] SearchResult search(const ModelSpec& model,
+                                  const ClusterSpec& cluster,
+                                  const JobSpec& job,
+                                  const SearchOptions& options,
+                                  const SearchProgress& progress);
 
 /// search() with another pricing function (tests, benchmarks of the enumeration alone).
 [[nodiscard]] SearchResult search_with(const ModelSpec& model,

@@ -69,15 +69,17 @@ int blas_int(int64_t n) {
 
 CudaBackend::CudaBackend(const BackendOptions& options)
     : groups_(options.timeout_s)
-    , timeout_s_(options.timeout_s) {
+    , timeout_s_(options.timeout_s)
+    , precision_(options.precision)
+    , fused_attention_(options.fused_attention) {
     try {
         bind_device();
         CLEAVE_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
         CLEAVE_CUDA_CHECK(cudaEventCreateWithFlags(&sync_event_, cudaEventDisableTiming));
         CLEAVE_CUBLAS_CHECK(cublasCreate(&cublas_));
         CLEAVE_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-        // Plain fp32 (no TF32 tensor-op rounding), so results are comparable with the CPU
-        // reference.
+        // Plain fp32 (no TF32 tensor-op rounding), so fp32 results are comparable with the CPU
+        // reference; bf16 / fp16 GEMMs ask for tensor cores through their compute type.
         CLEAVE_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
         CLEAVE_CUDA_CHECK(cudaMalloc(&cublas_workspace_, cublas_workspace_B));
         CLEAVE_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, cublas_workspace_B));
@@ -128,6 +130,7 @@ void CudaBackend::release() noexcept {
     for (const auto& s : sends_) {
         idle = idle && cudaEventQuery(s.done) == cudaSuccess;
     }
+    idle = idle && (dp_stream_ == nullptr || cudaStreamQuery(dp_stream_) == cudaSuccess);
     const auto close = [idle](ncclComm_t& comm) {
         if (comm == nullptr) {
             return;
@@ -140,6 +143,7 @@ void CudaBackend::release() noexcept {
         comm = nullptr;
     };
     for (auto& cg : comms_) {
+        close(cg.async_comm);
         close(cg.comm);
         for (auto& ch : cg.channels) {
             close(ch.comm);
@@ -156,6 +160,11 @@ void CudaBackend::release() noexcept {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(s.done));
     }
     sends_.clear();
+    release_async();
+    if (dp_stream_ != nullptr) {
+        CLEAVE_CUDA_CHECK_NOEXCEPT(cudaStreamDestroy(dp_stream_));
+        dp_stream_ = nullptr;
+    }
     for (auto& [ptr, bytes] : allocations_) {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(const_cast<float*>(ptr), stream_));
     }
@@ -338,6 +347,10 @@ void CudaBackend::gemm_batched(Trans ta,
     const int lda = blas_int(std::max<int64_t>(a.ld, 1));
     const int ldb = blas_int(std::max<int64_t>(b.ld, 1));
     const int ldc = blas_int(std::max<int64_t>(c.ld, 1));
+    if (precision_ != GemmPrecision::fp32) {
+        gemm_tensor_cores(ta, tb, {m, n, k}, alpha, {a, b, c}, {lda, ldb, ldc}, beta, count);
+        return;
+    }
     if (count == 1) {
         CLEAVE_CUBLAS_CHECK(cublasSgemm(cublas_,
                                         to_cublas(tb),
@@ -373,6 +386,70 @@ void CudaBackend::gemm_batched(Trans ta,
                                                   ldc,
                                                   c.stride,
                                                   blas_int(count)));
+}
+
+// bf16 / fp16 on tensor cores: cublasGemmEx with fp32 operands in memory and the compute type
+// CUBLAS_COMPUTE_32F_FAST_16BF (_16F): cuBLAS rounds the operands to bf16 (fp16) and multiplies
+// them on tensor cores with fp32 accumulation and an fp32 result (cuBLAS docs, cublasGemmEx,
+// "cublasComputeType_t"). Same operand swap as gemm_batched.
+void CudaBackend::gemm_tensor_cores(Trans ta,
+                                    Trans tb,
+                                    std::array<int64_t, 3> mnk,
+                                    float alpha,
+                                    std::array<MatrixArg, 3> abc,
+                                    std::array<int, 3> ld,
+                                    float beta,
+                                    int64_t count) {
+    const cublasComputeType_t compute = precision_ == GemmPrecision::bf16
+                                            ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                            : CUBLAS_COMPUTE_32F_FAST_16F;
+    const auto [m, n, k] = mnk;
+    const auto& [a, b, c] = abc;
+    if (count == 1) {
+        CLEAVE_CUBLAS_CHECK(cublasGemmEx(cublas_,
+                                         to_cublas(tb),
+                                         to_cublas(ta),
+                                         blas_int(n),
+                                         blas_int(m),
+                                         blas_int(k),
+                                         &alpha,
+                                         b.ptr,
+                                         CUDA_R_32F,
+                                         ld[1],
+                                         a.ptr,
+                                         CUDA_R_32F,
+                                         ld[0],
+                                         &beta,
+                                         c.ptr,
+                                         CUDA_R_32F,
+                                         ld[2],
+                                         compute,
+                                         CUBLAS_GEMM_DEFAULT));
+        return;
+    }
+    CLEAVE_CUBLAS_CHECK(cublasGemmStridedBatchedEx(cublas_,
+                                                   to_cublas(tb),
+                                                   to_cublas(ta),
+                                                   blas_int(n),
+                                                   blas_int(m),
+                                                   blas_int(k),
+                                                   &alpha,
+                                                   b.ptr,
+                                                   CUDA_R_32F,
+                                                   ld[1],
+                                                   b.stride,
+                                                   a.ptr,
+                                                   CUDA_R_32F,
+                                                   ld[0],
+                                                   a.stride,
+                                                   &beta,
+                                                   c.ptr,
+                                                   CUDA_R_32F,
+                                                   ld[2],
+                                                   c.stride,
+                                                   blas_int(count),
+                                                   compute,
+                                                   CUBLAS_GEMM_DEFAULT));
 }
 
 void CudaBackend::axpy(float alpha, View x, View y) {

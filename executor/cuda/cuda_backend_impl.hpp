@@ -10,6 +10,11 @@
 // compute stream), so free() never blocks the host: a plain cudaFree synchronises the device
 // and would wait for a send whose receiver is itself waiting for us.
 //
+// Overlapped DP reduction (issue 17): all_reduce_start() puts an all-reduce on dp_stream_, after
+// an event that marks the compute issued so far, on the group's second communicator
+// (ncclCommSplit of the group's, created in create_group for groups labelled "dp"), so gradient
+// buckets reduce while the backward goes on; all_reduce_wait() waits for the last one.
+//
 // Communicators (STYLE S5.5): every group gets its own NCCL communicator for collectives, whose
 // ncclUniqueId is created by the group's rank 0 and broadcast over the group's MPI communicator.
 // NCCL executes the operations of one communicator one after another, so a send that waits for
@@ -24,6 +29,7 @@
 #include "executor/cuda/cuda_check.hpp"
 #include "executor/mpi_util.hpp"
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -46,6 +52,11 @@ public:
     [[nodiscard]] int world_rank() const override { return groups_.world_rank(); }
 
     [[nodiscard]] int world_size() const override { return groups_.world_size(); }
+
+    [[nodiscard]] int64_t
+    attention_saved_size(int64_t seq, int64_t batch, int64_t heads) const override {
+        return fused_attention_ ? batch * heads * seq : batch * heads * seq * seq;
+    }
 
     [[nodiscard]] View alloc(int64_t count) override;
     void free(View v) override;
@@ -189,6 +200,8 @@ public:
     void broadcast(Group g, View x, int root) override;
     void send(Group g, View x, int peer, int tag) override;
     void recv(Group g, View x, int peer, int tag) override;
+    void all_reduce_start(Group g, View x) override;
+    double all_reduce_wait() override;
 
     void synchronize() override;
     [[nodiscard]] double clock_s() override;
@@ -211,6 +224,7 @@ private:
 
     struct CommGroup {
         ncclComm_t comm = nullptr;
+        ncclComm_t async_comm = nullptr;  // "dp" groups: all_reduce_start's communicator
         std::vector<Channel> channels;
         std::deque<SelfMessage> to_self;
     };
@@ -220,6 +234,15 @@ private:
         Group group;
         int peer = 0;
         int tag = 0;
+    };
+
+    // One all_reduce_start(): `ready` on the compute stream, `begin` and `end` around the
+    // all-reduce on dp_stream_ (timing events).
+    struct AsyncReduce {
+        Group group;
+        cudaEvent_t ready = nullptr;
+        cudaEvent_t begin = nullptr;
+        cudaEvent_t end = nullptr;
     };
 
     // What a host wait is waiting for, for the timeout message.
@@ -258,6 +281,15 @@ private:
                       float beta,
                       MatrixArg c,
                       int64_t count);
+    /// gemm_batched in bf16 / fp16 (precision_); ld = leading dimensions of a, b, c.
+    void gemm_tensor_cores(Trans ta,
+                           Trans tb,
+                           std::array<int64_t, 3> mnk,
+                           float alpha,
+                           std::array<MatrixArg, 3> abc,
+                           std::array<int, 3> ld,
+                           float beta,
+                           int64_t count);
 
     // ---- waiting, timeouts, failures (cuda_comm.cpp) ----
     /// Waits on the host until everything queued on the compute stream is done.
@@ -274,11 +306,15 @@ private:
     void init_channels(Group g);
     void connect_channel(Group g, const Channel& ch);
     void retire_completed_sends();
+    /// Destroys the events of async_ and clears it.
+    void release_async() noexcept;
     void send_to_self(Group g, View x, int tag);
     void recv_from_self(Group g, View x, int tag);
 
     detail::MpiGroups groups_;
     double timeout_s_ = 0.0;
+    GemmPrecision precision_ = GemmPrecision::fp32;
+    bool fused_attention_ = false;
     int device_ = 0;
     int device_count_ = 0;
     std::string device_name_;
@@ -290,6 +326,8 @@ private:
     float* pinned_tag_ = nullptr;   // host landing place of a received message's tag
     std::vector<CommGroup> comms_;  // indexed by Group::id
     std::vector<PendingSend> sends_;
+    cudaStream_t dp_stream_ = nullptr;  // all_reduce_start's stream (created on first use)
+    std::vector<AsyncReduce> async_;
     std::unordered_map<const float*, int64_t> allocations_;
     int64_t in_use_B_ = 0;
     int64_t peak_B_ = 0;

@@ -74,8 +74,81 @@ Group CudaBackend::create_group(int color, int key, const std::string& label) {
     }
     CLEAVE_MPI_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, groups_.comm(g)));
     CLEAVE_NCCL_CHECK(ncclCommInitRank(&comms_.back().comm, groups_.size(g), id, groups_.rank(g)));
+    if (label == "dp" && groups_.size(g) > 1) {
+        // Collective over the group, like the rest of create_group.
+        CLEAVE_NCCL_CHECK(ncclCommSplit(
+            comms_.back().comm, 0, groups_.rank(g), &comms_.back().async_comm, nullptr));
+    }
     init_channels(g);
     return g;
+}
+
+// ---- overlapped all-reduce (DP gradient buckets) --------------------------------------------
+
+void CudaBackend::all_reduce_start(Group g, View x) {
+    require_live();
+    const CommGroup& cg = comm_group(g);
+    if (cg.async_comm == nullptr) {  // a group of one, or not a DP group: synchronous
+        all_reduce(g, x, ReduceOp::sum);
+        return;
+    }
+    if (x.size == 0) {
+        return;
+    }
+    if (dp_stream_ == nullptr) {
+        CLEAVE_CUDA_CHECK(cudaStreamCreateWithFlags(&dp_stream_, cudaStreamNonBlocking));
+    }
+    async_.emplace_back();  // owned from here on: all_reduce_wait / release free its events
+    AsyncReduce& op = async_.back();
+    op.group = g;
+    CLEAVE_CUDA_CHECK(cudaEventCreateWithFlags(&op.ready, cudaEventDisableTiming));
+    CLEAVE_CUDA_CHECK(cudaEventCreate(&op.begin));
+    CLEAVE_CUDA_CHECK(cudaEventCreate(&op.end));
+    // The bucket's gradients are complete once the compute issued so far is done.
+    CLEAVE_CUDA_CHECK(cudaEventRecord(op.ready, stream_));
+    CLEAVE_CUDA_CHECK(cudaStreamWaitEvent(dp_stream_, op.ready, 0));
+    CLEAVE_CUDA_CHECK(cudaEventRecord(op.begin, dp_stream_));
+    CLEAVE_NCCL_CHECK(ncclAllReduce(x.data,
+                                    x.data,
+                                    static_cast<size_t>(x.size),
+                                    ncclFloat,
+                                    ncclSum,
+                                    cg.async_comm,
+                                    dp_stream_));
+    CLEAVE_CUDA_CHECK(cudaEventRecord(op.end, dp_stream_));
+}
+
+double CudaBackend::all_reduce_wait() {
+    if (async_.empty()) {
+        return 0.0;
+    }
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    // dp_stream_ runs its all-reduces in order: the last one's end is everyone's.
+    wait_event(async_.back().end,
+               {async_.back().group,
+                "all_reduce (overlapped gradient buckets)",
+                std::to_string(async_.size()) + " bucket(s)"});
+    const double waited_s = std::chrono::duration<double>(clock::now() - t0).count();
+    double device_s = 0.0;
+    for (AsyncReduce& op : async_) {
+        float ms = 0.0f;
+        CLEAVE_CUDA_CHECK(cudaEventElapsedTime(&ms, op.begin, op.end));
+        device_s += static_cast<double>(ms) * 1e-3;
+    }
+    release_async();
+    return std::max(0.0, device_s - waited_s);
+}
+
+void CudaBackend::release_async() noexcept {
+    for (AsyncReduce& op : async_) {
+        for (cudaEvent_t e : {op.ready, op.begin, op.end}) {
+            if (e != nullptr) {
+                CLEAVE_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(e));
+            }
+        }
+    }
+    async_.clear();
 }
 
 // One two-rank communicator per direction between ring neighbours; the sender of each link
@@ -390,7 +463,7 @@ void CudaBackend::wait_event(cudaEvent_t event, const WaitFor& what) {
 void CudaBackend::check_async_errors(const WaitFor& what) {
     for (size_t i = 0; i < comms_.size(); ++i) {
         const CommGroup& cg = comms_[i];
-        std::vector<ncclComm_t> all{cg.comm};
+        std::vector<ncclComm_t> all{cg.comm, cg.async_comm};
         for (const Channel& ch : cg.channels) {
             all.push_back(ch.comm);
         }
@@ -430,9 +503,11 @@ std::string CudaBackend::describe(const WaitFor& what) const {
 
 void CudaBackend::abort_all() noexcept {
     for (auto& cg : comms_) {
-        if (cg.comm != nullptr) {
-            (void)ncclCommAbort(cg.comm);  // best effort: we are already failing
-            cg.comm = nullptr;
+        for (ncclComm_t* c : {&cg.comm, &cg.async_comm}) {
+            if (*c != nullptr) {
+                (void)ncclCommAbort(*c);  // best effort: we are already failing
+                *c = nullptr;
+            }
         }
         for (auto& ch : cg.channels) {
             if (ch.comm != nullptr) {

@@ -149,4 +149,42 @@ cudaError_t launch_xent_bwd(const float* logits,
                             float* dlogits,
                             cudaStream_t stream);
 
+// ---- fused attention (kernels_attention.cu) ---------------------------------------------------
+
+/// Largest head_dim the fused kernels take.
+inline constexpr int64_t flash_max_head_dim = 256;
+
+/// Shape of a causal attention over [seq, batch, heads, head_dim] tensors (k, v: kv_heads).
+struct FlashShape {
+    int64_t seq = 0;
+    int64_t batch = 0;
+    int64_t heads = 0;
+    int64_t kv_heads = 0;
+    int64_t head_dim = 0;
+};
+
+/// Operands of the fused attention. lse and delta: [batch, heads, seq] (delta is scratch of the
+/// backward). The forward reads q, k, v and writes out and lse; the backward reads q, k, v, lse,
+/// dout and overwrites dq, dk, dv (dk, dv summed over the query heads of a kv head) and delta.
+struct FlashArgs {
+    FlashShape shape;
+    float scale = 1.0f;  // 1 / sqrt(head_dim)
+    const float* q = nullptr;
+    const float* k = nullptr;
+    const float* v = nullptr;
+    float* out = nullptr;
+    float* lse = nullptr;
+    const float* dout = nullptr;
+    float* dq = nullptr;
+    float* dk = nullptr;
+    float* dv = nullptr;
+    float* delta = nullptr;
+};
+
+/// Flash-style causal attention forward (online softmax, no seq x seq buffer).
+/// cudaErrorInvalidValue when head_dim > flash_max_head_dim.
+cudaError_t launch_flash_attention_fwd(const FlashArgs& a, cudaStream_t stream);
+/// Its backward (recomputes the probabilities from lse).
+cudaError_t launch_flash_attention_bwd(const FlashArgs& a, cudaStream_t stream);
+
 }  // namespace cleave::executor::gpu

@@ -5,6 +5,7 @@
 #include "executor/cuda/cuda_kernels.hpp"
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace cleave::executor::gpu {
@@ -64,6 +65,19 @@ std::vector<HeadRun> head_runs(const AttnShape& s, bool shared_kv_output) {
 
 float attention_scale(int64_t head_dim) {
     return static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+// Fused attention's arguments for shape s; head_dim beyond the kernels' limit is a BackendError.
+FlashArgs flash_args(const FlashShape& s) {
+    if (s.head_dim > flash_max_head_dim) {
+        throw BackendError("cuda backend: fused attention takes head_dim <= " +
+                           std::to_string(flash_max_head_dim) + ", not " +
+                           std::to_string(s.head_dim) + " (run it unfused)");
+    }
+    FlashArgs a;
+    a.shape = s;
+    a.scale = attention_scale(s.head_dim);
+    return a;
 }
 
 }  // namespace
@@ -228,7 +242,18 @@ void CudaBackend::attention_fwd(View q,
     need(q, seq * batch * heads * head_dim, "attention_fwd: q too small");
     need(k, seq * batch * kv_heads * head_dim, "attention_fwd: k too small");
     need(v, seq * batch * kv_heads * head_dim, "attention_fwd: v too small");
-    need(probs, batch * heads * seq * seq, "attention_fwd: probs too small");
+    need(probs, attention_saved_size(seq, batch, heads), "attention_fwd: probs too small");
+    if (fused_attention_) {
+        need(out, seq * batch * heads * head_dim, "attention_fwd: out too small");
+        FlashArgs a = flash_args({seq, batch, heads, kv_heads, head_dim});
+        a.q = q.data;
+        a.k = k.data;
+        a.v = v.data;
+        a.out = out.data;
+        a.lse = probs.data;
+        CLEAVE_CUDA_CHECK(launch_flash_attention_fwd(a, stream_));
+        return;
+    }
     need(out, seq * batch * heads * head_dim, "attention_fwd: out too small");
     const AttnShape s{seq, batch, heads, kv_heads, head_dim};
     const int64_t q_ld = batch * heads * head_dim;
@@ -285,11 +310,27 @@ void CudaBackend::attention_bwd(View q,
     need(q, q_elems, "attention_bwd: q too small");
     need(k, kv_elems, "attention_bwd: k too small");
     need(v, kv_elems, "attention_bwd: v too small");
-    need(probs, batch * heads * seq * seq, "attention_bwd: probs too small");
+    need(probs, attention_saved_size(seq, batch, heads), "attention_bwd: probs too small");
     need(dout, q_elems, "attention_bwd: dout too small");
     need(dq, q_elems, "attention_bwd: dq too small");
     need(dk, kv_elems, "attention_bwd: dk too small");
     need(dv, kv_elems, "attention_bwd: dv too small");
+    if (fused_attention_) {
+        FlashArgs a = flash_args({seq, batch, heads, kv_heads, head_dim});
+        a.q = q.data;
+        a.k = k.data;
+        a.v = v.data;
+        a.lse = probs.data;
+        a.dout = dout.data;
+        a.dq = dq.data;
+        a.dk = dk.data;
+        a.dv = dv.data;
+        a.delta = static_cast<float*>(temp_alloc(batch * heads * seq * 4));
+        const cudaError_t rc = launch_flash_attention_bwd(a, stream_);
+        temp_free(a.delta);  // stream-ordered: freed after the kernels that use it
+        CLEAVE_CUDA_CHECK(rc);
+        return;
+    }
     const AttnShape s{seq, batch, heads, kv_heads, head_dim};
     const int64_t q_ld = batch * heads * head_dim;
     const int64_t kv_ld = batch * kv_heads * head_dim;

@@ -2,7 +2,7 @@
 // Test harness for the CUDA backend (STYLE S7.5, ggml test-backend-ops): every op runs on the
 // CPU reference backend and on the CUDA backend with the same inputs, and the results are
 // compared (exactly where inputs make every intermediate exactly representable, otherwise with
-// a tight tolerance). A test skips, with a message, when no CUDA device is usable.
+// a tight tolerance). Without a usable device every device case is skipped (cuda_main.cpp).
 
 #include "executor/backend.hpp"
 
@@ -26,12 +26,9 @@ struct Pair {
 
 class Fixture {
 public:
-    /// Initialises MPI (a singleton run) and both backends. Precondition: available().
-    Fixture();
-
-    /// True when a CUDA device is usable; otherwise prints why (doctest MESSAGE) and returns
-    /// false, and the test returns early (a skip).
-    static bool available();
+    /// Initialises MPI (a singleton run) and both backends; the CUDA one with `gpu_options`
+    /// (bf16 GEMMs, fused attention). Precondition: a usable device (devices_usable()).
+    explicit Fixture(const BackendOptions& gpu_options = {});
 
     [[nodiscard]] Backend& cpu() { return *cpu_; }
 
@@ -73,5 +70,11 @@ private:
 
 /// Initialises MPI for a single-process test run (finalised at exit).
 void ensure_mpi();
+
+/// Whether this program's device cases (test suite "cuda") can run here; `why` says why not.
+/// Defined once per test program (one GPU for test_cuda; one per rank for test_cuda_mpi).
+/// cuda_main.cpp skips the suite when false, and the program then exits with 77, CTest's
+/// SKIP_RETURN_CODE for these tests: without a GPU they are reported skipped, never passed.
+[[nodiscard]] bool devices_usable(std::string& why);
 
 }  // namespace cleave::executor::test

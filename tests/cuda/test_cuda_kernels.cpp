@@ -17,9 +17,6 @@ using namespace cleave::executor::test;
 TEST_SUITE("cuda") {
 
     TEST_CASE("cuda kernels: layernorm and rmsnorm forward and backward") {
-        if (!Fixture::available()) {
-            return;
-        }
         Fixture f;
         const int64_t rows = 7;
         const int64_t cols = 300;
@@ -60,9 +57,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda kernels: GeLU and SwiGLU forward and backward") {
-        if (!Fixture::available()) {
-            return;
-        }
         Fixture f;
         const int64_t n = 1000;
         const Pair x = f.tensor(eighths(n, 30));
@@ -87,9 +81,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda kernels: RoPE forward, inverse, and inverse undoes forward") {
-        if (!Fixture::available()) {
-            return;
-        }
         Fixture f;
         const int64_t seq = 5;
         const int64_t batch = 2;
@@ -108,9 +99,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda kernels: causal attention forward and backward (MHA, GQA, MQA)") {
-        if (!Fixture::available()) {
-            return;
-        }
         Fixture f;
         const int64_t seq = 6;
         const int64_t batch = 2;
@@ -158,9 +146,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda kernels: vocab-parallel cross-entropy pieces") {
-        if (!Fixture::available()) {
-            return;
-        }
         Fixture f;
         const int64_t rows = 5;
         const int64_t cols = 300;
@@ -205,9 +190,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda kernels: Adam steps with weight decay") {
-        if (!Fixture::available()) {
-            return;
-        }
         Fixture f;
         const int64_t n = 1000;
         const Pair w = f.tensor(eighths(n, 70));

@@ -2,8 +2,8 @@
 // the CPU backend's MPI collectives on the same data, point-to-point traffic in the pattern that
 // deadlocks on a single communicator (every rank sends before it receives, messages larger than
 // NCCL's buffers), and the timeout (both neighbours wait for a message nobody sends). Inputs are
-// small integers, so sums are exact. Skips when there are fewer devices than ranks (NCCL does not
-// put two ranks of one communicator on one GPU).
+// small integers, so sums are exact. Skipped when there are fewer devices than ranks (NCCL does
+// not put two ranks of one communicator on one GPU).
 #include "executor/cpu/cpu_backend.hpp"
 #include "executor/cuda/cuda_backend.hpp"
 #include "tests/cuda/cuda_fixture.hpp"
@@ -24,17 +24,6 @@ int world_size() {
     return n;
 }
 
-bool enough_devices() {
-    const int ranks = world_size();
-    const CudaProbe probe = probe_cuda_devices();
-    if (probe.device_count >= ranks && ranks >= 2) {
-        return true;
-    }
-    MESSAGE("skipped: needs at least 2 ranks and one GPU per rank (" << ranks << " ranks; "
-                                                                     << probe.message << ")");
-    return false;
-}
-
 std::vector<float> download(Backend& be, View v) {
     std::vector<float> out(static_cast<size_t>(v.size));
     be.download(out, v);
@@ -43,12 +32,26 @@ std::vector<float> download(Backend& be, View v) {
 
 }  // namespace
 
+namespace cleave::executor::test {
+
+// Needs at least 2 ranks and one GPU per rank (NCCL does not put two ranks of one communicator
+// on one GPU).
+bool devices_usable(std::string& why) {
+    const int ranks = world_size();
+    const CudaProbe probe = probe_cuda_devices();
+    if (probe.device_count >= ranks && ranks >= 2) {
+        return true;
+    }
+    why = "needs at least 2 ranks and one GPU per rank (" + std::to_string(ranks) + " ranks; " +
+          probe.message + ")";
+    return false;
+}
+
+}  // namespace cleave::executor::test
+
 TEST_SUITE("cuda") {
 
     TEST_CASE("cuda mpi: collectives on per-group communicators match MPI on the CPU") {
-        if (!enough_devices()) {
-            return;
-        }
         Fixture f;
         const int rank = f.gpu().world_rank();
         Group g[2];
@@ -80,10 +83,31 @@ TEST_SUITE("cuda") {
         f.expect_equal(z, "broadcast");
     }
 
+    TEST_CASE("cuda mpi: overlapped bucket all-reduces on a dp group equal all_reduce") {
+        // Issue 17: three buckets started on the "dp" group's second communicator and stream,
+        // with a GEMM and a send/recv issued between them, then one wait; the sums must equal
+        // the CPU's MPI all-reduce of the same data.
+        Fixture f;
+        const int rank = f.gpu().world_rank();
+        Group g[2];
+        f.both(
+            [&](Backend& be, Side s) { g[static_cast<int>(s)] = be.create_group(0, rank, "dp"); });
+        const Pair grads = f.tensor(ints(3000, 700 + rank));
+        const Pair a = f.tensor(ints(64 * 64, 800 + rank));
+        const Pair c = f.zeros(64 * 64);
+        f.both([&](Backend& be, Side s) {
+            const Group dp = g[static_cast<int>(s)];
+            be.all_reduce_start(dp, grads(s).slice(2000, 1000));
+            be.gemm(Trans::no, Trans::no, 64, 64, 64, 1.0f, a(s), a(s), 0.0f, c(s));
+            be.all_reduce_start(dp, grads(s).slice(0, 1500));
+            be.all_reduce_start(dp, grads(s).slice(1500, 500));
+            (void)be.all_reduce_wait();
+        });
+        f.expect_equal(grads, "bucketed all_reduce");
+        f.expect_equal(c, "gemm between buckets");
+    }
+
     TEST_CASE("cuda mpi: every rank sends to both ring neighbours before receiving") {
-        if (!enough_devices()) {
-            return;
-        }
         ensure_mpi();
         auto be = make_cuda_backend({30.0});
         const int rank = be->world_rank();
@@ -113,9 +137,6 @@ TEST_SUITE("cuda") {
     }
 
     TEST_CASE("cuda mpi: a receive nobody sends to times out, names the operation, aborts NCCL") {
-        if (!enough_devices()) {
-            return;
-        }
         ensure_mpi();
         auto be = make_cuda_backend({1.0});
         const int rank = be->world_rank();

@@ -1,0 +1,185 @@
+// The report's SVG layout against the values it draws (report/report.hpp): every plan a point
+// where its step time and memory put it, the Pareto front, the chosen plan, the stacked bars.
+#include "report/report.hpp"
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+using namespace cleave::report;
+
+namespace {
+
+/// The value of attribute `name` in one SVG tag.
+double attr(const std::string& tag, const std::string& name) {
+    const std::regex re(" " + name + "=\"([^\"]*)\"");
+    std::smatch m;
+    const std::string what = name + " in " + tag;
+    REQUIRE_MESSAGE(std::regex_search(tag, m, re), what);
+    return std::stod(m[1].str());
+}
+
+/// Every opening tag `<name ...>` of the class `cls` (a word of its class attribute).
+std::vector<std::string>
+tags(const std::string& svg, const std::string& name, const std::string& cls) {
+    std::vector<std::string> out;
+    const std::regex re("<" + name + " class=\"([^\"]*)\"[^>]*>");
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator();
+         ++it) {
+        const std::string c = " " + (*it)[1].str() + " ";
+        if (c.find(" " + cls + " ") != std::string::npos) {
+            out.push_back(it->str());
+        }
+    }
+    return out;
+}
+
+std::vector<PlanPoint> plans() {
+    // time (s), memory (GiB): the front is a (1, 60), b (2, 40), d (4, 20); c (3, 50) and
+    // e (5, 30) are each beaten by b and d.
+    return {{"a", 1.0, 60.0, true},
+            {"b", 2.0, 40.0, false},
+            {"c", 3.0, 50.0, false},
+            {"d", 4.0, 20.0, false},
+            {"e", 5.0, 30.0, false}};
+}
+
+}  // namespace
+
+TEST_SUITE("report") {
+    TEST_CASE("report: Pareto front of step time and memory") {
+        const std::vector<std::size_t> front = pareto_front(plans());
+        REQUIRE(front.size() == 3);
+        CHECK(front[0] == 0);
+        CHECK(front[1] == 1);
+        CHECK(front[2] == 3);
+        CHECK(pareto_front({}).empty());
+    }
+
+    TEST_CASE("report: nice axis ends") {
+        CHECK(nice_ceiling(5.25) == doctest::Approx(10.0));
+        CHECK(nice_ceiling(1.9) == doctest::Approx(2.0));
+        CHECK(nice_ceiling(2.1) == doctest::Approx(2.5));
+        CHECK(nice_ceiling(84.0) == doctest::Approx(100.0));
+        CHECK(nice_ceiling(0.031) == doctest::Approx(0.05));
+    }
+
+    TEST_CASE("report: each plan is a point where its time and memory put it") {
+        const std::vector<PlanPoint> ps = plans();
+        const std::string svg = scatter_svg(ps, 74.5);
+        const std::vector<std::string> frame = tags(svg, "g", "frame");
+        REQUIRE(frame.size() == 1);
+        // x axis 0 .. nice(5 * 1.05 = 5.25) = 10; y axis 0 .. nice(74.5 * 1.05 = 78.2) = 100
+        CHECK(attr(frame[0], "data-x1") == doctest::Approx(10.0));
+        CHECK(attr(frame[0], "data-y1") == doctest::Approx(100.0));
+        const double left = attr(frame[0], "data-left");
+        const double right = attr(frame[0], "data-right");
+        const double top = attr(frame[0], "data-top");
+        const double bottom = attr(frame[0], "data-bottom");
+        const std::vector<std::string> pts = tags(svg, "circle", "pt");
+        REQUIRE(pts.size() == ps.size());
+        std::map<int, std::string> by_index;
+        for (const std::string& t : pts) {
+            by_index[static_cast<int>(attr(t, "data-i"))] = t;
+        }
+        REQUIRE(by_index.size() == ps.size());
+        for (std::size_t i = 0; i < ps.size(); ++i) {
+            const std::string& t = by_index[static_cast<int>(i)];
+            CHECK(attr(t, "data-time-s") == doctest::Approx(ps[i].time_s));
+            CHECK(attr(t, "data-memory-gib") == doctest::Approx(ps[i].memory_gib));
+            // cx = left + t / 10 * (right - left); cy = bottom - m / 100 * (bottom - top)
+            CHECK(attr(t, "cx") ==
+                  doctest::Approx(left + ps[i].time_s / 10.0 * (right - left)).epsilon(1e-3));
+            CHECK(
+                attr(t, "cy") ==
+                doctest::Approx(bottom - ps[i].memory_gib / 100.0 * (bottom - top)).epsilon(1e-3));
+        }
+        // a (1 s, 60 GiB): cx = 60 + 0.1 * 640 = 124; cy = 340 - 0.6 * 320 = 148
+        CHECK(attr(by_index[0], "cx") == doctest::Approx(124.0));
+        CHECK(attr(by_index[0], "cy") == doctest::Approx(148.0));
+        // the chosen plan is one point, marked; the front holds a, b and d
+        const std::vector<std::string> chosen = tags(svg, "circle", "chosen");
+        REQUIRE(chosen.size() == 1);
+        CHECK(attr(chosen[0], "data-i") == 0);
+        CHECK(tags(svg, "circle", "front").size() == 3);
+        CHECK(tags(svg, "polyline", "pareto").size() == 1);
+        CHECK(svg.find("<title>c: 3 s, 50.0 GiB</title>") != std::string::npos);
+        CHECK(svg.find("<title>a: 1 s, 60.0 GiB (chosen)</title>") != std::string::npos);
+    }
+
+    TEST_CASE("report: stacked memory bars per stage and their headroom") {
+        const std::vector<StageMemory> st = {
+            {"stage 0", {{"weights", 10.0}, {"activations", 30.0}}},
+            {"stage 1", {{"weights", 10.0}, {"activations", 50.0}}}};
+        const std::string svg = stage_memory_svg(st, 70.0);
+        const std::vector<std::string> segs = tags(svg, "rect", "seg");
+        REQUIRE(segs.size() == 4);
+        const std::string frame = tags(svg, "g", "frame").at(0);
+        // y axis 0 .. nice(70 * 1.05 = 73.5) = 100 GiB over 300 - 30 = 270 px: 2.7 px per GiB
+        CHECK(attr(frame, "data-y1") == doctest::Approx(100.0));
+        CHECK(attr(segs[0], "height") == doctest::Approx(27.0));   // 10 GiB
+        CHECK(attr(segs[3], "height") == doctest::Approx(135.0));  // 50 GiB
+        // the activations of stage 1 sit on its weights: bottom at 300 - 27
+        CHECK(attr(segs[3], "y") + attr(segs[3], "height") == doctest::Approx(273.0));
+        const std::vector<std::string> head = tags(svg, "rect", "headroom");
+        REQUIRE(head.size() == 2);
+        CHECK(attr(head[0], "data-gib") == doctest::Approx(30.0));  // 70 - 40
+        CHECK(attr(head[1], "data-gib") == doctest::Approx(10.0));  // 70 - 60
+    }
+
+    TEST_CASE("report: the step's time as one stacked bar") {
+        const std::string svg = time_svg({{"compute", 3.0}, {"bubble", 1.0}});
+        const std::vector<std::string> segs = tags(svg, "rect", "seg");
+        REQUIRE(segs.size() == 2);
+        // 680 px for 4 s: compute 510 px, bubble 170 px after it
+        CHECK(attr(segs[0], "width") == doctest::Approx(510.0));
+        CHECK(attr(segs[1], "x") == doctest::Approx(530.0));
+        CHECK(attr(segs[1], "width") == doctest::Approx(170.0));
+        CHECK(svg.find("bubble: 1 s (25.0 %)") != std::string::npos);
+    }
+
+    TEST_CASE("report: the timeline places each event by stage and time") {
+        const std::vector<TimelineEvent> ev = {{0, 0, 0.0, 1.0, "F", 0},
+                                               {1, 0, 1.0, 2.0, "F", 0},
+                                               {1, 0, 2.0, 4.0, "B", 0},
+                                               {0, 2, 3.0, 4.0, "dp bucket", -1}};
+        const std::string svg = timeline_svg(ev, 4.0, 2);
+        const std::vector<std::string> r = tags(svg, "rect", "ev");
+        REQUIRE(r.size() == 4);
+        // 630 px for 4 s from x = 70; rows of 26 px from y = 10
+        CHECK(attr(r[1], "x") == doctest::Approx(70.0 + 157.5));
+        CHECK(attr(r[1], "y") == doctest::Approx(36.0));
+        CHECK(attr(r[2], "width") == doctest::Approx(315.0));
+        CHECK(attr(r[3], "y") > attr(r[0], "y") + attr(r[0], "height"));  // DP lane below compute
+    }
+
+    TEST_CASE("report: the page is self-contained and marks differences") {
+        Page p;
+        p.title = "t <1>";
+        Section s;
+        s.title = "m on c";
+        s.top_plans = {{"#", "tp", "pp"}, {{"1", "8", "4"}, {"2", "8", "8"}}};
+        s.points = plans();
+        s.points_total = 5;
+        p.sections.push_back(s);
+        const std::string html = page_html(p);
+        CHECK(html.find("<title>t &lt;1&gt;</title>") != std::string::npos);
+        CHECK(html.find("<td class=\"diff\">8</td>") != std::string::npos);  // pp 8 vs 4
+        CHECK(html.find("<script") == std::string::npos);
+        // the only URL is the SVG namespace (an identifier, never fetched)
+        std::size_t urls = 0;
+        std::size_t ns = 0;
+        for (std::size_t at = html.find("http"); at != std::string::npos;
+             at = html.find("http", at + 1)) {
+            ++urls;
+            ns += html.compare(at, 26, "http://www.w3.org/2000/svg") == 0 ? 1 : 0;
+        }
+        CHECK(urls == ns);
+        CHECK(html.find("<link") == std::string::npos);
+        CHECK(html.find("@import") == std::string::npos);
+    }
+}

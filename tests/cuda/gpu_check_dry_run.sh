@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# CTest gpu_check_dry_run: examples/gpu-check.sh on the CPU backend (CLEAVE_BACKEND=cpu), the
+# same steps and output files as on a GPU, from a bundle of this build made by
+# examples/gpu-bundle.sh (so the bundle's relocated Open MPI is exercised too).
+#   gpu_check_dry_run.sh SOURCE_DIR BUILD_DIR WORK_DIR
+set -euo pipefail
+src="$1" build="$2" work="$3"
+rm -rf "$work"
+"$src/examples/gpu-bundle.sh" "$build" "$work/bundle"
+CLEAVE_BACKEND=cpu CLEAVE_BUNDLE="$work/bundle" "$src/examples/gpu-check.sh" "$work/out"
+for f in summary.txt tests.txt calibrate.txt calibrated.toml gemm.txt validate.txt table.txt \
+    peer.txt peer.json; do
+    [[ -s "$work/out/$f" ]] || { echo "gpu_check_dry_run: $f missing or empty" >&2; exit 1; }
+done
+rows="$(grep -c '^--mbs' "$work/out/table.txt")"
+[[ "$rows" -eq 4 ]] || { echo "gpu_check_dry_run: $rows plan rows, expected 4" >&2; exit 1; }
+grep -q 'SKIPPED' "$work/out/tests.txt" || { echo "gpu_check_dry_run: CUDA tests not reported skipped" >&2; exit 1; }
+grep -q 'MAPE' "$work/out/table.txt"
+grep -q '2b. fp32 gemm NN 128x128x128: [0-9][0-9.]* TFLOP/s measured' "$work/out/summary.txt"
+echo "gpu_check_dry_run: ok"
