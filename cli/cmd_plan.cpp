@@ -426,7 +426,7 @@ nlohmann::json plan_result_json(const Inputs& in,
 void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
     os << "rank,dp,tp,pp,cp,ep,vpp,mbs,schedule,recompute,sp,zero,iteration_time_s,tokens_per_s,"
           "tflops_per_gpu,mfu,bubble_ratio,memory_gib,usable_memory_gib,risks,"
-          "simulated_iteration_time_s\n";
+          "simulated_iteration_time_s,first_stage_layers,last_stage_layers\n";
     std::size_t rank = 0;
     for (const RankedPlan& rp : r.plans) {
         const Plan& p = rp.plan;
@@ -438,7 +438,8 @@ void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
            << f("%.9g", e.iteration_time.value()) << "," << f("%.9g", e.tokens_per_s) << ","
            << f("%.9g", e.tflops_per_gpu) << "," << f("%.9g", e.mfu) << ","
            << f("%.9g", e.bubble_ratio) << "," << f("%.9g", to_gib(e.memory.total)) << ","
-           << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "," << sim << "\n";
+           << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "," << sim << ","
+           << p.first_layers << "," << p.last_layers << "\n";
     }
 }
 
