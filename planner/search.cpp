@@ -438,19 +438,42 @@ private:
     }
 
     /// Every split of (pp, vpp) through knobs().
-    void layer_maps(Plan p) {
-        for (const Split& s : splits(p.pp, p.vpp)) {
+    void layer_maps(Plan p, const std::vector<Split>& maps) {
+        for (const Split& s : maps) {
             p.first_layers = s.first;
             p.last_layers = s.last;
             knobs(p);
         }
     }
 
+    struct Pipeline {
+        const std::vector<Split>* flat = nullptr;                                // vpp 1
+        std::vector<std::pair<int64_t, const std::vector<Split>*>> interleaved;  // vpp >= 2
+    };
+
+    /// The layer maps of every vpp of `pp`, worked out once per pp (one lookup per call).
+    const Pipeline& pipeline(int64_t pp) {
+        auto it = pipelines_.find(pp);
+        if (it != pipelines_.end()) {
+            return it->second;
+        }
+        Pipeline pl;
+        pl.flat = &splits(pp, 1);
+        for (int64_t v = 2; pp > 1 && v * pp <= m_.layers + 2; ++v) {
+            const std::vector<Split>& s = splits(pp, v);
+            if (!s.empty()) {
+                pl.interleaved.emplace_back(v, &s);
+            }
+        }
+        return pipelines_.emplace(pp, std::move(pl)).first->second;
+    }
+
     void schedules(Plan p, int64_t /*microbatches*/) {
+        const Pipeline& pl = pipeline(p.pp);
         p.vpp = 1;
         p.schedule = Schedule::one_f_one_b;
         if (schedule_free(p.schedule, 1) || (p.pp == 1 && schedule_free(Schedule::gpipe, 1))) {
-            layer_maps(p);
+            layer_maps(p, *pl.flat);
         }
         if (p.pp == 1) {
             return;  // a single stage has no schedule: 1f1b stands for all of them
@@ -460,21 +483,21 @@ private:
             if (o_.heuristics) {
                 reject(RejectReason::heuristic, p);
             } else {
-                layer_maps(p);
+                layer_maps(p, *pl.flat);
             }
         }
         p.schedule = Schedule::interleaved;
-        for (int64_t v = 2; v * p.pp <= m_.layers + 2; ++v) {
+        for (const auto& [v, maps] : pl.interleaved) {
             p.vpp = v;
-            if (!schedule_free(p.schedule, v) || splits(p.pp, v).empty()) {
+            if (!schedule_free(p.schedule, v)) {
                 continue;
             }
-            p.first_layers = splits(p.pp, v).front().first;
-            p.last_layers = splits(p.pp, v).front().last;
+            p.first_layers = maps->front().first;
+            p.last_layers = maps->front().last;
             if (!keeps(Rule::interleave_microbatches, m_, job_, p)) {
                 reject(RejectReason::interleave, p);
             } else {
-                layer_maps(p);
+                layer_maps(p, *maps);
             }
         }
     }
@@ -566,7 +589,8 @@ private:
     std::vector<int64_t> gpu_divs_;  // ascending
     std::vector<int64_t> gbs_divs_;  // ascending
     SplitWeights weights_;
-    std::map<std::pair<int64_t, int64_t>, std::vector<Split>> splits_;
+    std::map<std::pair<int64_t, int64_t>, std::vector<Split>> splits_;  // node-stable
+    std::map<int64_t, Pipeline> pipelines_;
 };
 
 void check_options(const JobSpec& job, const SearchOptions& o) {
