@@ -5,6 +5,7 @@
 #include "cli/progress.hpp"
 #include "cli/report.hpp"
 #include "core/errors.hpp"
+#include "core/schedule.hpp"
 #include "planner/search.hpp"
 #include "simulator/simulate.hpp"
 
@@ -528,6 +529,16 @@ void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
     }
 }
 
+/// Megatron's default micro-batch group is pp; another one (m not a multiple of pp) is a flag.
+void megatron_group_args(Args& os, const JobSpec& job, const Plan& p) {
+    const int64_t m = num_microbatches(p, job);
+    if (p.schedule == Schedule::interleaved && p.vpp > 1 && interleave_group(p.pp, m) != p.pp) {
+        arg(os,
+            "--microbatch-group-size-per-virtual-pipeline-stage",
+            std::to_string(interleave_group(p.pp, m)));
+    }
+}
+
 void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const Plan& p) {
     arg(os, "--tensor-model-parallel-size", std::to_string(p.tp));
     arg(os, "--pipeline-model-parallel-size", std::to_string(p.pp));
@@ -536,6 +547,7 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
         arg(os, "--expert-model-parallel-size", std::to_string(p.ep));
     }
     megatron_layout_args(os, m, p);
+    megatron_group_args(os, job, p);
     arg(os, "--micro-batch-size", std::to_string(p.mbs));
     arg(os, "--global-batch-size", std::to_string(job.global_batch));
     if (p.sp) {

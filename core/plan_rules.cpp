@@ -136,14 +136,14 @@ const std::array<Entry, rule_count> table{{
     {Rule::interleave_vpp, {"interleave_vpp", "the interleaved schedule needs several chunks per rank"},
      [](const Ctx& x) { return x.p.schedule != Schedule::interleaved || x.p.vpp > 1; },
      [](const Ctx&) { return std::string("the interleaved schedule needs vpp > 1"); }},
-    {Rule::interleave_microbatches, {"interleave_microbatches", "Megatron schedules.py runs micro-batches in groups of microbatch_group_size_per_vp_stage (default pp) and raises when the last group is shorter than pp; cleave models the default group"},
+    {Rule::interleave_microbatches, {"interleave_microbatches", "Megatron schedules.py runs interleaved micro-batches in groups of N in [pp, m] (--microbatch-group-size-per-virtual-pipeline-stage) and raises when m < pp"},
      [](const Ctx& x) {
          const int64_t m = num_microbatches(x.p, x.job);
-         return x.p.schedule != Schedule::interleaved || m <= 0 || divides(x.p.pp, m);
+         return x.p.schedule != Schedule::interleaved || m <= 0 || m >= x.p.pp;
      },
      [](const Ctx& x) {
-         return "interleaved: pp=" + std::to_string(x.p.pp) + " does not divide the " +
-                std::to_string(num_microbatches(x.p, x.job)) + " micro-batches (Megatron requires it)";
+         return "interleaved: " + std::to_string(num_microbatches(x.p, x.job)) +
+                " micro-batches are fewer than pp=" + std::to_string(x.p.pp) + " (Megatron requires m >= pp)";
      }},
     {Rule::vpp_schedule, {"vpp_schedule", "virtual stages exist only in the interleaved schedule"},
      [](const Ctx& x) { return x.p.schedule == Schedule::interleaved || x.p.vpp == 1; },

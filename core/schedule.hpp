@@ -31,8 +31,15 @@ struct SimOp {
     bool operator==(const SimOp&) const = default;
 };
 
+/// Megatron's micro-batch group of the interleaved schedule (--microbatch-group-size-per-
+/// virtual-pipeline-stage, default p): the smallest N in [p, m] whose last group is whole
+/// (m % N == 0) or at least p long (m % N >= p), as schedules.py requires; m when none is
+/// smaller. p = 8: m = 16 -> 8, m = 12 -> 12, m = 20 -> 10. Precondition m >= p.
+[[nodiscard]] int64_t interleave_group(int64_t p, int64_t m);
+
 /// Number of forward ops rank `rank` runs before its first backward (its warm-up): GPipe m;
-/// 1F1B and ZB-H1 min(p - rank - 1, m); interleaved min(2 (p - rank - 1) + (v - 1) p, v m)
+/// 1F1B and ZB-H1 min(p - rank - 1, m); interleaved min(2 (p - rank - 1) + (v - 1) N, v m)
+/// with N = interleave_group(p, m)
 /// (Megatron-LM megatron/core/pipeline_parallel/schedules.py get_pp_rank_microbatches at
 /// d98e8a64ddf34856e74b24714e3bedb2f5a39553, microbatch_group_size_per_vp_stage = p; since
 /// commit 4295be1a6c Megatron no longer runs every forward first when m == p: only ranks whose
@@ -40,8 +47,8 @@ struct SimOp {
 [[nodiscard]] int64_t warmup_forwards(SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t rank);
 
 /// Appends rank `rank`'s ops in execution order to `out` (v m forwards and v m backwards;
-/// ZB-H1 adds v m weight-gradient ops). Interleaved requires m % p == 0 (Megatron raises
-/// otherwise with its default group size) and is 1F1B when v == 1.
+/// ZB-H1 adds v m weight-gradient ops). Interleaved needs m >= p (Megatron raises otherwise) and
+/// is 1F1B when v == 1.
 void append_rank_ops(
     SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t rank, std::vector<SimOp>& out);
 

@@ -35,7 +35,7 @@ enum class RejectReason : uint8_t {
     batch,          // dp does not divide the global batch
     seq,            // 2*cp (ring attention) or tp*cp (sequence parallelism) does not divide seq
     experts,        // ep does not divide the experts
-    interleave,     // interleaved schedule: pp does not divide the micro-batches (Megatron)
+    interleave,     // interleaved schedule: fewer micro-batches than pp (Megatron)
     zero_pipeline,  // ZeRO-2/3 with pp > 1 (neither Megatron nor DeepSpeed can)
     tp_cross_node,  // TP group leaves the node while SearchOptions::allow_tp_cross_node is off
     heuristic,      // skipped by SearchOptions::heuristics (only when asked)

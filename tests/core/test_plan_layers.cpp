@@ -160,7 +160,8 @@ TEST_SUITE("one schedule") {
                     if (v > 1 && s != SimSchedule::interleaved) {
                         continue;
                     }
-                    for (int64_t m : {p, 2 * p, 3 * p}) {
+                    // m not a multiple of p too: Megatron's groups of N (interleave_group).
+                    for (int64_t m : {p, p + 1, 2 * p, 2 * p + 1, 3 * p}) {
                         for (int64_t r = 0; r < p; ++r) {
                             std::vector<SimOp> ops;
                             append_rank_ops(s, p, v, m, r, ops);
@@ -178,6 +179,23 @@ TEST_SUITE("one schedule") {
                 }
             }
         }
+    }
+
+    TEST_CASE("interleaved micro-batch groups: m not a multiple of p") {
+        // p 8: m 16 -> groups of 8; m 12 -> 12 % 8 = 4 < 8, 12 % 9..11 < 8, so 12; m 20 -> 10.
+        CHECK(interleave_group(8, 16) == 8);
+        CHECK(interleave_group(8, 12) == 12);
+        CHECK(interleave_group(8, 20) == 10);
+        // p 2, v 2, m 3: one group of 3; the table runs chunk 0 for mb 0..2, then chunk 1.
+        // Rank 1 warms up min(0 + 1 * 3, 6) = 3 forwards: (0,0) (1,0) (2,0).
+        std::vector<SimOp> ops;
+        append_rank_ops(SimSchedule::interleaved, 2, 2, 3, 1, ops);
+        REQUIRE(ops.size() == 12);
+        CHECK(ops[0] == SimOp{0, 0, OpKind::forward});
+        CHECK(ops[2] == SimOp{2, 0, OpKind::forward});
+        CHECK(ops[3] == SimOp{0, 1, OpKind::forward});
+        CHECK(ops[4] == SimOp{0, 1, OpKind::backward});  // backward walks chunks in reverse
+        CHECK(warmup_forwards(SimSchedule::interleaved, 2, 2, 3, 1) == 3);
     }
 
     TEST_CASE("interleaved m == p follows Megatron-Core today") {

@@ -123,6 +123,11 @@ TEST_SUITE("executor") {
         // embedding's chunk one short), stage 1 chunks 2 + 2.
         same_as_single_rank("tiny_gpt7.toml", 2, "--pp 2 --pipeline-layout 'Et|tt|tt|ttL'");
     }
+    TEST_CASE("run: interleaved with micro-batches not a multiple of pp matches 1x1x1") {
+        // 7 layers on pp 3 as 3 / 2 / 2 over vpp 2; gbs 4: m = 4 on pp 3, Megatron's one group
+        // of 4 micro-batches (interleave_group(3, 4) = 4).
+        same_as_single_rank("tiny_gpt7.toml", 3, "--pp 3 --vpp 2 --first-stage-layers 3");
+    }
     TEST_CASE("run: pp2 interleaved matches 1x1x1") {
         same_as_single_rank("tiny_gpt.toml", 2, "--pp 2 --vpp 2");
     }
