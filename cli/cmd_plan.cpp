@@ -65,6 +65,9 @@ SearchOptions::Fixed fixed_from(const CLI::App& sub, const PlanFlags& g, const I
     if (given("--sp")) {
         f.sp = g.sp;
     }
+    f.recompute_layers = g.recompute_num_layers;
+    f.recompute_method =
+        g.recompute_method == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
     if (!g.pipeline_layout.empty()) {
         if (f.pp == 0) {
             throw ConfigError("--pipeline-layout needs --pp (the layout's stages are pp * vpp)");
@@ -557,8 +560,10 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
         arg(os, "--recompute-granularity", "selective");
     } else if (p.recompute == Recompute::full) {
         arg(os, "--recompute-granularity", "full");
-        arg(os, "--recompute-method", "uniform");
-        arg(os, "--recompute-num-layers", "1");
+        arg(os,
+            "--recompute-method",
+            p.recompute_method == RecomputeMethod::block ? "block" : "uniform");
+        arg(os, "--recompute-num-layers", std::to_string(std::max<int64_t>(1, p.recompute_layers)));
     }
     if (p.zero >= 1) {
         arg(os, "--use-distributed-optimizer");

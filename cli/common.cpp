@@ -115,6 +115,14 @@ void add_plan_flags(CLI::App& sub, PlanFlags& f) {
                    f.last_stage_layers,
                    "Transformer layers on the last pipeline stage (default: an even share)")
         ->check(CLI::NonNegativeNumber);
+    sub.add_option("--recompute-num-layers",
+                   f.recompute_num_layers,
+                   "Full recomputation: layers per uniform group, or checkpointed per chunk with "
+                   "--recompute-method block (Megatron's flags; default 1 uniform)")
+        ->check(CLI::NonNegativeNumber);
+    sub.add_option("--recompute-method", f.recompute_method, "Full recomputation: uniform or block")
+        ->check(CLI::IsMember({"uniform", "block"}))
+        ->capture_default_str();
     sub.add_option("--pipeline-layout",
                    f.pipeline_layout,
                    "Layer map in Megatron's --pipeline-model-parallel-layout notation, e.g. "
@@ -219,6 +227,9 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
     p.vpp = f.vpp;
     p.first_layers = f.first_stage_layers;
     p.last_layers = f.last_stage_layers;
+    p.recompute_layers = f.recompute_num_layers;
+    p.recompute_method =
+        f.recompute_method == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
     if (!f.pipeline_layout.empty()) {
         if (f.first_stage_layers > 0 || f.last_stage_layers > 0) {
             throw ConfigError("--pipeline-layout cannot be combined with --first-stage-layers or "

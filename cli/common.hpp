@@ -52,7 +52,9 @@ struct PlanFlags {
     int zero = 0;
     int64_t first_stage_layers = 0;  // 0 = the middle stages' share
     int64_t last_stage_layers = 0;
-    std::string pipeline_layout;  // Megatron's --pipeline-model-parallel-layout notation
+    std::string pipeline_layout;       // Megatron's --pipeline-model-parallel-layout notation
+    int64_t recompute_num_layers = 0;  // 0 = 1 (uniform)
+    std::string recompute_method = "uniform";
 };
 
 /// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job.

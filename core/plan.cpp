@@ -63,7 +63,9 @@ std::string to_string(const Plan& p) {
            to_string(p.schedule) + " " + to_string(p.recompute) + " sp" + (p.sp ? "1" : "0") +
            " zero" + std::to_string(p.zero) +
            (p.first_layers > 0 ? " first" + std::to_string(p.first_layers) : "") +
-           (p.last_layers > 0 ? " last" + std::to_string(p.last_layers) : "");
+           (p.last_layers > 0 ? " last" + std::to_string(p.last_layers) : "") +
+           (p.recompute_layers > 0 ? " rl" + std::to_string(p.recompute_layers) : "") +
+           (p.recompute_method == RecomputeMethod::block ? " block" : "");
 }
 
 std::string to_flags(const Plan& p) {
@@ -90,6 +92,12 @@ std::string to_flags(const Plan& p) {
     }
     if (p.last_layers > 0) {
         s += " --last-stage-layers " + std::to_string(p.last_layers);
+    }
+    if (p.recompute_layers > 0) {
+        s += " --recompute-num-layers " + std::to_string(p.recompute_layers);
+    }
+    if (p.recompute_method == RecomputeMethod::block) {
+        s += " --recompute-method block";
     }
     return s;
 }

@@ -13,6 +13,10 @@ namespace cleave {
 
 enum class Schedule { one_f_one_b, gpipe, interleaved };
 enum class Recompute { none, selective, full };
+/// How full recomputation picks its layers (Megatron --recompute-method): uniform checkpoints
+/// groups of recompute_layers layers (every layer recomputed, one input kept per group); block
+/// checkpoints the first recompute_layers layers of each chunk and keeps the rest whole.
+enum class RecomputeMethod { uniform, block };
 
 struct Plan {
     int64_t dp = 1;
@@ -33,6 +37,10 @@ struct Plan {
     /// always sits on stage 0 (chunk 0), the output layer and loss on the last stage (last chunk).
     int64_t first_layers = 0;
     int64_t last_layers = 0;
+    /// Full recomputation: Megatron --recompute-num-layers (0 = 1, the uniform default cleave
+    /// has always priced) and --recompute-method.
+    int64_t recompute_layers = 0;
+    RecomputeMethod recompute_method = RecomputeMethod::uniform;
 
     bool operator==(const Plan&) const = default;
 };
@@ -106,6 +114,7 @@ enum class Rule : uint8_t {
     stage_layers,             // every pipeline stage holds at least one layer
     stage_split,              // the layer map adds up and middle stages hold equal counts
     vpp_chunks,               // every chunk builds a layer (but the embedding's / loss's)
+    recompute_layers,         // --recompute-num-layers / method only with full recomputation
     ep_moe,                   // ep > 1 needs experts
     ep_experts,               // ep divides the experts
     ep_dp,                    // ep divides dp * cp

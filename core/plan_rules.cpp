@@ -3,6 +3,7 @@
 // Megatron-LM sources cited at commit d98e8a64ddf34856e74b24714e3bedb2f5a39553.
 #include "core/plan.hpp"
 
+#include <algorithm>
 #include <array>
 
 namespace cleave {
@@ -120,6 +121,22 @@ const std::array<Entry, rule_count> table{{
          return n("vpp", x.p.vpp) + " chunks per stage leave a chunk without layers (first " +
                 std::to_string(sl.first) + ", middle " + std::to_string(sl.middle) + ", last " +
                 std::to_string(sl.last) + "; only the embedding's and the loss's chunk may be empty)";
+     }},
+    {Rule::recompute_layers, {"recompute_layers", "Megatron transformer_config.py: --recompute-num-layers (1 .. layers per pipeline rank) and --recompute-method belong to full recomputation; selective takes neither"},
+     [](const Ctx& x) {
+         const Plan& p = x.p;
+         if (p.recompute != Recompute::full) {
+             return p.recompute_layers == 0 && p.recompute_method == RecomputeMethod::uniform;
+         }
+         const StageLayers sl = stage_layers(x.m.layers, p);
+         const int64_t fewest = std::min(sl.first, p.pp > 2 ? std::min(sl.middle, sl.last) : sl.last);
+         return p.recompute_layers >= 0 && p.recompute_layers <= std::max<int64_t>(1, fewest);
+     },
+     [](const Ctx& x) {
+         if (x.p.recompute != Recompute::full) {
+             return std::string("--recompute-num-layers / --recompute-method need --recompute full");
+         }
+         return n("recompute_layers", x.p.recompute_layers) + " is more than the layers of a pipeline stage";
      }},
     {Rule::ep_moe, {"ep_moe", "expert parallelism splits experts; a dense model has none"},
      [](const Ctx& x) { return x.p.ep == 1 || x.m.moe.enabled(); },

@@ -33,7 +33,21 @@ struct Context {
     const PlanLinks& links;
     const LayerParts& parts;
     int64_t micro = 0;
+    const LayerParts* whole = nullptr;  // block recomputation: the layers kept whole
 };
+
+/// A plan that recomputes only some layers (block) prices the others as recompute none.
+bool mixed_recompute(const Plan& p) {
+    return p.recompute == Recompute::full && p.recompute_method == RecomputeMethod::block;
+}
+
+Plan without_recompute(const Plan& p) {
+    Plan q = p;
+    q.recompute = Recompute::none;
+    q.recompute_layers = 0;
+    q.recompute_method = RecomputeMethod::uniform;
+    return q;
+}
 
 struct StageWork {
     StageCost cost;
@@ -49,6 +63,34 @@ struct StageParams {
     double expert = 0.0;  // per GPU after the TP and EP split
     int64_t moe_layers = 0;
 };
+
+/// Megatron's full recomputation over a stage of `layers` layers (transformer_block.py
+/// _checkpointed_forward at d98e8a6): block N checkpoints the first N layers of each of the v
+/// chunks, so min(N, layers / v) / (layers / v) of them are recomputed and the rest keep all
+/// activations; uniform N recomputes every layer, keeps one input per group of N and
+/// rematerialises a whole group (N layers) in backward. N = 1 uniform, or not full: {1, 1, 1}.
+/// Block 2 on 8 layers, v 1: recomputed 2/8 = 0.25.
+struct RecomputeShape {
+    double recomputed = 1.0;   // fraction of the stage's layers recomputed in backward
+    double kept_inputs = 1.0;  // inputs kept per recomputed layer
+    double live = 1.0;         // layers rematerialised at once in backward
+};
+
+RecomputeShape recompute_shape(const Plan& p, int64_t layers) {
+    RecomputeShape rs;
+    if (p.recompute != Recompute::full || layers <= 0) {
+        return rs;
+    }
+    const double n = d(std::max<int64_t>(1, p.recompute_layers));
+    const double chunk = d(layers) / d(std::max<int64_t>(1, p.vpp));
+    if (p.recompute_method == RecomputeMethod::block) {
+        rs.recomputed = std::min(n, chunk) / chunk;
+    } else {
+        rs.kept_inputs = 1.0 / std::min(n, chunk);
+        rs.live = std::min(n, chunk);
+    }
+    return rs;
+}
 
 StageParams stage_params(const Context& x, int64_t s) {
     const ModelSpec& m = x.m;
@@ -98,14 +140,21 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     const double n_moe = d(sp.moe_layers);
     const double n_dense = d(layers) - n_moe;
     const LayerParts& lp = x.parts;
-    const Bytes per_mb =
-        lp.act_dense * n_dense + lp.act_moe * n_moe + (s == 0 ? lp.act_embedding : Bytes{});
+    const RecomputeShape rs = recompute_shape(p, layers);
+    // Checkpointed layers keep their input (one per uniform group), the others everything.
+    const auto kept = [&rs](Bytes ckpt, Bytes whole) {
+        return ckpt * (rs.recomputed * rs.kept_inputs) + whole * (1.0 - rs.recomputed);
+    };
+    const Bytes per_mb = kept(lp.act_dense, lp.act_dense_none) * n_dense +
+                         kept(lp.act_moe, lp.act_moe_none) * n_moe +
+                         (s == 0 ? lp.act_embedding : Bytes{});
     mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
-    if (p.recompute != Recompute::none) {
-        // Backward rematerialises one layer's full activations at a time.
+    if (p.recompute != Recompute::none && rs.recomputed > 0.0) {
+        // Backward rematerialises `live` layers' full activations at a time (one for selective
+        // and uniform 1; a uniform group of N holds N).
         const bool moe_layer = sp.moe_layers > 0;
-        mem.activations +=
-            moe_layer ? lp.act_moe_none - lp.act_moe : lp.act_dense_none - lp.act_dense;
+        mem.activations += moe_layer ? lp.act_moe_none * rs.live - lp.act_moe
+                                     : lp.act_dense_none * rs.live - lp.act_dense;
     }
     if (s == p.pp - 1) {
         mem.logits = lp.logits;
@@ -267,9 +316,19 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
     StageWork w;
     w.cost.layers = layers_on_stage(x.m.layers, p, s);
     const double n_moe = d(sp.moe_layers);
-    add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe);
+    // Block recomputation: the checkpointed share at full-recompute cost (its recomputed
+    // forward and that forward's TP/CP/EP collectives), the rest at recompute-none cost.
+    const double redo = recompute_shape(p, w.cost.layers).recomputed;
+    const LayerParts& whole = x.whole != nullptr ? *x.whole : x.parts;
+    add_layers(w, x.parts.dense, (d(w.cost.layers) - n_moe) * redo);
     if (sp.moe_layers > 0) {
-        add_layers(w, x.parts.moe, n_moe);
+        add_layers(w, x.parts.moe, n_moe * redo);
+    }
+    if (redo < 1.0) {
+        add_layers(w, whole.dense, (d(w.cost.layers) - n_moe) * (1.0 - redo));
+        if (sp.moe_layers > 0) {
+            add_layers(w, whole.moe, n_moe * (1.0 - redo));
+        }
     }
     if (s == 0) {
         add_edge(w, x.parts.emb);
@@ -411,6 +470,13 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
 
     e.model_flops = model_fl;
     e.hardware_flops = x.parts.hardware_flops;
+    if (plan.recompute == Recompute::full && plan.recompute_method == RecomputeMethod::block) {
+        // Only the block's share of the layers runs its forward twice.
+        const Flops none = hardware_flops(model, job, Recompute::none);
+        const double redo =
+            recompute_shape(plan, model.layers / std::max<int64_t>(1, plan.pp)).recomputed;
+        e.hardware_flops = none + (e.hardware_flops - none) * redo;
+    }
     const double t = e.iteration_time.value();
     const double gpus = d(plan_gpus(plan));
     const double peak_flops_s = peak_flops(cluster.gpu, job.compute).value();
@@ -444,7 +510,17 @@ Estimate
 estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, const Plan& plan) {
     const PlanLinks links = plan_links(cluster, plan);
     const LayerParts parts = layer_parts(model, cluster, job, plan, links);
-    const Context x{model, cluster, job, plan, links, parts, num_microbatches(plan, job)};
+    const LayerParts whole = mixed_recompute(plan)
+                                 ? layer_parts(model, cluster, job, without_recompute(plan), links)
+                                 : LayerParts{};
+    const Context x{model,
+                    cluster,
+                    job,
+                    plan,
+                    links,
+                    parts,
+                    num_microbatches(plan, job),
+                    mixed_recompute(plan) ? &whole : nullptr};
     return assemble(x, stage_memories(x), model_flops(model, job));
 }
 
@@ -487,7 +563,9 @@ const LayerParts& Estimator::parts(const Plan& plan) {
 
 Estimate Estimator::operator()(const Plan& plan) {
     const PlanLinks links = plan_links(cluster_, plan);
-    const Context x{model_, cluster_, job_, plan, links, parts(plan), num_microbatches(plan, job_)};
+    const LayerParts& lp = parts(plan);
+    const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
+    const Context x{model_, cluster_, job_, plan, links, lp, num_microbatches(plan, job_), whole};
     return assemble(x, stage_memories(x), model_flops_);
 }
 
@@ -510,7 +588,9 @@ std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check,
         return std::nullopt;
     }
     const PlanLinks links = plan_links(cluster_, plan);
-    return assemble(Context{model_, cluster_, job_, plan, links, lp, micro}, sm, model_flops_);
+    const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
+    return assemble(
+        Context{model_, cluster_, job_, plan, links, lp, micro, whole}, sm, model_flops_);
 }
 
 }  // namespace cleave

@@ -116,6 +116,13 @@ std::size_t plan_key(const Plan& p, std::array<char, 128>& buf) {
         put(buf, n, " last");
         put(buf, n, p.last_layers);
     }
+    if (p.recompute_layers > 0) {
+        put(buf, n, " rl");
+        put(buf, n, p.recompute_layers);
+    }
+    if (p.recompute_method == RecomputeMethod::block) {
+        put(buf, n, " block");
+    }
     return n;
 }
 
@@ -516,6 +523,12 @@ private:
             if (f.recompute && *f.recompute != rc) {
                 continue;
             }
+            const bool full = rc == Recompute::full;
+            p.recompute_layers = full ? f.recompute_layers : 0;
+            p.recompute_method = full ? f.recompute_method : RecomputeMethod::uniform;
+            if (full && !keeps(Rule::recompute_layers, m_, job_, p)) {
+                continue;  // the user's block does not fit this stage
+            }
             for (int sp = 0; sp <= (p.tp > 1 ? 1 : 0); ++sp) {
                 p.sp = sp == 1;
                 if (f.sp && *f.sp != p.sp) {
@@ -768,6 +781,12 @@ std::string fixed_flags(const SearchOptions::Fixed& f) {
     }
     if (f.zero >= 0) {
         add("--zero", std::to_string(f.zero));
+    }
+    if (f.recompute_layers > 0) {
+        add("--recompute-num-layers", std::to_string(f.recompute_layers));
+    }
+    if (f.recompute_method == RecomputeMethod::block) {
+        add("--recompute-method", "block");
     }
     if (f.layers) {
         add("--first-stage-layers", std::to_string(f.first_layers));

@@ -73,6 +73,8 @@ struct SearchOptions {
         std::optional<Schedule> schedule;
         std::optional<Recompute> recompute;
         std::optional<bool> sp;
+        int64_t recompute_layers = 0;  // with full recomputation (0 = 1 uniform)
+        RecomputeMethod recompute_method = RecomputeMethod::uniform;
         bool layers = false;  // first_layers / last_layers below are fixed
         int64_t first_layers = 0;
         int64_t last_layers = 0;
