@@ -15,6 +15,7 @@ std::unique_ptr<CLI::App> make_app(CliContext& ctx) {
     app->set_version_flag("--version", "cleave 0.1.0");
     setup_model(*app, ctx);
     setup_hw(*app, ctx);
+    setup_stack(*app, ctx);
     setup_explain(*app, ctx);
     setup_plan(*app, ctx);
     setup_compare(*app, ctx);

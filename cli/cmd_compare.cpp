@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/report.hpp"
+#include "costmodel/precision.hpp"
 #include "planner/search.hpp"
 
 #include <array>
@@ -26,6 +27,8 @@ struct CompareOptions {
     std::string dtype = "bf16";
     std::string grad_dtype;
     std::string job_file;
+    std::string fp8_recipe;
+    bool fp8_param_gather = false;
     std::string format = "table";
     TrainFlags train;
 };
@@ -51,6 +54,30 @@ Cost cost_of(const Inputs& in, const Estimate& e) {
     const double tokens = static_cast<double>(in.job.global_batch * in.job.seq_len);
     c.per_million_tokens = c.per_iteration / tokens * 1e6;
     return c;
+}
+
+/// What every profile is priced with, so that the rows compare like with like: one job, one
+/// requested precision (and where a GPU lacks it, the precision it runs instead), cleave's
+/// Megatron-Core + Transformer Engine model of the step on every profile.
+std::string assumptions(const std::vector<ProfileBest>& all) {
+    const JobSpec& job = all.front().in.job;
+    std::string s = std::string("same job and plan search on every profile; linear GEMMs in ") +
+                    to_string(job.compute);
+    if (job.compute == Dtype::fp8) {
+        s += std::string(" (") + to_string(job.fp8_recipe) + " scaling)";
+    }
+    s += std::string(", attention core and output layer in ") +
+         to_string(unquantised(job.compute)) + ", " + to_string(job.grads) +
+         " gradients, weights " + to_string(job.weights) + ", Adam states " +
+         to_string(job.optimizer_states) + "; Megatron-Core + Transformer Engine step model";
+    for (const ProfileBest& pb : all) {
+        const Dtype run = runnable_dtype(pb.in.cluster.gpu, job.compute);
+        if (run != job.compute) {
+            s += std::string("; ") + pb.in.cluster.name + " has no " + to_string(job.compute) +
+                 " path and runs it in " + to_string(run);
+        }
+    }
+    return s;
 }
 
 std::string f(const char* spec, double v) {
@@ -80,6 +107,7 @@ void print_table(std::ostream& os, const CompareOptions& o, const std::vector<Pr
     os << "# cleave compare: " << all.front().in.model.name << ", " << job.gpus
        << " GPUs, global batch " << job.global_batch << ", seq " << job.seq_len << ", " << o.dtype
        << "; best plan per profile (fastest iteration)\n";
+    os << "# assumed: " << assumptions(all) << "\n";
     os << "# profile               iter(s)      tok/s  MFU%  mem(GiB) usable headroom   $/iter  "
           "$/1M tok\n";
     for (const ProfileBest& pb : all) {
@@ -125,11 +153,13 @@ void print_table(std::ostream& os, const CompareOptions& o, const std::vector<Pr
 nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
     auto rows = nlohmann::json::array();
     for (const ProfileBest& pb : all) {
-        nlohmann::json row = {{"cluster", pb.in.cluster.name},
-                              {"display_name", pb.in.cluster.display_name},
-                              {"candidates_evaluated", pb.result.candidates_evaluated},
-                              {"feasible", pb.result.feasible},
-                              {"price_per_gpu_hour_usd", pb.in.cluster.price_per_gpu_hour_usd}};
+        nlohmann::json row = {
+            {"cluster", pb.in.cluster.name},
+            {"gemm_dtype", to_string(runnable_dtype(pb.in.cluster.gpu, pb.in.job.compute))},
+            {"display_name", pb.in.cluster.display_name},
+            {"candidates_evaluated", pb.result.candidates_evaluated},
+            {"feasible", pb.result.feasible},
+            {"price_per_gpu_hour_usd", pb.in.cluster.price_per_gpu_hour_usd}};
         if (pb.result.plans.empty()) {
             row["best"] = nullptr;
         } else {
@@ -156,6 +186,8 @@ nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
             {"gpus", job.gpus},
             {"global_batch", job.global_batch},
             {"seq_len", job.seq_len},
+            {"dtype", to_string(job.compute)},
+            {"assumptions", assumptions(all)},
             {"profiles", rows}};
 }
 
@@ -173,6 +205,9 @@ void run_compare(const CompareOptions& o, CliContext& ctx) {
         jf.dtype = o.dtype;
         jf.grad_dtype = o.grad_dtype;
         jf.job_file = o.job_file;
+        jf.fp8_recipe = o.fp8_recipe;
+        jf.fp8_param_gather = o.fp8_param_gather;
+        jf.precision_fallback = true;  // said in the assumptions line
         jf.train = o.train;
         ProfileBest pb{load_inputs(jf), {}};
         pb.result = search(pb.in.model, pb.in.cluster, pb.in.job, so);
@@ -208,9 +243,12 @@ void setup_compare(CLI::App& app, CliContext& ctx) {
     sub->add_option("--gbs", o->gbs, "Global batch size in sequences")->check(CLI::PositiveNumber);
     sub->add_option("--seq", o->seq, "Sequence length (default: the model's)")
         ->check(CLI::NonNegativeNumber);
-    sub->add_option("--dtype", o->dtype, "Compute and weight dtype")
-        ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp32"}))
+    sub->add_option("--dtype", o->dtype, "Compute dtype of the linear layers' GEMMs")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"}))
         ->capture_default_str();
+    sub->add_option("--fp8-recipe", o->fp8_recipe, "FP8 scaling recipe (default delayed)")
+        ->check(CLI::IsMember({"tensorwise", "delayed", "blockwise"}));
+    sub->add_flag("--fp8-param-gather", o->fp8_param_gather, "FP8 primary weights");
     sub->add_option("--grad-dtype", o->grad_dtype, "Gradient buffer dtype (default fp32)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub->add_option("--job", o->job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);

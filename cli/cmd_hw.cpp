@@ -5,9 +5,12 @@
 #include "core/load.hpp"
 
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,18 +41,83 @@ const char* name_of(IntraLink l) {
     return "?";
 }
 
+nlohmann::json curve_json(const std::vector<GemmEfficiencyPoint>& curve) {
+    nlohmann::json sizes = nlohmann::json::array();
+    nlohmann::json effs = nlohmann::json::array();
+    for (const auto& p : curve) {
+        sizes.push_back(p.size.value() / 1e9);
+        effs.push_back(p.efficiency);
+    }
+    return {{"size_gflop", sizes}, {"efficiency", effs}};
+}
+
+/// Where a profile's numbers come from: the trailing comment of each `key = value  # ...` line
+/// (keyed "table.key" as in profile_json), the comment lines that open a table (keyed by the
+/// table), and the header's source list (lines "#   Sxx = ..."). Empty for a profile that is not
+/// a readable file.
+struct ProfileSources {
+    std::map<std::string, std::string> by_key;
+    std::map<std::string, std::string> by_table;
+    std::vector<std::string> ids;
+};
+
+// The comment part of a TOML line: from the first '#' outside a double-quoted string.
+std::string::size_type comment_start(const std::string& line) {
+    bool quoted = false;
+    for (std::string::size_type i = 0; i < line.size(); ++i) {
+        if (line[i] == '"' && (i == 0 || line[i - 1] != '\\')) {
+            quoted = !quoted;
+        } else if (line[i] == '#' && !quoted) {
+            return i;
+        }
+    }
+    return std::string::npos;
+}
+
+std::string trim(const std::string& s) {
+    const auto a = s.find_first_not_of(" \t");
+    const auto b = s.find_last_not_of(" \t\r");
+    return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+ProfileSources profile_sources(const std::string& file) {
+    ProfileSources src;
+    std::ifstream in(file);
+    std::string line;
+    std::string table;
+    bool opening = false;  // right after a table header: its comment lines describe it
+    while (std::getline(in, line)) {
+        const std::string t = trim(line);
+        if (t.rfind('[', 0) == 0) {
+            table = trim(t.substr(1, t.find(']') - 1));
+            opening = true;
+        } else if (t.rfind('#', 0) == 0) {
+            const std::string text = trim(t.substr(1));
+            if (table.empty() && text.size() > 4 && text[0] == 'S' &&
+                text.find(" = ") != std::string::npos) {
+                src.ids.push_back(text);
+            } else if (opening && !table.empty()) {
+                std::string& note = src.by_table[table];
+                note += (note.empty() ? "" : " ") + text;
+            }
+        } else if (const auto eq = t.find('='); eq != std::string::npos) {
+            opening = false;
+            const auto hash = comment_start(t);
+            if (hash != std::string::npos) {
+                src.by_key[table + "." + trim(t.substr(0, eq))] = trim(t.substr(hash + 1));
+            }
+        }
+    }
+    return src;
+}
+
 nlohmann::json profile_json(const ClusterSpec& c) {
     const GpuSpec& g = c.gpu;
-    nlohmann::json curve_sizes = nlohmann::json::array();
-    nlohmann::json curve_effs = nlohmann::json::array();
-    for (const auto& p : g.gemm_efficiency) {
-        curve_sizes.push_back(p.size.value() / 1e9);
-        curve_effs.push_back(p.efficiency);
-    }
-    return {
+    nlohmann::json j = {
         {"name", c.name},
         {"display_name", c.display_name},
         {"source", c.source},
+        {"calibration", c.calibration},  // the fitted overlay applied (hwprofiles/calibration/)
         {"price_per_gpu_hour_usd", c.price_per_gpu_hour_usd},
         {"gpu",
          {{"name", g.name},
@@ -63,9 +131,12 @@ nlohmann::json profile_json(const ClusterSpec& c) {
           {"peak_tflops_bf16", to_tflops(g.peak_bf16)},
           {"peak_tflops_fp16", to_tflops(g.peak_fp16)},
           {"peak_tflops_fp8", to_tflops(g.peak_fp8)},
-          {"gemm_efficiency", {{"size_gflop", curve_sizes}, {"efficiency", curve_effs}}}}},
+          {"peak_tflops_mxfp8", to_tflops(g.peak_mxfp8)},
+          {"peak_tflops_nvfp4", to_tflops(g.peak_nvfp4)},
+          {"gemm_efficiency", curve_json(g.gemm_efficiency)}}},
         {"node",
          {{"gpus_per_node", c.node.gpus_per_node},
+          {"nvlink_domain_gpus", nvlink_domain(c.node)},
           {"intra_link", name_of(c.node.intra_link)},
           {"intra_bandwidth_gbps", to_gbps(c.node.intra_bw)},
           {"intra_latency_us", to_us(c.node.intra_latency)},
@@ -80,6 +151,14 @@ nlohmann::json profile_json(const ClusterSpec& c) {
           {"inter_bandwidth_gbps", to_gbps(c.network.inter_bw)},
           {"inter_latency_us", to_us(c.network.inter_latency)}}},
     };
+    for (auto [key, curve] : {std::pair{"gemm_efficiency_fp8", &g.gemm_efficiency_fp8},
+                              std::pair{"gemm_efficiency_mxfp8", &g.gemm_efficiency_mxfp8},
+                              std::pair{"gemm_efficiency_nvfp4", &g.gemm_efficiency_nvfp4}}) {
+        if (!curve->empty()) {
+            j["gpu"][key] = curve_json(*curve);
+        }
+    }
+    return j;
 }
 
 std::string num(double x) {
@@ -88,11 +167,14 @@ std::string num(double x) {
     return b;
 }
 
-void print_rows(std::ostream& out, const std::string& prefix, const nlohmann::json& j) {
+void print_rows(std::ostream& out,
+                const std::string& prefix,
+                const nlohmann::json& j,
+                const ProfileSources& src) {
     for (const auto& [k, v] : j.items()) {
         const std::string key = prefix.empty() ? k : prefix + "." + k;
         if (v.is_object()) {
-            print_rows(out, key, v);
+            print_rows(out, key, v, src);
             continue;
         }
         std::string text;
@@ -107,20 +189,37 @@ void print_rows(std::ostream& out, const std::string& prefix, const nlohmann::js
         } else {
             text = v.dump();
         }
-        out << key << std::string(key.size() < 36 ? 36 - key.size() : 1, ' ') << text << "\n";
+        out << key << std::string(key.size() < 36 ? 36 - key.size() : 1, ' ') << text;
+        if (const auto it = src.by_key.find(key); it != src.by_key.end()) {
+            out << std::string(text.size() < 12 ? 12 - text.size() : 1, ' ') << "# " << it->second;
+        }
+        out << "\n";
     }
 }
 
 void run_show(const HwShowOptions& o, CliContext& ctx) {
-    const nlohmann::json j = profile_json(load_cluster(o.profile));
+    const ClusterSpec c = load_cluster(o.profile);
+    nlohmann::json j = profile_json(c);
+    const ProfileSources src = profile_sources(c.source);
     if (o.format == "json") {
+        j["sources"] = {{"keys", src.by_key}, {"tables", src.by_table}, {"ids", src.ids}};
         ctx.out << j.dump(2) << "\n";
         return;
     }
     ctx.out << "# cleave hw show: " << j["name"].get<std::string>() << " ("
             << j["display_name"].get<std::string>() << ")\n";
-    ctx.out << "# key (unit suffix as in the profile TOML)  value\n";
-    print_rows(ctx.out, "", j);
+    ctx.out << "# key (unit suffix as in the profile TOML)  value  # [tag] source: note (from "
+            << c.source << "; a value with none is derived or defaulted)\n";
+    print_rows(ctx.out, "", j, src);
+    for (const auto& [table, note] : src.by_table) {
+        ctx.out << "# [" << table << "] " << note << "\n";
+    }
+    if (!src.ids.empty()) {
+        ctx.out << "# sources:\n";
+        for (const auto& id : src.ids) {
+            ctx.out << "#   " << id << "\n";
+        }
+    }
 }
 
 void run_list(const HwListOptions& o, CliContext& ctx) {
@@ -131,6 +230,7 @@ void run_list(const HwListOptions& o, CliContext& ctx) {
                         {"display_name", c.display_name},
                         {"gpu", c.gpu.name},
                         {"gpus_per_node", c.node.gpus_per_node},
+                        {"nvlink_domain_gpus", nvlink_domain(c.node)},
                         {"hbm_capacity_gib", to_gib(c.gpu.memory)},
                         {"peak_tflops_bf16", to_tflops(c.gpu.peak_bf16)},
                         {"intra_bandwidth_gbps", to_gbps(c.node.intra_bw)},
@@ -144,9 +244,10 @@ void run_list(const HwListOptions& o, CliContext& ctx) {
     char line[256];
     std::snprintf(line,
                   sizeof line,
-                  "# %-16s %5s %9s %10s %11s %11s  %s\n",
+                  "# %-16s %5s %6s %9s %10s %11s %11s  %s\n",
                   "name",
                   "gpus",
+                  "nvlink",
                   "mem(GiB)",
                   "bf16(TF/s)",
                   "intra(GB/s)",
@@ -156,9 +257,10 @@ void run_list(const HwListOptions& o, CliContext& ctx) {
     for (const auto& p : list) {
         std::snprintf(line,
                       sizeof line,
-                      "%-18s %5lld %9.2f %10.1f %11.2f %11.4g  %s\n",
+                      "%-18s %5lld %6lld %9.2f %10.1f %11.2f %11.4g  %s\n",
                       p["name"].get<std::string>().c_str(),
                       static_cast<long long>(p["gpus_per_node"].get<int64_t>()),
+                      static_cast<long long>(p["nvlink_domain_gpus"].get<int64_t>()),
                       p["hbm_capacity_gib"].get<double>(),
                       p["peak_tflops_bf16"].get<double>(),
                       p["intra_bandwidth_gbps"].get<double>(),

@@ -497,7 +497,7 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
 /// --pipeline-model-parallel-layout.
 void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
     const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;
-    if (!uneven_stages(m.layers, p)) {
+    if (!uneven_stages(m.layers, p) && (!interleaved || m.layers % (p.pp * p.vpp) == 0)) {
         if (interleaved) {
             arg(os,
                 "--num-layers-per-virtual-pipeline-stage",
@@ -577,6 +577,89 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     }
 }
 
+/// Megatron-LM's spelling of the quantised precisions (megatron/core/transformer/
+/// transformer_config.py @d98e8a64: fp8 -> --fp8-format e4m3|hybrid, fp8_recipe -> --fp8-recipe
+/// tensorwise|delayed|mxfp8|blockwise, fp4 -> --fp4-format e2m1, fp4_recipe -> --fp4-recipe nvfp4).
+/// Hybrid (E4M3 forward, E5M2 gradients) for per-tensor FP8; E4M3 throughout for the block
+/// recipes, as Transformer Engine's MXFP8 and blockwise recipes use (their docs @d0067d0d).
+void megatron_precision_args(Args& args, const JobSpec& job) {
+    switch (job.compute) {
+    case Dtype::fp8:
+        arg(args, "--fp8-format", job.fp8_recipe == Fp8Recipe::blockwise ? "e4m3" : "hybrid");
+        arg(args, "--fp8-recipe", to_string(job.fp8_recipe));
+        break;
+    case Dtype::mxfp8:
+        arg(args, "--fp8-format", "e4m3");
+        arg(args, "--fp8-recipe", "mxfp8");
+        break;
+    case Dtype::nvfp4:
+        arg(args, "--fp4-format", "e2m1");
+        arg(args, "--fp4-recipe", "nvfp4");
+        break;
+    default:
+        return;
+    }
+    if (job.weights == Dtype::fp8) {
+        arg(args, "--fp8-param-gather");
+    }
+    if (job.bf16_layers_start + job.bf16_layers_end > 0) {
+        arg(args, "--first-last-layers-bf16");
+        arg(args, "--num-layers-at-start-in-bf16", std::to_string(job.bf16_layers_start));
+        arg(args, "--num-layers-at-end-in-bf16", std::to_string(job.bf16_layers_end));
+    }
+}
+
+// The flags of what the price assumed of the stack (stacks/*.toml): an export that dropped one
+// would launch a job slower or larger than predicted. Names: NVIDIA/Megatron-LM@d98e8a64
+// megatron/training/arguments.py and the dataclass fields it turns into flags
+// (megatron/core/model_parallel_config.py, transformer/transformer_config.py).
+void megatron_stack_args(Args& os, const JobSpec& job, const Plan& p) {
+    const SoftwareStack& s = job.stack;
+    if (s.attention == AttentionImpl::fused) {
+        arg(os, "--attention-backend", "fused");
+    } else {
+        arg(os, "--attention-backend", "unfused");
+    }
+    if (!s.hidden_dropout) {
+        arg(os, "--hidden-dropout", "0.0");
+        arg(os, "--attention-dropout", "0.0");
+    }
+    if (s.fused_cross_entropy) {
+        arg(os, "--cross-entropy-loss-fusion");
+        arg(os, "--cross-entropy-fusion-impl", "te");
+    }
+    if (job.grads == Dtype::bf16 && job.compute == Dtype::bf16) {
+        arg(os, "--grad-reduce-in-bf16");
+    }
+    if (s.overlap_grad_reduce && p.dp * p.cp > 1) {
+        arg(os, "--overlap-grad-reduce");
+    }
+    if (s.overlap_param_gather && p.zero >= 1 && p.dp * p.cp > 1) {
+        arg(os, "--overlap-param-gather");
+    }
+    if (s.tp_comm_overlap && p.sp && p.tp > 1) {
+        arg(os, "--tp-comm-overlap");
+    }
+    if (p.recompute == Recompute::selective && !s.recompute_modules.empty()) {
+        std::string mods;
+        for (const auto& m : s.recompute_modules) {
+            mods += (mods.empty() ? "" : " ") + m;
+        }
+        arg(os, "--recompute-modules", mods);
+    }
+}
+
+/// An export is written for the stack's own framework; for another it would drop what the
+/// price assumed, so it stops (exit 2) and says which --stack would fit.
+void require_framework(const JobSpec& job, StackFramework want, const char* format) {
+    if (job.stack.framework != want) {
+        throw ConfigError(std::string("--format ") + format + ": the plan was priced for stack '" +
+                          job.stack.name + "' (framework " + to_string(job.stack.framework) +
+                          "), not " + to_string(want) + "; choose a " + to_string(want) +
+                          " stack with --stack (cleave stack list) or another --format");
+    }
+}
+
 void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) {
     const Plan& p = best.plan;
     const JobSpec& job = in.job;
@@ -596,14 +679,13 @@ void print_megatron(std::ostream& os, const Inputs& in, const RankedPlan& best) 
     Args args;
     megatron_model_args(args, in.model, job);
     megatron_plan_args(args, in.model, job, p);
+    megatron_stack_args(args, job, p);
     if (job.compute == Dtype::fp16) {
         arg(args, "--fp16");
     } else if (job.compute != Dtype::fp32) {
         arg(args, "--bf16");  // fp32 is Megatron's default and has no flag
     }
-    if (job.compute == Dtype::fp8) {
-        arg(args, "--fp8-format", "hybrid");
-    }
+    megatron_precision_args(args, job);
     for (std::size_t i = 0; i < args.size(); ++i) {
         os << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
     }
@@ -618,7 +700,9 @@ void print_deepspeed(std::ostream& os,
         {"train_batch_size", in.job.global_batch},
         {"train_micro_batch_size_per_gpu", p.mbs},
         {"gradient_accumulation_steps", num_microbatches(p, in.job)},
-        {"zero_optimization", {{"stage", p.zero}}},
+        // overlap_comm: the price hid the grad reduce-scatter behind backward (stack file).
+        {"zero_optimization",
+         {{"stage", p.zero}, {"overlap_comm", in.job.stack.overlap_grad_reduce}}},
         {"pipeline",
          {{"stages", p.pp},
           {"partition", "parameters"},
@@ -672,6 +756,12 @@ SimScores rescore(const Inputs& in, SearchResult& r) {
 void run_plan(PlanOptions& o, const CLI::App& sub, CliContext& ctx) {
     const Inputs in = load_inputs(o.job);
     o.fixed = fixed_from(sub, o.given, in);
+    if (o.format == "megatron" || o.format == "deepspeed") {  // before the search: exit 2 early
+        require_framework(in.job,
+                          o.format == "megatron" ? StackFramework::megatron
+                                                 : StackFramework::deepspeed,
+                          o.format.c_str());
+    }
     const SearchOptions so = search_options(o);
     const auto t0 = std::chrono::steady_clock::now();
     SearchResult r = [&] {

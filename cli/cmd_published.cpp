@@ -1,9 +1,12 @@
 // cleave published [CSV]: predicted vs published iteration times of public training runs.
 #include "cli/commands.hpp"
+#include "core/calibration.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
+#include "core/stack.hpp"
 #include "costmodel/published.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -50,19 +53,48 @@ struct Evaluated {
     PublishedCase c;
     PublishedResult r;
     bool calibration = false;  // layer-time rows (KOR_T4) fixed the profile's curves
+    bool fitted = false;       // a calibration overlay of its profile was fitted on this row
 };
 
-std::vector<Evaluated> evaluate_all(const std::vector<PublishedCase>& cases) {
+/// The row's stack loaded into its job (the stack's grad dtype unless the row fixed 16-bit
+/// grads), and whether its profile ships; a row whose profile or stack is missing is listed as
+/// not expressed with the reason.
+void prepare(PublishedCase& c, const std::vector<std::string>& profiles) {
+    if (!c.expressible) {
+        return;
+    }
+    if (std::find(profiles.begin(), profiles.end(), c.profile) == profiles.end()) {
+        c.expressible = false;
+        c.reason = "no shipped profile '" + c.profile + "' (cleave hw list)";
+        return;
+    }
+    const bool grads_from_row = c.job.grads != JobSpec{}.grads;
+    c.job.stack = load_stack(c.stack);
+    if (!grads_from_row) {
+        c.job.grads = c.job.stack.grad_dtype;
+    }
+}
+
+/// True when `csv` is the file the overlay names (compared by file name).
+bool fitted_on(const Calibration& cal, const std::string& csv) {
+    return std::filesystem::path(csv).filename() == std::filesystem::path(cal.fitted_on).filename();
+}
+
+std::vector<Evaluated> evaluate_all(std::vector<PublishedCase> cases, const std::string& csv) {
     std::map<std::string, ClusterSpec> clusters;
+    const std::vector<std::string> profiles = shipped_profiles();
     std::vector<Evaluated> out;
-    for (const auto& c : cases) {
-        Evaluated ev{c, {}, c.metric == PublishedMetric::layer_time};
+    for (auto& c : cases) {
+        prepare(c, profiles);
+        Evaluated ev{c, {}, c.metric == PublishedMetric::layer_time, false};
         if (c.expressible) {
             auto it = clusters.find(c.profile);
             if (it == clusters.end()) {
                 it = clusters.emplace(c.profile, load_cluster(c.profile)).first;
             }
-            ev.r = evaluate_published(c, it->second);
+            const auto cal = find_calibration(c.profile);
+            ev.fitted = cal && fitted_on(*cal, csv) && cal->fitted(c.row_id);
+            ev.r = evaluate_published(ev.c, it->second);
         }
         out.push_back(std::move(ev));
     }
@@ -193,10 +225,19 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
                << ev.c.model_name << "): " << ev.c.reason << "\n";
         }
     }
-    os << "# calibrated: the A100 profiles' GEMM-curve factor and hbm_efficiency, fitted once over "
-          "the\n# A100 Megatron rows (1-10, 17-30, 33-37, 73-80); the DeepSpeed ZeRO-3 rows "
-          "(11-16) and the\n# DGX-2 rows (69-72, dgx2-v100 = dgx1-v100's GPU numbers) are in no "
-          "fit (docs/costmodel.md)\n";
+    std::map<std::string, std::string> overlays;
+    for (const auto& ev : evs) {
+        if (ev.c.expressible && overlays.count(ev.c.profile) == 0) {
+            const auto overlay = find_calibration(ev.c.profile);
+            overlays[ev.c.profile] = overlay ? overlay->source : "";
+        }
+    }
+    for (const auto& [profile, file] : overlays) {
+        os << "# calibration: " << profile << ": "
+           << (file.empty() ? "none (datasheet and measured values only)"
+                            : "fitted overlay " + file)
+           << "\n";
+    }
     for (const auto& ev : evs) {
         if (ev.c.expressible && !ev.c.in_mape) {
             os << "# outside the MAPE: row " << ev.c.row_id << ": " << ev.c.excluded_why << "\n";
@@ -206,6 +247,168 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
         if (ev.c.expressible && !ev.c.reason.empty()) {
             os << "# assumed: row " << ev.c.row_id << ": " << ev.c.reason << "\n";
         }
+    }
+}
+
+// Every error a row contributes: its iteration error, or a layer row's forward and backward.
+void add_errors(const Evaluated& ev, std::vector<std::pair<int64_t, double>>& out) {
+    if (ev.calibration) {
+        out.emplace_back(ev.c.row_id, ev.r.error_fwd_pct);
+        out.emplace_back(ev.c.row_id, ev.r.error_bwd_pct);
+    } else {
+        out.emplace_back(ev.c.row_id, ev.r.error_pct);
+    }
+}
+
+struct SourceSplit {
+    std::vector<std::pair<int64_t, double>> fitted, unfitted;
+};
+
+std::map<std::string, SourceSplit> by_source(const std::vector<Evaluated>& evs) {
+    std::map<std::string, SourceSplit> out;
+    for (const auto& ev : evs) {
+        if (ev.c.expressible && ev.c.in_mape) {
+            SourceSplit& s = out[ev.c.source_key];
+            add_errors(ev, ev.fitted ? s.fitted : s.unfitted);
+        }
+    }
+    return out;
+}
+
+std::string mape_cell(const std::vector<std::pair<int64_t, double>>& e) {
+    if (e.empty()) {
+        return "-";
+    }
+    const ErrorSummary s = summarize_errors(e);
+    char buf[64];
+    std::snprintf(buf,
+                  sizeof buf,
+                  "%lld: %.2f / %.2f",
+                  static_cast<long long>(s.count),
+                  s.mape_pct,
+                  s.worst_pct);
+    return buf;
+}
+
+void print_sources(std::ostream& os, const std::vector<Evaluated>& evs) {
+    os << "# per source: values, MAPE % / worst % of the rows a calibration overlay was fitted on\n"
+          "# (hwprofiles/calibration/) and of the rows no constant was fitted to\n";
+    char line[200];
+    std::snprintf(line, sizeof line, "# %-14s %-26s %s\n", "source", "fitted on", "not fitted");
+    os << line;
+    for (const auto& [src, s] : by_source(evs)) {
+        std::snprintf(line,
+                      sizeof line,
+                      "  %-14s %-26s %s\n",
+                      src.c_str(),
+                      mape_cell(s.fitted).c_str(),
+                      mape_cell(s.unfitted).c_str());
+        os << line;
+    }
+}
+
+/// Leave-one-source-out: refit the overlay's two numbers (GEMM-curve factor, hbm_efficiency) by
+/// the same grid search over the fitted rows of every other source, and predict the held-out
+/// source's rows with that fit. `raw` holds the overlaid profiles without their overlay.
+struct Refit {
+    double factor = 0.0, hbm = 0.0;
+    ErrorSummary held_out;
+};
+
+std::vector<std::pair<int64_t, double>> errors_with(const std::vector<const Evaluated*>& rows,
+                                                    const std::map<std::string, ClusterSpec>& raw,
+                                                    double factor,
+                                                    double hbm) {
+    std::map<std::string, ClusterSpec> fit;
+    Calibration cal;
+    cal.gemm_efficiency_factor = factor;
+    cal.efficiencies = {{"hbm_efficiency", hbm}};
+    for (const auto& [name, c] : raw) {
+        fit[name] = c;
+        apply_calibration(cal, fit[name]);
+    }
+    std::vector<std::pair<int64_t, double>> out;
+    for (const Evaluated* ev : rows) {
+        const auto it = fit.find(ev->c.profile);
+        if (it == fit.end()) {
+            continue;
+        }
+        Evaluated e = *ev;
+        e.r = evaluate_published(e.c, it->second);
+        add_errors(e, out);
+    }
+    return out;
+}
+
+std::map<std::string, Refit> leave_one_source_out(const std::vector<Evaluated>& evs) {
+    std::map<std::string, ClusterSpec> raw;
+    std::vector<const Evaluated*> fitted;
+    for (const auto& ev : evs) {
+        if (ev.fitted && ev.c.in_mape) {
+            fitted.push_back(&ev);
+            if (raw.count(ev.c.profile) == 0) {
+                raw[ev.c.profile] = load_cluster_uncalibrated(ev.c.profile);
+            }
+        }
+    }
+    std::map<std::string, Refit> out;
+    for (const Evaluated* held : fitted) {
+        const std::string& src = held->c.source_key;
+        if (out.count(src) > 0) {
+            continue;
+        }
+        std::vector<const Evaluated*> train;
+        std::vector<const Evaluated*> test;
+        for (const Evaluated* ev : fitted) {
+            (ev->c.source_key == src ? test : train).push_back(ev);
+        }
+        Refit best;
+        double best_mape = 1e300;
+        for (int fi = 0; fi <= 10; ++fi) {      // factor 0.80 .. 1.00 step 0.02
+            for (int hi = 0; hi <= 10; ++hi) {  // hbm_efficiency 0.35 .. 0.85 step 0.05
+                const double f = 0.80 + 0.02 * fi;
+                const double h = 0.35 + 0.05 * hi;
+                const double m = summarize_errors(errors_with(train, raw, f, h)).mape_pct;
+                if (m < best_mape - 1e-12) {
+                    best_mape = m;
+                    best.factor = f;
+                    best.hbm = h;
+                }
+            }
+        }
+        best.held_out = summarize_errors(errors_with(test, raw, best.factor, best.hbm));
+        out[src] = best;
+    }
+    return out;
+}
+
+void print_loso(std::ostream& os, const std::map<std::string, Refit>& loso) {
+    if (loso.empty()) {
+        return;
+    }
+    os << "# leave-one-source-out: the overlay's GEMM factor and hbm_efficiency refitted (grid\n"
+          "# 0.80..1.00 x 0.35..0.85) without the source, then the source predicted with that "
+          "fit\n";
+    char line[200];
+    std::snprintf(line,
+                  sizeof line,
+                  "# %-14s %7s %5s %9s %9s\n",
+                  "held out",
+                  "factor",
+                  "hbm",
+                  "MAPE(%)",
+                  "worst(%)");
+    os << line;
+    for (const auto& [src, r] : loso) {
+        std::snprintf(line,
+                      sizeof line,
+                      "  %-14s %7.2f %5.2f %9.2f %9.2f\n",
+                      src.c_str(),
+                      r.factor,
+                      r.hbm,
+                      r.held_out.mape_pct,
+                      r.held_out.worst_pct);
+        os << line;
     }
 }
 
@@ -228,6 +431,8 @@ nlohmann::json to_json(const std::vector<Evaluated>& evs) {
                             {"assumptions", ev.c.reason},
                             {"in_mape", ev.c.in_mape},
                             {"excluded_why", ev.c.excluded_why},
+                            {"stack", ev.c.stack},
+                            {"fitted", ev.fitted},
                             {"calibration", ev.calibration}};
         if (ev.c.metric == PublishedMetric::layer_time) {
             j["metric"] = "layer_time";
@@ -280,14 +485,33 @@ void setup_published(CLI::App& app, CliContext& ctx) {
         const std::filesystem::path csv =
             opt->csv.empty() ? default_csv() : std::filesystem::path(opt->csv);
         const auto cases = parse_public_runs(read_file(csv), csv.string());
-        const auto evs = evaluate_all(cases);
+        const auto evs = evaluate_all(cases, csv.string());
+        const auto loso = leave_one_source_out(evs);
         if (opt->format == "json") {
             auto j = to_json(evs);
             j["csv"] = csv.string();
+            auto src = nlohmann::json::object();
+            for (const auto& [name, s] : by_source(evs)) {
+                const ErrorSummary f = summarize_errors(s.fitted);
+                const ErrorSummary u = summarize_errors(s.unfitted);
+                src[name] = {{"fitted", {{"values", f.count}, {"mape_pct", f.mape_pct}}},
+                             {"not_fitted", {{"values", u.count}, {"mape_pct", u.mape_pct}}}};
+            }
+            j["sources"] = src;
+            auto lj = nlohmann::json::object();
+            for (const auto& [name, r] : loso) {
+                lj[name] = {{"factor", r.factor},
+                            {"hbm_efficiency", r.hbm},
+                            {"mape_pct", r.held_out.mape_pct},
+                            {"worst_pct", r.held_out.worst_pct}};
+            }
+            j["leave_one_source_out"] = lj;
             ctx.out << j.dump(2) << "\n";
         } else {
             print_table(ctx.out, evs, csv.string());
             print_summary(ctx.out, evs);
+            print_sources(ctx.out, evs);
+            print_loso(ctx.out, loso);
         }
         ctx.exit_code = 0;
     });

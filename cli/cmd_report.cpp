@@ -152,6 +152,18 @@ std::string json_num(const nlohmann::json& j, const char* key, const char* spec)
     return j.contains(key) && j[key].is_number() ? f(spec, j[key].get<double>()) : "-";
 }
 
+/// 3e11 -> "300B", 1.5e13 -> "15T" (the --tokens spelling).
+std::string tokens_text(double v) {
+    constexpr std::array<std::pair<double, const char*>, 4> units = {
+        {{1e15, "P"}, {1e12, "T"}, {1e9, "B"}, {1e6, "M"}}};
+    for (const auto& [scale, suffix] : units) {
+        if (v >= scale) {
+            return f("%.4g", v / scale) + suffix;
+        }
+    }
+    return f("%.4g", v);
+}
+
 report::Table train_table(const Inputs& in, const Estimate& e) {
     nlohmann::json j;
     add_train_json(j, in, e);
@@ -168,7 +180,7 @@ report::Table train_table(const Inputs& in, const Estimate& e) {
                 "energy (MWh)",
                 "cost ($)"};
     const nlohmann::json& tr = j["train"];
-    t.rows.push_back({f("%.3g", in.train.tokens),
+    t.rows.push_back({tokens_text(in.train.tokens),
                       json_num(j, "train_days", "%.1f"),
                       json_num(tr, "compute_days", "%.1f"),
                       json_num(tr, "lost_days", "%.2f"),

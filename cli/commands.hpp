@@ -9,6 +9,7 @@ namespace cleave::cli {
 
 void setup_model(CLI::App& app, CliContext& ctx);
 void setup_hw(CLI::App& app, CliContext& ctx);
+void setup_stack(CLI::App& app, CliContext& ctx);
 void setup_explain(CLI::App& app, CliContext& ctx);
 void setup_plan(CLI::App& app, CliContext& ctx);
 void setup_compare(CLI::App& app, CliContext& ctx);

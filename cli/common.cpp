@@ -2,11 +2,14 @@
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
+#include "costmodel/precision.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+
+#include <toml++/toml.h>
 
 namespace cleave::cli {
 
@@ -26,8 +29,22 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
     sub.add_option("--gbs", f.gbs, "Global batch size in sequences")->check(CLI::PositiveNumber);
     sub.add_option("--seq", f.seq, "Sequence length (default: the model's)")
         ->check(CLI::NonNegativeNumber);
-    sub.add_option("--dtype", f.dtype, "Compute and weight dtype")
-        ->check(CLI::IsMember({"bf16", "fp16", "fp8", "fp32"}))
+    sub.add_option("--dtype", f.dtype, "Compute dtype of the linear layers' GEMMs")
+        ->check(CLI::IsMember({"bf16", "fp16", "fp8", "mxfp8", "nvfp4", "fp32"}))
+        ->capture_default_str();
+    sub.add_option("--fp8-recipe", f.fp8_recipe, "FP8 scaling recipe (default delayed)")
+        ->check(CLI::IsMember({"tensorwise", "delayed", "blockwise"}));
+    sub.add_flag("--fp8-param-gather",
+                 f.fp8_param_gather,
+                 "FP8 primary weights, all-gathered in FP8 (Megatron --fp8-param-gather)");
+    sub.add_flag("--first-last-layers-bf16",
+                 f.first_last_bf16,
+                 "Keep the first and last layers bf16 under fp8 / mxfp8 / nvfp4 (Megatron)");
+    sub.add_option("--num-layers-at-start-in-bf16", f.bf16_layers_start, "With the flag above")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub.add_option("--num-layers-at-end-in-bf16", f.bf16_layers_end, "With the flag above")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
@@ -37,6 +54,10 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    "Memory kept free on top of the profile's reserved memory: GiB, or N% of the "
                    "GPU's memory")
         ->capture_default_str();
+    sub.add_option("--stack",
+                   f.stack,
+                   "Software stack: shipped name (cleave stack list) or TOML path "
+                   "(default: [job] stack, else megatron-core)");
 }
 
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
@@ -142,7 +163,13 @@ Dtype parse_dtype(const std::string& s) {
     if (s == "fp8") {
         return Dtype::fp8;
     }
-    throw ConfigError("unknown dtype '" + s + "' (expected fp32, bf16, fp16 or fp8)");
+    if (s == "mxfp8") {
+        return Dtype::mxfp8;
+    }
+    if (s == "nvfp4") {
+        return Dtype::nvfp4;
+    }
+    throw ConfigError("unknown dtype '" + s + "' (expected fp32, bf16, fp16, fp8, mxfp8 or nvfp4)");
 }
 
 // Default 5%: PyTorch users cap a process at 95% of the device with
@@ -169,6 +196,49 @@ Bytes parse_headroom(const std::string& s, const GpuSpec& gpu) {
 
 namespace {
 
+// The precision must be one the GPU runs, and the FP8 flags must go with an FP8 dtype.
+void check_precision(Inputs& in, const JobFlags& f) {
+    const Dtype d = in.job.compute;
+    if (!f.fp8_recipe.empty() && d != Dtype::fp8) {
+        throw ConfigError("--fp8-recipe " + f.fp8_recipe + " needs --dtype fp8 (" + to_string(d) +
+                          " carries its own block scaling)");
+    }
+    if (f.fp8_param_gather) {
+        if (d != Dtype::fp8 && d != Dtype::mxfp8) {
+            throw ConfigError("--fp8-param-gather needs --dtype fp8 or mxfp8");
+        }
+        in.job.weights = Dtype::fp8;
+    }
+    if (f.first_last_bf16) {
+        // Megatron refuses delayed scaling with bf16 first / last layers (transformer_config.py
+        // __post_init__ @d98e8a64).
+        if (!is_quantised(d) || (d == Dtype::fp8 && in.job.fp8_recipe == Fp8Recipe::delayed)) {
+            throw ConfigError("--first-last-layers-bf16 needs --dtype mxfp8, nvfp4 or fp8 with "
+                              "--fp8-recipe tensorwise|blockwise (Megatron refuses it with "
+                              "delayed scaling)");
+        }
+        in.job.bf16_layers_start = f.bf16_layers_start;
+        in.job.bf16_layers_end = f.bf16_layers_end;
+    }
+    // mxfp8 / nvfp4 are Blackwell formats: a profile without their peak cannot price them.
+    if (!f.cluster.empty() && !f.precision_fallback && (d == Dtype::mxfp8 || d == Dtype::nvfp4) &&
+        peak_flops(in.cluster.gpu, d).value() <= 0.0) {
+        throw ConfigError("--dtype " + std::string(to_string(d)) + ": " + in.cluster.name + " (" +
+                          in.cluster.gpu.name + ") has no " + to_string(d) +
+                          " tensor-core path (profile key peak_tflops_" + to_string(d) + ")");
+    }
+}
+
+// True when the job TOML `file` gives [job] `key` (the file has been loaded, so it parses).
+bool job_sets(const std::string& file, const char* key) {
+    if (file.empty()) {
+        return false;
+    }
+    const toml::table t = toml::parse_file(file);
+    const toml::table* job = t["job"].as_table();
+    return job != nullptr && job->contains(key);
+}
+
 TrainCostOptions train_options(const TrainFlags& f, const Inputs& in) {
     TrainCostOptions o;
     o.tokens = f.tokens.empty() ? in.job.train_tokens : parse_token_count(f.tokens);
@@ -186,7 +256,7 @@ TrainCostOptions train_options(const TrainFlags& f, const Inputs& in) {
 
 }  // namespace
 
-Inputs load_inputs(const JobFlags& f) {
+Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
     Inputs in;
     in.model = load_model(f.model);
     if (!f.cluster.empty()) {
@@ -194,6 +264,11 @@ Inputs load_inputs(const JobFlags& f) {
     }
     if (!f.job_file.empty()) {
         in.job = load_job(f.job_file);
+    }
+    if (!f.stack.empty()) {
+        in.job.stack = load_stack(f.stack);
+    } else if (in.job.stack.source.empty()) {
+        in.job.stack = load_stack(std::string(default_stack));
     }
     if (f.gpus > 0) {
         in.job.gpus = f.gpus;
@@ -204,10 +279,19 @@ Inputs load_inputs(const JobFlags& f) {
     in.job.seq_len = f.seq > 0 ? f.seq : (in.job.seq_len > 0 ? in.job.seq_len : in.model.seq_len);
     const Dtype d = parse_dtype(f.dtype);
     in.job.compute = d;
-    // fp8 training keeps bf16 weights for the optimizer (Transformer Engine); fp32 stays fp32.
-    in.job.weights = d == Dtype::fp8 ? Dtype::bf16 : d;
+    // Quantised training keeps bf16 weights (Transformer Engine casts them per step) unless they
+    // are fp8 themselves (--fp8-param-gather); fp32 stays fp32.
+    in.job.weights = is_quantised(d) ? Dtype::bf16 : d;
+    if (!f.fp8_recipe.empty()) {
+        in.job.fp8_recipe = f.fp8_recipe == "tensorwise"  ? Fp8Recipe::tensorwise
+                            : f.fp8_recipe == "blockwise" ? Fp8Recipe::blockwise
+                                                          : Fp8Recipe::delayed;
+    }
+    check_precision(in, f);
     if (!f.grad_dtype.empty()) {
         in.job.grads = parse_dtype(f.grad_dtype);
+    } else if (!job_sets(f.job_file, "dtype_grads")) {
+        in.job.grads = in.job.stack.grad_dtype;  // the stack's recipe default
     }
     in.job.memory_headroom = parse_headroom(f.memory_headroom, in.cluster.gpu);
     if (in.job.global_batch <= 0) {

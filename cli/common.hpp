@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -32,8 +33,17 @@ struct JobFlags {
     int64_t gbs = 0;
     int64_t seq = 0;  // 0 = the model's seq_len
     std::string dtype = "bf16";
-    std::string grad_dtype;              // "" = Megatron's default (fp32 main grads)
-    std::string job_file;                // optional job TOML; flags override its values
+    std::string grad_dtype;         // "" = Megatron's default (fp32 main grads)
+    std::string job_file;           // optional job TOML; flags override its values
+    std::string fp8_recipe;         // "" = the job file's, else Megatron's default (delayed)
+    bool fp8_param_gather = false;  // fp8 primary weights, all-gathered in fp8
+    bool first_last_bf16 = false;   // Megatron --first-last-layers-bf16
+    int64_t bf16_layers_start = 1;  // --num-layers-at-start-in-bf16 (Megatron's default 1)
+    int64_t bf16_layers_end = 1;    // --num-layers-at-end-in-bf16
+    /// mxfp8 / nvfp4 on a GPU without them: false = a ConfigError, true = priced at the next
+    /// wider precision the GPU has (cleave compare, which says so).
+    bool precision_fallback = false;
+    std::string stack;  // software stack name or TOML; "" = [job] stack, else megatron-core
     std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
     TrainFlags train;                    // registered by add_train_flags() only
 };
@@ -57,7 +67,8 @@ struct PlanFlags {
     std::string recompute_method = "uniform";
 };
 
-/// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job.
+/// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job
+/// --fp8-recipe --fp8-param-gather.
 /// With `require_gpus` the --gpus flag is required (explain, plan, simulate); run and validate
 /// take the rank count from MPI instead. Without `require_cluster` CLUSTER may be left out
 /// (validate --calibrate measures it).
@@ -75,7 +86,8 @@ void add_train_flags(CLI::App& sub, TrainFlags& f);
 [[nodiscard]] double parse_token_count(const std::string& s);
 
 /// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero
-/// --first-stage-layers --last-stage-layers --pipeline-layout.
+/// --first-stage-layers --last-stage-layers --pipeline-layout --recompute-num-layers
+/// --recompute-method.
 void add_plan_flags(CLI::App& sub, PlanFlags& f);
 
 struct Inputs {
@@ -91,7 +103,9 @@ struct Inputs {
 
 /// Loads model, cluster (none when f.cluster is empty) and job; throws ConfigError naming the
 /// file and key on bad input.
-[[nodiscard]] Inputs load_inputs(const JobFlags& f);
+/// `default_stack`: the stack priced when neither --stack nor [job] stack names one.
+[[nodiscard]] Inputs load_inputs(const JobFlags& f,
+                                 std::string_view default_stack = default_stack_name);
 
 /// The plan the flags describe for `job` (dp derived when 0). Throws ConfigError when
 /// check_plan() finds a broken constraint, listing every one.

@@ -1,6 +1,7 @@
 #include "cli/progress.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <ostream>
 #include <unistd.h>
@@ -8,7 +9,15 @@
 namespace cleave::cli {
 
 bool is_terminal(const std::ostream& err) {
-    return (&err == &std::cerr || &err == &std::clog) && isatty(STDERR_FILENO) != 0;
+    if (&err != &std::cerr && &err != &std::clog) {
+        return false;
+    }
+    // mpirun hands each rank a pipe for stderr even when mpirun's own stderr is a terminal, so
+    // CLEAVE_PROGRESS=1 (mpirun -x CLEAVE_PROGRESS=1) asks for progress; 0 silences it.
+    if (const char* force = std::getenv("CLEAVE_PROGRESS"); force != nullptr && *force != '\0') {
+        return std::string_view(force) != "0";
+    }
+    return isatty(STDERR_FILENO) != 0;
 }
 
 std::string progress_line(

@@ -11,7 +11,8 @@
 
 namespace cleave::cli {
 
-/// True when `err` is std::cerr (or std::clog) and file descriptor 2 is a terminal.
+/// True when `err` is std::cerr (or std::clog) and file descriptor 2 is a terminal, or
+/// CLEAVE_PROGRESS is set and not "0" (mpirun gives ranks a pipe: mpirun -x CLEAVE_PROGRESS=1).
 [[nodiscard]] bool is_terminal(const std::ostream& err);
 
 /// "# search: 3/10 (30%), 2.1 s, ETA 4.9 s  tp8" — the ETA assumes the remaining steps take as

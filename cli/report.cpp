@@ -1,6 +1,7 @@
 #include "cli/report.hpp"
 
 #include "costmodel/collectives.hpp"
+#include "costmodel/precision.hpp"
 #include "costmodel/train_cost.hpp"
 
 #include <cstdio>
@@ -101,6 +102,24 @@ nlohmann::json plan_to_json(const Plan& p, const JobSpec& job) {
             {"flags", to_flags(p)}};
 }
 
+namespace {
+
+/// The precision priced: the requested dtype, its FP8 recipe, the dtype the GPU runs the linear
+/// GEMMs in (costmodel/precision.hpp runnable_dtype) and the 16-bit one of the rest.
+nlohmann::json precision_json(const Inputs& in) {
+    const JobSpec& j = in.job;
+    nlohmann::json o = {{"dtype", to_string(j.compute)},
+                        {"gemm_dtype", to_string(runnable_dtype(in.cluster.gpu, j.compute))},
+                        {"unquantised_dtype", to_string(unquantised(j.compute))},
+                        {"weights", to_string(j.weights)}};
+    if (j.compute == Dtype::fp8) {
+        o["fp8_recipe"] = to_string(j.fp8_recipe);
+    }
+    return o;
+}
+
+}  // namespace
+
 static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const Estimate& e) {
     auto risks = nlohmann::json::array();
     for (const Risk& r : describe_risks(in.model, in.cluster, in.job, p, e)) {
@@ -130,6 +149,8 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
             {"model_flops", e.model_flops.value()},
             {"hardware_flops", e.hardware_flops.value()},
             {"stages", stages_json(p, e)},
+            {"precision", precision_json(in)},
+            {"stack", stack_json(in.job.stack)},
             {"risks", risks}};
 }
 
@@ -155,10 +176,28 @@ std::string pad(const std::string& s, size_t w) {
     return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
 }
 
+/// " (tensorwise scaling; linear GEMMs in bf16 on this GPU)": what the dtype means here.
+std::string precision_note(const Inputs& in) {
+    const JobSpec& j = in.job;
+    std::string n;
+    if (j.compute == Dtype::fp8) {
+        n = std::string(to_string(j.fp8_recipe)) + " scaling";
+    }
+    if (j.weights == Dtype::fp8) {
+        n += std::string(n.empty() ? "" : ", ") + "fp8 weights";
+    }
+    const Dtype run = runnable_dtype(in.cluster.gpu, j.compute);
+    if (run != j.compute) {
+        n += std::string(n.empty() ? "" : "; ") + "linear GEMMs in " + to_string(run) +
+             " on this GPU";
+    }
+    return n.empty() ? n : " (" + n + ")";
+}
+
 void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
     os << "# cleave explain: " << in.model.name << " on " << in.cluster.name << ", " << in.job.gpus
        << " GPUs, gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", "
-       << to_string(in.job.compute) << "\n";
+       << to_string(in.job.compute) << precision_note(in) << "\n";
     os << "# plan: " << to_flags(p) << " (" << e.microbatches << " micro-batches)\n";
     os << "# iteration_s tokens_per_s tflops_per_gpu    mfu    hfu  bubble  fits\n";
     os << "  " << pad(f("%.4g", e.iteration_time.value()), 11) << " "
@@ -306,9 +345,8 @@ void print_train(std::ostream& os, const Inputs& in, const Estimate& e) {
        << pad(f("%.1f", c.interruptions), 13) << " " << pad(f("%.4g", c.gpu_hours), 10) << " "
        << pad(o.gpu_power_w > 0.0 ? f("%.4g", c.energy_mwh) : "-", 11) << " "
        << pad(o.price_per_gpu_hour_usd > 0.0 ? f("%.4g", c.cost_usd) : "-", 10) << "\n";
-    os << "# lost: " << f("%.3g", o.interruptions_per_gpu_hour)
-       << " interruptions per GPU-hour, each losing half of a "
-       << f("%.3g", o.checkpoint_interval.value() / 3600.0) << " h checkpoint interval + "
+    os << "# lost: " << f("%.3g", o.interruptions_per_gpu_hour) << " interruptions/GPU-hour, each "
+       << f("%.3g", o.checkpoint_interval.value() / 3600.0) << " h checkpoint interval / 2 + "
        << f("%.3g", o.restart_time.value() / 3600.0) << " h restart\n";
 }
 

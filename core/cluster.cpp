@@ -16,16 +16,26 @@ FlopsPerSecond peak_flops(const GpuSpec& gpu, Dtype d) {
         return gpu.peak_fp16;
     case Dtype::fp8:
         return gpu.peak_fp8;
+    case Dtype::mxfp8:
+        return gpu.peak_mxfp8;
+    case Dtype::nvfp4:
+        return gpu.peak_nvfp4;
     }
     return {};
+}
+
+int64_t nvlink_domain(const NodeSpec& n) {
+    const int64_t d = n.nvlink_domain_gpus > 0 ? n.nvlink_domain_gpus : n.gpus_per_node;
+    return d > 0 ? d : 1;
 }
 
 Bytes usable_memory(const GpuSpec& gpu) {
     return gpu.memory - gpu.reserved_memory;
 }
 
-double gemm_efficiency(const GpuSpec& gpu, Flops size) {
-    const auto& c = gpu.gemm_efficiency;
+namespace {
+
+double curve_at(const std::vector<GemmEfficiencyPoint>& c, Flops size) {
     if (c.empty()) {
         return 0.0;
     }
@@ -44,6 +54,31 @@ double gemm_efficiency(const GpuSpec& gpu, Flops size) {
         }
     }
     return c.back().efficiency;
+}
+
+}  // namespace
+
+double gemm_efficiency(const GpuSpec& gpu, Flops size) {
+    return curve_at(gpu.gemm_efficiency, size);
+}
+
+const std::vector<GemmEfficiencyPoint>& gemm_curve(const GpuSpec& gpu, Dtype d) {
+    const auto& fp8 =
+        gpu.gemm_efficiency_fp8.empty() ? gpu.gemm_efficiency : gpu.gemm_efficiency_fp8;
+    switch (d) {
+    case Dtype::fp8:
+        return fp8;
+    case Dtype::mxfp8:
+        return gpu.gemm_efficiency_mxfp8.empty() ? fp8 : gpu.gemm_efficiency_mxfp8;
+    case Dtype::nvfp4:
+        return gpu.gemm_efficiency_nvfp4.empty() ? fp8 : gpu.gemm_efficiency_nvfp4;
+    default:
+        return gpu.gemm_efficiency;
+    }
+}
+
+double gemm_efficiency(const GpuSpec& gpu, Flops size, Dtype d) {
+    return curve_at(gemm_curve(gpu, d), size);
 }
 
 }  // namespace cleave

@@ -11,9 +11,12 @@
 
 namespace cleave {
 
-enum class Dtype { fp32, tf32, bf16, fp16, fp8 };
+/// Element types. mxfp8: FP8 E4M3 with one E8M0 scale per 32 elements (OCP MX v1.0); nvfp4: FP4
+/// E2M1 with one E4M3 scale per 16 elements and an fp32 tensor scale (Transformer Engine
+/// docs/features/low_precision_training/{mxfp8,nvfp4} @d0067d0d).
+enum class Dtype { fp32, tf32, bf16, fp16, fp8, mxfp8, nvfp4 };
 
-/// Bytes per element of `d` (tf32 is stored as fp32).
+/// Bytes per element of `d` (tf32 is stored as fp32), block scales not counted.
 [[nodiscard]] constexpr double bytes_of(Dtype d) {
     switch (d) {
     case Dtype::fp32:
@@ -23,7 +26,10 @@ enum class Dtype { fp32, tf32, bf16, fp16, fp8 };
     case Dtype::fp16:
         return 2.0;
     case Dtype::fp8:
+    case Dtype::mxfp8:
         return 1.0;
+    case Dtype::nvfp4:
+        return 0.5;
     }
     return 4.0;
 }
@@ -54,9 +60,15 @@ struct GpuSpec {
     FlopsPerSecond peak_bf16;  // dense tensor-core peak; 0 = unsupported
     FlopsPerSecond peak_fp16;
     FlopsPerSecond peak_fp8;
+    FlopsPerSecond peak_mxfp8;  // block-scaled FP8 (Blackwell); 0 = no such path
+    FlopsPerSecond peak_nvfp4;  // block-scaled FP4 (Blackwell); 0 = no such path
     /// Achieved fraction of peak for one GEMM as a function of its FLOPs, sorted by size;
-    /// interpolated log-linearly, clamped at both ends. One point = constant efficiency.
+    /// interpolated log-linearly, clamped at both ends. One point = constant efficiency. This is
+    /// the 16-bit curve; the low-precision ones below fall back to it when empty.
     std::vector<GemmEfficiencyPoint> gemm_efficiency;
+    std::vector<GemmEfficiencyPoint> gemm_efficiency_fp8;    // of peak_fp8; empty = 16-bit curve
+    std::vector<GemmEfficiencyPoint> gemm_efficiency_mxfp8;  // of peak_mxfp8; empty = fp8 curve
+    std::vector<GemmEfficiencyPoint> gemm_efficiency_nvfp4;  // of peak_nvfp4; empty = fp8 curve
     double hbm_efficiency = 0.0;  // achieved / peak HBM bandwidth for streaming kernels
     Bytes reserved_memory;        // CUDA/HIP context + allocator fragmentation + framework
     /// Achieved / peak HBM bandwidth of each class of memory-bound kernel, in the bytes the
@@ -92,7 +104,10 @@ struct CollectiveBandwidths {
 };
 
 struct NodeSpec {
-    int64_t gpus_per_node = 0;
+    int64_t gpus_per_node = 0;  // GPUs per host (OS instance), which share its NICs
+    /// GPUs joined by one NVLink fabric: a group inside one domain runs on intra_bw. 0 =
+    /// gpus_per_node (an 8-GPU DGX); 72 for GB200 / GB300 NVL72 racks of 4-GPU trays.
+    int64_t nvlink_domain_gpus = 0;
     IntraLink intra_link = IntraLink::nvswitch;
     BytesPerSecond intra_bw;  // achievable ring bus bandwidth per GPU inside the node (busbw)
     Seconds intra_latency;    // per-step latency of a ring collective inside the node
@@ -122,9 +137,13 @@ struct ClusterSpec {
     NetworkSpec network;
     double price_per_gpu_hour_usd = 0.0;  // 0 = unknown
     std::string source;                   // file the profile was read from ("" when built in code)
+    std::string calibration;  // the calibration overlay applied (hwprofiles/calibration/), or ""
 
     bool operator==(const ClusterSpec&) const = default;
 };
+
+/// GPUs of one NVLink domain: node.nvlink_domain_gpus, or gpus_per_node when 0 (at least 1).
+[[nodiscard]] int64_t nvlink_domain(const NodeSpec& n);
 
 /// Dense peak of `gpu` for `d`; 0 when the GPU has no such path.
 [[nodiscard]] FlopsPerSecond peak_flops(const GpuSpec& gpu, Dtype d);
@@ -135,5 +154,12 @@ struct ClusterSpec {
 /// GEMM efficiency at `size` FLOPs from the profile's curve (log-linear interpolation,
 /// clamped). Returns 0 for an empty curve.
 [[nodiscard]] double gemm_efficiency(const GpuSpec& gpu, Flops size);
+
+/// The efficiency curve of `d`'s GEMMs: gemm_efficiency_nvfp4 / _mxfp8 / _fp8 for those
+/// dtypes, each falling back (nvfp4 and mxfp8 to fp8, fp8 to the 16-bit curve) when empty.
+[[nodiscard]] const std::vector<GemmEfficiencyPoint>& gemm_curve(const GpuSpec& gpu, Dtype d);
+
+/// gemm_efficiency() on `d`'s curve (gemm_curve).
+[[nodiscard]] double gemm_efficiency(const GpuSpec& gpu, Flops size, Dtype d);
 
 }  // namespace cleave

@@ -2,12 +2,19 @@
 // The training job: how many GPUs, what batch, what precision, what optimizer.
 
 #include "core/cluster.hpp"
+#include "core/stack.hpp"
 
 #include <cstdint>
 
 namespace cleave {
 
 enum class Optimizer { adam, sgd };
+
+/// Transformer Engine scaling recipe of Dtype::fp8 (Megatron --fp8-recipe; its default is delayed,
+/// megatron/core/transformer/transformer_config.py @d98e8a64): delayed = one scale per tensor from
+/// an amax history, tensorwise = per-tensor current scaling, blockwise = 1x128 / 128x128 blocks.
+/// mxfp8 and nvfp4 carry their own block scaling in the dtype.
+enum class Fp8Recipe { delayed, tensorwise, blockwise };
 
 struct JobSpec {
     int64_t gpus = 0;
@@ -19,6 +26,13 @@ struct JobSpec {
     Dtype optimizer_states = Dtype::fp32;  // Adam m and v
     bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
     Optimizer optimizer = Optimizer::adam;
+    Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
+    /// Layers kept bf16 at the start and at the end of the model under quantised training
+    /// (Megatron --first-last-layers-bf16 --num-layers-at-{start,end}-in-bf16; megatron/core/
+    /// fp8_utils.py is_first_last_bf16_layer @d98e8a64); 0 = every layer quantised.
+    int64_t bf16_layers_start = 0;
+    int64_t bf16_layers_end = 0;
+    SoftwareStack stack;        // what the job trains with (stacks/*.toml); default: megatron-2021
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
     /// Memory kept free on top of the profile's reserved memory: a plan fits only when its peak
     /// stage plus this stays within usable memory. 0 in the library; the CLI's --memory-headroom

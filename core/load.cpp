@@ -3,6 +3,7 @@
 #include "core/load.hpp"
 
 #include "core/load_detail.hpp"
+#include "core/stack.hpp"
 
 namespace cleave {
 
@@ -24,7 +25,9 @@ const std::vector<Choice<Dtype>>& dtype_choices() {
                                                        {"tf32", Dtype::tf32},
                                                        {"bf16", Dtype::bf16},
                                                        {"fp16", Dtype::fp16},
-                                                       {"fp8", Dtype::fp8}};
+                                                       {"fp8", Dtype::fp8},
+                                                       {"mxfp8", Dtype::mxfp8},
+                                                       {"nvfp4", Dtype::nvfp4}};
     return choices;
 }
 
@@ -37,10 +40,31 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.grads, r.choice("dtype_grads", Need::optional, dtype_choices()));
     set(job.optimizer_states, r.choice("dtype_optimizer_states", Need::optional, dtype_choices()));
     set(job.master_weights, r.flag("master_weights", Need::optional));
+    set(job.fp8_recipe,
+        r.choice<Fp8Recipe>("fp8_recipe",
+                            Need::optional,
+                            {{"delayed", Fp8Recipe::delayed},
+                             {"tensorwise", Fp8Recipe::tensorwise},
+                             {"blockwise", Fp8Recipe::blockwise}}));
+    set(job.bf16_layers_start, r.count("bf16_layers_start", Need::optional, true));
+    set(job.bf16_layers_end, r.count("bf16_layers_end", Need::optional, true));
     set(job.train_tokens, r.quantity("train_tokens", Need::optional));
     set(job.optimizer,
         r.choice<Optimizer>(
             "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));
+    // A shipped stack name or a stack TOML path (relative paths as written, like --stack).
+    if (const auto stack = r.text("stack", Need::optional)) {
+        try {
+            job.stack = load_stack(*stack);
+        } catch (const ConfigError& e) {
+            std::string why;
+            for (const Diagnostic& dg : e.diagnostics()) {
+                why +=
+                    (why.empty() ? "" : "; ") + (dg.where.file.empty() ? dg.message : render(dg));
+            }
+            r.bad_value("stack", "cannot be loaded: " + why);
+        }
+    }
 }
 
 }  // namespace

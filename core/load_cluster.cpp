@@ -1,5 +1,6 @@
 // Hardware-profile TOML -> ClusterSpec, and finding shipped profiles by name.
 // Keys carry their unit as a suffix (STYLE S3.3); only this file converts them to SI.
+#include "core/calibration.hpp"
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
 
@@ -23,7 +24,7 @@ void set(T& field, const std::optional<T>& v) {
     }
 }
 
-void read_curve(TableReader& r, GpuSpec& g) {
+void read_curve(TableReader& r, std::vector<GemmEfficiencyPoint>& curve) {
     const auto sizes = r.numbers("size_gflop", Need::required, false);
     const auto effs = r.numbers("efficiency", Need::required, true);
     if (sizes && sizes->empty()) {
@@ -45,7 +46,7 @@ void read_curve(TableReader& r, GpuSpec& g) {
         return;
     }
     for (size_t i = 0; i < sizes->size(); ++i) {
-        g.gemm_efficiency.push_back({flop((*sizes)[i] * 1e9), (*effs)[i]});
+        curve.push_back({flop((*sizes)[i] * 1e9), (*effs)[i]});
     }
 }
 
@@ -86,15 +87,31 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
     g.peak_bf16 = peak(r, "peak_tflops_bf16", Need::optional);
     g.peak_fp16 = peak(r, "peak_tflops_fp16", Need::optional);
     g.peak_fp8 = peak(r, "peak_tflops_fp8", Need::optional);
-    if (const toml::table* t = r.table("gemm_efficiency", Need::required)) {
-        TableReader c(*t, "gpu.gemm_efficiency", sink);
-        read_curve(c, g);
-        c.finish();
+    g.peak_mxfp8 = peak(r, "peak_tflops_mxfp8", Need::optional);
+    g.peak_nvfp4 = peak(r, "peak_tflops_nvfp4", Need::optional);
+    for (auto [key, curve] : {std::pair{"gemm_efficiency", &g.gemm_efficiency},
+                              std::pair{"gemm_efficiency_fp8", &g.gemm_efficiency_fp8},
+                              std::pair{"gemm_efficiency_mxfp8", &g.gemm_efficiency_mxfp8},
+                              std::pair{"gemm_efficiency_nvfp4", &g.gemm_efficiency_nvfp4}}) {
+        const Need need = curve == &g.gemm_efficiency ? Need::required : Need::optional;
+        if (const toml::table* t = r.table(key, need)) {
+            TableReader c(*t, std::string("gpu.") + key, sink);
+            read_curve(c, *curve);
+            c.finish();
+        }
     }
 }
 
 void read_node(TableReader& r, NodeSpec& n) {
     set(n.gpus_per_node, r.count("gpus_per_node", Need::required));
+    // The NVLink domain holds whole hosts (GB200 NVL72: 18 trays of 4); default one host.
+    n.nvlink_domain_gpus = n.gpus_per_node;
+    set(n.nvlink_domain_gpus, r.count("nvlink_domain_gpus", Need::optional));
+    if (n.gpus_per_node > 0 && n.nvlink_domain_gpus % n.gpus_per_node != 0) {
+        r.bad_value("nvlink_domain_gpus",
+                    "must be a multiple of " + r.quoted("gpus_per_node") + " (" +
+                        std::to_string(n.gpus_per_node) + ")");
+    }
     set(n.intra_link,
         r.choice<IntraLink>("intra_link",
                             Need::required,
@@ -216,6 +233,14 @@ std::vector<std::string> shipped_profiles() {
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {
+    ClusterSpec c = load_cluster_uncalibrated(name_or_path);
+    if (const auto cal = find_calibration(c.name)) {
+        apply_calibration(*cal, c);
+    }
+    return c;
+}
+
+ClusterSpec load_cluster_uncalibrated(const std::string& name_or_path) {
     const fs::path p(name_or_path);
     std::error_code ec;
     if (fs::exists(p, ec) || p.extension() == ".toml" || p.has_parent_path()) {

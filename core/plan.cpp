@@ -52,6 +52,22 @@ const char* to_string(Dtype d) {
         return "fp16";
     case Dtype::fp8:
         return "fp8";
+    case Dtype::mxfp8:
+        return "mxfp8";
+    case Dtype::nvfp4:
+        return "nvfp4";
+    }
+    return "?";
+}
+
+const char* to_string(Fp8Recipe r) {
+    switch (r) {
+    case Fp8Recipe::delayed:
+        return "delayed";
+    case Fp8Recipe::tensorwise:
+        return "tensorwise";
+    case Fp8Recipe::blockwise:
+        return "blockwise";
     }
     return "?";
 }

@@ -94,7 +94,9 @@ void apply_layout(const std::string& layout, int64_t layers, Plan& p);
 
 [[nodiscard]] const char* to_string(Schedule s);   // "1f1b", "gpipe", "interleaved"
 [[nodiscard]] const char* to_string(Recompute r);  // "none", "selective", "full"
-[[nodiscard]] const char* to_string(Dtype d);      // "fp32", "tf32", "bf16", "fp16", "fp8"
+[[nodiscard]] const char*
+to_string(Dtype d);  // "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4"
+[[nodiscard]] const char* to_string(Fp8Recipe r);  // "delayed", "tensorwise", "blockwise"
 
 /// Stable, human-readable key, e.g. "dp4 tp2 pp4 cp1 ep1 vpp1 mbs1 1f1b none sp0 zero1".
 /// Used for deterministic tie-breaks.

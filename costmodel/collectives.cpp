@@ -80,10 +80,17 @@ GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
         return g;
     }
     g.sync_wait = c.node.sync_wait;
-    const int64_t gpn = std::max<int64_t>(1, c.node.gpus_per_node);
-    // Groups tile the nodes when stride * size divides gpus_per_node; otherwise (worst case, and
-    // always when stride * size > gpus_per_node) some group straddles a node boundary.
-    if (stride * size <= gpn && gpn % (stride * size) == 0) {
+    // The NVLink domain, not the host, decides the link: a GB200 NVL72 rack joins 18 hosts of 4
+    // GPUs in one NVLink fabric (NVIDIA GB200 NVL72 spec, hardware.md S39; NCCL runs such a group
+    // over NVLink as one multi-node NVLink "node", NVIDIA/nccl docs env.rst NCCL_MNNVL_ENABLE).
+    const int64_t dom = nvlink_domain(c.node);
+    const int64_t extent = stride * size;
+    // Groups tile an 8-GPU host when extent divides it; otherwise (worst case, and always when
+    // extent > the domain) some group straddles a boundary. A multi-host domain is filled with
+    // whole blocks of `extent` GPUs and the rest left idle (Slurm block topology, as NVL72
+    // clusters schedule: 64 of 72 GPUs for TP=16), so any group up to the domain fits one.
+    const bool multi_host = dom > std::max<int64_t>(1, c.node.gpus_per_node);
+    if (extent <= dom && (dom % extent == 0 || multi_host)) {
         g.members_per_node = size;
         g.nodes = 1;
         g.busbw = c.node.intra_bw;
@@ -101,10 +108,12 @@ GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
         }
         return g;
     }
-    g.members_per_node = stride >= gpn ? 1 : std::max<int64_t>(1, gpn / stride);
+    g.members_per_node = stride >= dom ? 1 : std::max<int64_t>(1, dom / stride);
     g.members_per_node = std::min(g.members_per_node, size);
     g.nodes = (size + g.members_per_node - 1) / g.members_per_node;
     g.kind = LinkKind::network;
+    // Each domain's k members reach the network through their own NIC share (inter_bw is per
+    // GPU, however many GPUs a host holds), and the ring's k channels aggregate them.
     const double k = static_cast<double>(g.members_per_node);
     g.busbw = min(c.node.intra_bw, c.network.inter_bw * k);
     g.step_latency = c.network.inter_latency;

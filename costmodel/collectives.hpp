@@ -40,7 +40,7 @@ struct GroupLink {
     BytesPerSecond busbw;  // achievable ring bus bandwidth per rank
     Seconds step_latency;  // alpha per ring step
     int64_t members_per_node = 1;
-    int64_t nodes = 1;              // nodes the group spans
+    int64_t nodes = 1;              // NVLink domains the group spans (hosts on a DGX)
     Seconds sync_wait;              // ClusterSpec::node.sync_wait for groups of 2 or more ranks
     CollectiveBandwidths op_busbw;  // inside a node: node.collective_bw (0 = busbw); across: 0
 
@@ -50,11 +50,13 @@ struct GroupLink {
 };
 
 /// Maps a group of `size` ranks whose consecutive members are `stride` global ranks apart onto
-/// the cluster (ranks fill nodes in order, gpus_per_node per node; Megatron's order puts TP
-/// innermost, then CP, EP, DP, PP). Inside one node: node.intra_bw (PCIe when the node's link is
-/// PCIe). Across nodes: each node contributes k = members_per_node GPUs and their NICs, so the
-/// ring bus bandwidth is min(intra_bw, k * network.inter_bw) (reference/hardware.md §6: rail-
-/// aligned NICs aggregate; 8 x HDR DGX A100 -> 192 GB/s busbw, NVIDIA/nccl#1576).
+/// the cluster (ranks fill NVLink domains in order, nvlink_domain(node) per domain: an 8-GPU
+/// host, or 72 GPUs of 18 hosts in an NVL72 rack; Megatron's order puts TP innermost, then CP,
+/// EP, DP, PP). Inside one domain: node.intra_bw (PCIe when the node's link is PCIe). Across
+/// domains: each contributes k = members_per_node GPUs and their NICs, so the ring bus bandwidth
+/// is min(intra_bw, k * network.inter_bw) (reference/hardware.md §6: rail-aligned NICs
+/// aggregate; 8 x HDR DGX A100 -> 192 GB/s busbw, NVIDIA/nccl#1576). members_per_node and nodes
+/// count per NVLink domain.
 [[nodiscard]] GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride);
 
 /// The links of every group of a plan, rank order TP -> CP -> EP -> DP -> PP (TP innermost):

@@ -1,6 +1,9 @@
 #include "costmodel/compute.hpp"
 
 #include "core/errors.hpp"
+#include "costmodel/attention.hpp"
+#include "costmodel/overlap.hpp"
+#include "costmodel/precision.hpp"
 
 #include <algorithm>
 
@@ -12,10 +15,10 @@ double d(int64_t x) {
     return static_cast<double>(x);
 }
 
-// Attention-core GEMMs (Q K^T, softmax V) stay in 16-bit under fp8 training (Transformer Engine
-// runs only the linear layers in fp8).
+// Attention-core GEMMs (Q K^T, softmax V), the router and the output layer stay 16-bit under
+// quantised training (costmodel/precision.cpp, unquantised()).
 Dtype core_dtype(Dtype compute) {
-    return compute == Dtype::fp8 ? Dtype::bf16 : compute;
+    return unquantised(compute);
 }
 
 Seconds collective(Collective k, Bytes s, int64_t n, const GroupLink& l) {
@@ -33,17 +36,16 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
     if (f.value() <= 0.0) {
         return {};
     }
-    FlopsPerSecond peak = peak_flops(gpu, dtype);
-    if (peak.value() <= 0.0) {
-        peak = dtype == Dtype::fp8 ? peak_flops(gpu, Dtype::bf16) : gpu.peak_fp32;
-    }
+    // A precision the GPU lacks runs in the next wider one it has (fp8 on an A100: bf16).
+    const Dtype run = runnable_dtype(gpu, dtype);
+    FlopsPerSecond peak = peak_flops(gpu, run);
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
     // A loop of count GEMMs runs each at the efficiency of its own size; one batched kernel at
-    // about that of a GEMM of the whole batch's FLOPs.
+    // about that of a GEMM of the whole batch's FLOPs. Each precision has its own curve.
     const Flops lookup = gpu.batched_gemm_fused || g.count <= 1.0 ? f : f / g.count;
-    double eff = gemm_efficiency(gpu, lookup);
+    double eff = gemm_efficiency(gpu, lookup, run);
     if (eff <= 0.0) {
         eff = 1.0;  // no curve in the profile: peak
     }
@@ -121,7 +123,12 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     const double e_ln = tok * h / (p.sp ? t : 1.0);  // norm / dropout region (split by SP)
     const double inner =
         moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t : tok * d(m.ffn_hidden) / t;
-    const double scores = d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
+    // Fused attention never writes the s x s scores (FA2 paper, Dao 2023, Sec. 3.1).
+    const bool fused = job.stack.attention == AttentionImpl::fused;
+    const double scores =
+        fused ? 0.0 : d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
+    // Dropout masks (1 B per element) only where the recipe keeps hidden dropout.
+    const double mask = job.stack.hidden_dropout ? 1.0 : 0.0;
     const bool swiglu = m.mlp == MlpKind::swiglu;
     const double hd = d(head_dim(m));
     const double rope = m.positions == PositionKind::rope
@@ -134,14 +141,14 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     // activation (GeLU: in, out; SwiGLU: gate, up, out); softmax + dropout.
     KernelBytes& f = tr.fwd_by_class;
     f.norm = bytes(2.0 * 2.0 * ab * e_ln);
-    f.elementwise = bytes(2.0 * (3.0 * ab + 1.0) * e_ln + rope + permute);
+    f.elementwise = bytes(2.0 * (3.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
     f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
     KernelBytes& b = tr.bwd_by_class;
     b.norm = bytes(2.0 * 3.0 * ab * e_ln);
-    b.elementwise = bytes(2.0 * (2.0 * ab + 1.0) * e_ln + rope + permute);
+    b.elementwise = bytes(2.0 * (2.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
     tr.fwd = f.total();
@@ -164,7 +171,7 @@ void add_tp(LayerCost& lc,
             const JobSpec& job,
             const Plan& p,
             const PlanLinks& links,
-            const Seconds col_gemm[2]) {
+            const Seconds gemm[4]) {
     if (p.tp <= 1) {
         return;
     }
@@ -175,18 +182,41 @@ void add_tp(LayerCost& lc,
     const Bytes ar_b = collective_bytes_sent(Collective::all_reduce, s, p.tp);
     const Bytes ag_b = collective_bytes_sent(Collective::all_gather, s, p.tp);
     const Bytes rs_b = collective_bytes_sent(Collective::reduce_scatter, s, p.tp);
+    // SP under quantised training gathers the column-parallel layers' inputs already quantised,
+    // after an amax all-reduce where the scale is per tensor (costmodel/precision.hpp).
+    const Bytes sq = bytes(tokens_per_gpu(job, p) * d(m.hidden) *
+                           gathered_bytes_per_element(job, activation_bytes(job)));
+    const Seconds amax = per_tensor_amax(job)
+                             ? collective(Collective::all_reduce, bytes(4.0), p.tp, links.tp)
+                             : Seconds{};
+    const Seconds agq = collective(Collective::all_gather, sq, p.tp, links.tp) + amax;
+    const Bytes agq_b = collective_bytes_sent(Collective::all_gather, sq, p.tp);
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
     // Each collective is a point where every rank waits for the slowest (node.sync_wait):
     // forward 2 (SP: 4) and backward 2 (SP: 6, with the column-parallel layers' re-gathers).
     const Seconds w = links.tp.sync_wait;
     Seconds bwd;
-    if (p.sp) {
-        lc.tp_fwd = 2.0 * (ag + rs) + 4.0 * w;
+    const Seconds col_gemm[2] = {gemm[0], gemm[2]};  // QKV, MLP in
+    if (p.sp && job.stack.tp_comm_overlap) {
+        // Transformer Engine userbuffers: each all-gather pipelined with the column-parallel GEMM
+        // it feeds, each reduce-scatter with the row-parallel GEMM before it (fwd), and the
+        // row-parallel layers' output-gradient all-gathers with their dgrad GEMMs (bwd).
+        lc.tp_fwd = 4.0 * w;
+        bwd = 6.0 * w;
+        for (int k = 0; k < 2; ++k) {
+            lc.tp_fwd += exposed_behind_gemm(agq, gemm[2 * k], true) +
+                         exposed_behind_gemm(rs, gemm[2 * k + 1], true);
+            bwd += exposed_behind_gemm(ag, gemm[2 * k + 1], true) +
+                   max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+        }
+        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+    } else if (p.sp) {
+        lc.tp_fwd = 2.0 * (agq + rs) + 4.0 * w;
         bwd = 2.0 * ag + 6.0 * w;  // row-parallel layers: all-gather of the output gradient
         for (int k = 0; k < 2; ++k) {
-            bwd += max(Seconds{}, ag - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+            bwd += max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (ag_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
     } else {
         lc.tp_fwd = 2.0 * ar + 2.0 * w;
         bwd = 2.0 * w;
@@ -203,7 +233,8 @@ void add_cp(LayerCost& lc,
             const JobSpec& job,
             const Plan& p,
             const PlanLinks& links,
-            Seconds core_fwd) {
+            Seconds core_fwd,
+            Seconds core_bwd) {
     if (p.cp <= 1) {
         return;
     }
@@ -216,7 +247,7 @@ void add_cp(LayerCost& lc,
     const Seconds step = collective(Collective::send_recv, chunk, 2, links.cp);
     const Seconds per_step_compute = core_fwd / d(p.cp);
     const Seconds exposed_step = max(Seconds{}, step - per_step_compute);
-    const Seconds exposed_step_bwd = max(Seconds{}, 2.0 * step - 2.0 * per_step_compute);
+    const Seconds exposed_step_bwd = max(Seconds{}, 2.0 * step - core_bwd / d(p.cp));
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
     lc.cp_fwd = exposed_step * steps;
     lc.cp_bwd = exposed_step_bwd * steps + lc.cp_fwd * redo;
@@ -250,22 +281,34 @@ LayerCost layer_cost(const ModelSpec& m,
     const LayerGemms g = layer_gemms(m, job, p, moe);
     const GpuSpec& gpu = c.gpu;
     const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv);
+    const Seconds t_proj = gemm_time(gpu, job.compute, g.proj);
     const Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
-    const Seconds linear = t_qkv + gemm_time(gpu, job.compute, g.proj) + t_in +
-                           gemm_time(gpu, job.compute, g.mlp_out) +
-                           gemm_time(gpu, core_dtype(job.compute), g.router);
-    const Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
-                         gemm_time(gpu, core_dtype(job.compute), g.attn_v);
-    const LayerTraffic tr = layer_traffic(m, job, p, moe);
-    LayerCost lc;
-    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class);
+    const Seconds t_out = gemm_time(gpu, job.compute, g.mlp_out);
+    const Seconds linear =
+        t_qkv + t_proj + t_in + t_out + gemm_time(gpu, core_dtype(job.compute), g.router);
+    Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
+                   gemm_time(gpu, core_dtype(job.compute), g.attn_v);
     // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
-    lc.bwd = 2.0 * (linear + core) + memory_time(gpu, tr.bwd_by_class);
+    Seconds core_bwd = 2.0 * core;
+    if (job.stack.attention == AttentionImpl::fused) {
+        const FusedAttentionCost fa = fused_attention_cost(m, gpu, job, p, core);
+        core = fa.fwd;
+        core_bwd = fa.bwd;
+    }
+    const LayerTraffic tr = layer_traffic(m, job, p, moe);
+    // Quantised training casts each linear GEMM's input (fwd) and output gradient (bwd).
+    const QuantiseBytes q = layer_quantise_bytes(gpu, job, g);
+    LayerCost lc;
+    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.fwd);
+    lc.bwd = 2.0 * linear + core_bwd + memory_time(gpu, tr.bwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.bwd);
     switch (p.recompute) {
     case Recompute::none:
         break;
     case Recompute::selective:
-        // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V.
+        // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V
+        // (fused: the attention kernel's forward again, Megatron --recompute-modules core_attn).
         lc.recompute = core + memory_time(gpu, KernelClass::softmax, tr.attn_core_fwd);
         break;
     case Recompute::full:
@@ -273,10 +316,10 @@ LayerCost layer_cost(const ModelSpec& m,
         break;
     }
     lc.flops_fwd = forward_flops(g);
-    // One data- or weight-gradient GEMM of each column-parallel layer (same FLOPs as forward).
-    const Seconds col_gemm[2] = {t_qkv, t_in};
-    add_tp(lc, m, job, p, links, col_gemm);
-    add_cp(lc, m, job, p, links, core);
+    // One GEMM of each layer (a data- or weight-gradient GEMM has the forward's FLOPs).
+    const Seconds gemms[4] = {t_qkv, t_proj, t_in, t_out};
+    add_tp(lc, m, job, p, links, gemms);
+    add_cp(lc, m, job, p, links, core, core_bwd);
     if (moe) {
         add_ep(lc, m, job, p, links);
     }
@@ -321,7 +364,7 @@ EdgeCost output_cost(const ModelSpec& m,
     const double th = tok * d(m.hidden);
     const double logits = tok * d(m.vocab) / d(p.tp);
     const GemmShape head{tok, d(m.vocab) / d(p.tp), d(m.hidden), 1.0};
-    const Seconds gemm = gemm_time(c.gpu, job.compute, head);
+    const Seconds gemm = gemm_time(c.gpu, core_dtype(job.compute), head);  // 16-bit head
     EdgeCost e;
     // Final norm; logits GEMM; fp32 cross-entropy: cast (read 16-bit, write fp32), max, exp-sum
     // and the stored softmax (Megatron vocab_parallel_cross_entropy).
@@ -361,6 +404,10 @@ Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params) {
     const double weights = master ? 8.0 + w : 2.0 * w;
     const double moments = 2.0 * optimizer_moments(job.optimizer) * os;
     return memory_time(gpu, KernelClass::optimizer, bytes(params * (weights + 2.0 * g + moments)));
+}
+
+Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params) {
+    return memory_time(gpu, KernelClass::elementwise, weight_quantise_bytes(gpu, job, params));
 }
 
 }  // namespace cleave

@@ -137,12 +137,16 @@ struct EdgeCost {
                                    const Plan& p,
                                    const PlanLinks& links);
 
-/// Bytes of one activation element on the wire and in memory (2 for 16-bit and fp8 training,
+/// Bytes of one activation element on the wire and in memory (2 for 16-bit and quantised training,
 /// whose activations between layers stay bf16; 4 for fp32).
 [[nodiscard]] double activation_bytes(const JobSpec& job);
 
 /// Optimizer step of `params` local parameters: memory-bound, Adam reads master weights, grads,
 /// m and v and writes master, m, v and the model copy, plus one read of the grads for the norm.
 [[nodiscard]] Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params);
+
+/// Quantising `params` local weights once per step for quantised training (0 otherwise):
+/// weight_quantise_bytes() at the elementwise kernels' HBM rate.
+[[nodiscard]] Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params);
 
 }  // namespace cleave

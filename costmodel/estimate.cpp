@@ -6,7 +6,9 @@
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
+#include "costmodel/overlap.hpp"
 #include "costmodel/pipeline.hpp"
+#include "costmodel/precision.hpp"
 #include "costmodel/risks.hpp"
 
 #include <algorithm>
@@ -20,9 +22,10 @@ double d(int64_t x) {
     return static_cast<double>(x);
 }
 
-// Megatron DDP bucket: max(40M, 1M x dp) parameters (megatron/core/distributed).
-double bucket_params(const Plan& p) {
-    return std::max(40e6, 1e6 * d(p.dp * p.cp));
+// Megatron DDP bucket: max(40M, 1M x dp) parameters (NVIDIA/Megatron-LM@d98e8a64
+// megatron/core/distributed/distributed_data_parallel.py:134); 40M is the stack's bucket_mparams.
+double bucket_params(const Plan& p, const SoftwareStack& s) {
+    return std::max(s.bucket_mparams * 1e6, 1e6 * d(p.dp * p.cp));
 }
 
 struct Context {
@@ -167,6 +170,9 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
         mem.comm_buffers += bytes(abth);  // all-gathered layer input
     }
     mem.comm_buffers += zero3_gather_bytes(x.m, x.job, p);  // 0 below ZeRO 3
+    // Quantised weight copies kept over a step (costmodel/precision.hpp), sharded like weights.
+    mem.weights += bytes(weight_copy_bytes_per_param(x.c.gpu, x.job) * (sp.dense + sp.expert) /
+                         (p.zero >= 3 ? d(dp_shard) : 1.0));
     mem.reserved = x.c.gpu.reserved_memory;
     mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
                 mem.comm_buffers + mem.reserved;
@@ -213,9 +219,19 @@ void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
     const Bytes gb = bytes((sp.dense + sp.expert) * bytes_of(x.job.grads));
     const Seconds ag = collective_time(Collective::all_gather, wb, n, x.links.dp);
     const Seconds rs = collective_time(Collective::reduce_scatter, gb, n, x.links.dp);
-    const double bwd_gathers = p.recompute == Recompute::full ? 2.0 : 1.0;
-    const Seconds fwd_exposed = max(Seconds{}, ag - w.cost.fwd);
-    const Seconds bwd_exposed = ag * bwd_gathers + max(Seconds{}, rs - w.cost.bwd);
+    const SoftwareStack& st = x.job.stack;
+    double bwd_gathers = p.recompute == Recompute::full ? 2.0 : 1.0;
+    Seconds fwd_exposed = max(Seconds{}, ag - w.cost.fwd);
+    Seconds bwd_exposed = ag * bwd_gathers + max(Seconds{}, rs - w.cost.bwd);
+    if (st.fsdp_prefetch) {
+        // FSDP2: one gather per unit serves its recomputed forward and its backward; none when
+        // the forward keeps the gathered weights (reshard_after_forward false). Both passes
+        // prefetch the next unit (costmodel/overlap.hpp fsdp_exposed).
+        bwd_gathers = st.reshard_after_forward ? 1.0 : 0.0;
+        const double units = d(std::max<int64_t>(1, w.cost.layers));
+        fwd_exposed = fsdp_exposed(ag, Seconds{}, w.cost.fwd, units, true);
+        bwd_exposed = fsdp_exposed(ag * bwd_gathers, rs, w.cost.bwd, units, true);
+    }
     w.zero3 = fwd_exposed + bwd_exposed;
     w.cost.fwd_comm += fwd_exposed;
     w.cost.bwd_comm += bwd_exposed;
@@ -243,7 +259,7 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
         const Bytes ge = bytes(sp.expert * g);
         total =
             collective_time(k, gd, n, x.links.dp) + collective_time(k, ge, ne, x.links.dp_expert);
-        const Bytes bucket = min(gd, bytes(bucket_params(p) * g));
+        const Bytes bucket = min(gd, bytes(bucket_params(p, x.job.stack) * g));
         last = collective_time(k, bucket, n, x.links.dp);
         w.dp_b = collective_bytes_sent(k, gd, n) + collective_bytes_sent(k, ge, ne);
         w.longest = max(w.longest, last);
@@ -256,16 +272,34 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
     }
     w.dp_total = total + tied;
     w.cost.dp_reduce = w.dp_total;
-    const Seconds hidden = max(Seconds{}, total - last - w.cost.bwd);
-    w.cost.dp_grad_sync = (total > Seconds{} ? last + hidden : Seconds{}) + tied;
+    const SoftwareStack& st = x.job.stack;
+    const Seconds exposed = exposed_bucketed(total, last, w.cost.bwd, st.overlap_grad_reduce);
+    if (p.zero == 2) {
+        // ZeRO-2 keeps only its shard of the grads, so every micro-batch's backward reduce-
+        // scatters (DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py reduces its buckets in the
+        // backward hooks of every micro-step): the exposed part lands in each backward.
+        w.zero3 += exposed;
+        w.cost.bwd += exposed;
+        w.cost.bwd_comm += exposed;
+        w.dp_b = w.dp_b * d(x.micro);
+        w.cost.dp_grad_sync = tied;
+    } else {
+        w.cost.dp_grad_sync = exposed + tied;
+    }
     const double shard = p.zero >= 1 ? d(n) : 1.0;
     const double shard_e = p.zero >= 1 ? d(ne) : 1.0;
-    w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e);
+    w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e) +
+                       weight_quantise_time(x.c.gpu, x.job, sp.dense + sp.expert);
     if (p.zero == 1 || p.zero == 2) {
         const Bytes wd = bytes(sp.dense * wbytes);
         const Bytes we = bytes(sp.expert * wbytes);
-        w.cost.optimizer += collective_time(Collective::all_gather, wd, n, x.links.dp) +
-                            collective_time(Collective::all_gather, we, ne, x.links.dp_expert);
+        // Updated weights gathered per bucket; with --overlap-param-gather behind the next
+        // forward except the first bucket (Megatron-Core distributed optimizer).
+        const Seconds ag = collective_time(Collective::all_gather, wd, n, x.links.dp) +
+                           collective_time(Collective::all_gather, we, ne, x.links.dp_expert);
+        const Bytes ag_bucket = min(wd, bytes(bucket_params(p, st) * wbytes));
+        const Seconds first = collective_time(Collective::all_gather, ag_bucket, n, x.links.dp);
+        w.cost.optimizer += exposed_bucketed(ag, first, w.cost.fwd, st.overlap_param_gather);
         w.dp_b += collective_bytes_sent(Collective::all_gather, wd, n) +
                   collective_bytes_sent(Collective::all_gather, we, ne);
     }
@@ -310,22 +344,46 @@ StageMemories stage_memories(const Context& x) {
     return sm;
 }
 
+// Megatron's first / last layers in bf16 (fp8_utils.py is_first_last_bf16_layer @d98e8a64): global
+// layer indices, so they sit on the first and the last pipeline stage (the first and the last
+// chunk under interleaving), as many as the stage holds.
+int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan& p, int64_t s) {
+    if (!is_quantised(job.compute)) {
+        return 0;
+    }
+    const int64_t per_stage = layers_on_stage(m.layers, p, s);
+    const int64_t chunk =
+        per_stage / std::max<int64_t>(1, p.schedule == Schedule::interleaved ? p.vpp : 1);
+    int64_t n = 0;
+    if (s == 0) {
+        n += std::min(job.bf16_layers_start, chunk);
+    }
+    if (s == p.pp - 1) {
+        n += std::min(job.bf16_layers_end, chunk);
+    }
+    return std::min(n, per_stage);
+}
+
 StageWork
 stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
     const Plan& p = x.p;
     StageWork w;
     w.cost.layers = layers_on_stage(x.m.layers, p, s);
     const double n_moe = d(sp.moe_layers);
+    const double n_dense = d(w.cost.layers) - n_moe;
+    const double n_hp = std::min(d(bf16_layers_in_stage(x.m, x.job, p, s)), n_dense);
     // Block recomputation: the checkpointed share at full-recompute cost (its recomputed
     // forward and that forward's TP/CP/EP collectives), the rest at recompute-none cost.
     const double redo = recompute_shape(p, w.cost.layers).recomputed;
     const LayerParts& whole = x.whole != nullptr ? *x.whole : x.parts;
-    add_layers(w, x.parts.dense, (d(w.cost.layers) - n_moe) * redo);
+    add_layers(w, x.parts.dense, (n_dense - n_hp) * redo);
+    add_layers(w, x.parts.dense_hp, n_hp * redo);
     if (sp.moe_layers > 0) {
         add_layers(w, x.parts.moe, n_moe * redo);
     }
     if (redo < 1.0) {
-        add_layers(w, whole.dense, (d(w.cost.layers) - n_moe) * (1.0 - redo));
+        add_layers(w, whole.dense, (n_dense - n_hp) * (1.0 - redo));
+        add_layers(w, whole.dense_hp, n_hp * (1.0 - redo));
         if (sp.moe_layers > 0) {
             add_layers(w, whole.moe, n_moe * (1.0 - redo));
         }
@@ -348,7 +406,9 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
         const double chunks = p.schedule == Schedule::interleaved ? d(p.vpp) : 1.0;
         const Bytes act =
             bytes(tokens_per_gpu(x.job, p) * d(x.m.hidden) * activation_bytes(x.job) / d(p.tp));
-        const Seconds one = collective_time(Collective::send_recv, act, 2, x.links.pp);
+        // Plus the stack's per-send/recv overhead (launch + sync), paid per virtual stage.
+        const Seconds one = collective_time(Collective::send_recv, act, 2, x.links.pp) +
+                            us(x.job.stack.p2p_overhead_us);
         w.p2p = one * (2.0 * chunks);
         w.pp_b = act * (2.0 * chunks * d(x.micro));
     }
@@ -387,6 +447,12 @@ LayerParts layer_parts(const ModelSpec& m,
     const Plan p = layer_shape(plan);
     LayerParts lp;
     lp.dense = layer_cost(m, c, job, p, links, false);
+    if (job.bf16_layers_start + job.bf16_layers_end > 0 && is_quantised(job.compute)) {
+        JobSpec hp = job;
+        hp.compute = unquantised(job.compute);
+        hp.weights = unquantised(job.weights);
+        lp.dense_hp = layer_cost(m, c, hp, p, links, false);
+    }
     lp.act_dense = activation_per_layer(m, job, p, false, p.recompute);
     lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none);
     if (m.moe.enabled()) {
@@ -479,7 +545,9 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     }
     const double t = e.iteration_time.value();
     const double gpus = d(plan_gpus(plan));
-    const double peak_flops_s = peak_flops(cluster.gpu, job.compute).value();
+    // MFU against the dense peak of the precision the linear GEMMs run in (fp8 on an A100: bf16).
+    const double peak_flops_s =
+        peak_flops(cluster.gpu, runnable_dtype(cluster.gpu, job.compute)).value();
     e.tokens_per_s = t > 0 ? d(job.global_batch) * d(job.seq_len) / t : 0.0;
     e.tflops_per_gpu = t > 0 ? e.model_flops.value() / t / gpus / 1e12 : 0.0;
     e.mfu = t > 0 && peak_flops_s > 0 ? e.model_flops.value() / (t * gpus * peak_flops_s) : 0.0;

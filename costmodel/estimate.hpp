@@ -150,7 +150,8 @@ estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job,
 /// tp, cp and ep), so many plans can share them.
 struct LayerParts {
     LayerCost dense;
-    LayerCost moe;  // zero for a dense model
+    LayerCost moe;       // zero for a dense model
+    LayerCost dense_hp;  // a dense layer kept bf16 under quantised training (job.bf16_layers_*)
     EdgeCost emb;
     EdgeCost out;
     Bytes act_dense;       // activations kept per dense layer, under the plan's recompute

@@ -1,5 +1,6 @@
 #include "costmodel/memory.hpp"
 
+#include "costmodel/attention.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
 
@@ -40,8 +41,10 @@ Bytes activation_per_layer(
     const double hd = d(head_dim(m));
     const double q = d(m.heads) * hd;
     const double kv = d(m.kv_heads) * hd;
-    // Norm inputs (2 x ab) and dropout masks (2 x 1 B): split only by SP.
-    const double ln_region = (2.0 * ab + 2.0) * tok * h / sp;
+    // Norm inputs (2 x ab) and dropout masks (2 x 1 B, when the recipe keeps hidden dropout):
+    // split only by SP.
+    const double masks = job.stack.hidden_dropout ? 2.0 : 0.0;
+    const double ln_region = (2.0 * ab + masks) * tok * h / sp;
     // QKV input and MLP input (norm outputs): replicated across TP ranks unless SP.
     const double replicated = 2.0 * ab * tok * h / sp;
     // Q, K, V, attention-projection input: split by TP.
@@ -51,6 +54,10 @@ Bytes activation_per_layer(
     const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * inner / t +
                        (moe ? ab * tok * d(m.moe.top_k) * h / t : 0.0);
     double total = ln_region + replicated + attn + mlp;
+    if (job.stack.attention == AttentionImpl::fused) {
+        // No scores in memory: the kernel keeps each query row's fp32 log-sum-exp.
+        return bytes(total + fused_attention_saved_bytes(m, job, p));
+    }
     if (r == Recompute::none) {
         // softmax output (ab), dropout mask (1 B), dropout output (ab) per score: 5 a s^2 b.
         const double scores =
@@ -61,7 +68,10 @@ Bytes activation_per_layer(
 }
 
 Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
-    return bytes((activation_bytes(job) + 4.0) * tokens_per_gpu(job, p) * d(m.vocab) / d(p.tp));
+    // A fused cross-entropy (Transformer Engine / Triton) works on the 16-bit logits in place.
+    const double fp32_copy = job.stack.fused_cross_entropy ? 0.0 : 4.0;
+    return bytes((activation_bytes(job) + fp32_copy) * tokens_per_gpu(job, p) * d(m.vocab) /
+                 d(p.tp));
 }
 
 double largest_layer_matrix(const ModelSpec& m, const Plan& p) {

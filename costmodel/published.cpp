@@ -112,6 +112,15 @@ std::string profile_for(const Reader& r, std::string& reason) {
         if (mem == 40 || contains(gpu, "2020")) {
             return "dgx-a100-40g";  // 2020 DGX A100s carried the 40 GB part (row notes)
         }
+        // Named loosely ("A100", "A100-class") with no memory: the 80 GB SXM part, said so.
+        reason = "GPU '" + gpu + "' with no memory stated: dgx-a100-80g assumed; ";
+        return "dgx-a100-80g";
+    }
+    if (contains(gpu, "GB300")) {
+        return "gb300-nvl72";
+    }
+    if (contains(gpu, "GB200")) {
+        return "gb200-nvl72";
     }
     if (contains(gpu, "V100")) {
         if (contains(gpu, "DGX-2") || contains(gpu, "SXM3") || r.count("gpus_per_node") == 16) {
@@ -145,6 +154,18 @@ ModelSpec model_of(const Reader& r) {
     m.ffn_hidden = r.count("ffn_hidden_size", 4 * m.hidden);
     m.vocab = r.count("vocab_size");
     m.seq_len = r.count("seq_length");
+    const std::string& name = m.name;
+    for (const char* family : {"Llama", "LLAMA", "Qwen", "Mixtral", "Mistral", "GPT-OSS"}) {
+        if (contains(name, family)) {
+            // Llama-family architecture (README: ffn_hidden_size is one SwiGLU branch).
+            m.mlp = MlpKind::swiglu;
+            m.norm = NormKind::rmsnorm;
+            m.positions = PositionKind::rope;
+            m.tied_embeddings = false;
+            m.linear_bias = false;
+            break;
+        }
+    }
     if (r.count("num_experts") > 0) {
         m.moe.experts = r.count("num_experts");
         m.moe.top_k = r.count("moe_topk", 1);
@@ -161,6 +182,10 @@ JobSpec job_of(const Reader& r, std::string& notes) {
     const std::string& prec = r.str("precision");
     j.compute = contains(prec, "fp16") ? Dtype::fp16 : Dtype::bf16;
     j.weights = j.compute;
+    if (contains(prec, "FP8") || contains(prec, "fp8")) {
+        j.compute = Dtype::fp8;  // linear layers in fp8, weights kept bf16 (Transformer Engine)
+        notes += "precision '" + prec + "' priced as fp8 (per-tensor); ";
+    }
     const std::string& fw = r.str("framework");
     if (contains(fw, "2020") || contains(fw, "2021")) {
         // Megatron before the 2022 distributed optimizer reduced grads in the model dtype.
@@ -170,7 +195,7 @@ JobSpec job_of(const Reader& r, std::string& notes) {
     return j;
 }
 
-Plan plan_of(const Reader& r, std::string& notes) {
+Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     Plan p;
     p.tp = r.count("tp", 1);
     p.pp = r.count("pp", 1);
@@ -186,12 +211,16 @@ Plan plan_of(const Reader& r, std::string& notes) {
         p.recompute = Recompute::full;
     } else if (rc.rfind("selective", 0) == 0) {
         p.recompute = Recompute::selective;
-    } else if (rc.empty()) {
+    } else if (rc.empty() && legacy) {
         p.recompute = Recompute::full;
         notes += "recompute not stated: full assumed (the source's TFLOP/s match SC21 eq. 3); ";
+    } else if (rc.empty()) {
+        notes += "recompute not stated: none (Megatron-Core's default); ";
     }
     const std::string& sh = r.str("dp_sharding");
-    if (contains(sh, "ZeRO-3") || (contains(sh, "FSDP") && !contains(sh, "FSDP=0"))) {
+    // "none per table (FSDP=0); distributed optimizer ..." is ZeRO-1, not FSDP.
+    const bool no_fsdp = sh.rfind("none", 0) == 0 || contains(sh, "FSDP=0");
+    if (contains(sh, "ZeRO-3") || (contains(sh, "FSDP") && !no_fsdp)) {
         p.zero = 3;
     } else if (contains(sh, "ZeRO-2")) {
         p.zero = 2;
@@ -234,6 +263,23 @@ void layer_map_of(const ModelSpec& m, const JobSpec& job, Plan& p, std::string& 
              std::to_string(stage_layers(m.layers, p).last) + " layers); ";
 }
 
+// Rows with only TFLOP/s (or MFU x the source's peak): t = F_convention / (TFLOP/s x gpus).
+void convert_throughput(const Reader& r, PublishedCase& c, std::string& notes) {
+    double tflops = r.num("tflops_per_gpu");
+    const char* from = "tflops_per_gpu";
+    if (tflops <= 0.0 && r.num("mfu_pct") > 0.0 && r.num("peak_tflops_per_gpu") > 0.0) {
+        tflops = r.num("mfu_pct") / 100.0 * r.num("peak_tflops_per_gpu");
+        from = "mfu_pct x peak_tflops_per_gpu";
+    }
+    const double f = convention_flops(r.str("tflops_definition"), c.model, c.job);
+    if (tflops <= 0.0 || f <= 0.0) {
+        return;
+    }
+    c.published_s = f / (tflops * 1e12 * static_cast<double>(c.job.gpus));
+    c.derived = true;
+    notes += std::string("time from ") + from + " and the source's FLOP convention; ";
+}
+
 PublishedCase case_of(const Reader& r) {
     PublishedCase c;
     c.row_id = r.count("row_id");
@@ -243,7 +289,8 @@ PublishedCase case_of(const Reader& r) {
     c.model = model_of(r);
     std::string notes;
     c.job = job_of(r, notes);
-    c.plan = plan_of(r, notes);
+    const std::string stack = stack_for_framework(r.str("framework"));
+    c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
                                                   : PublishedMetric::iteration_time;
@@ -262,6 +309,17 @@ PublishedCase case_of(const Reader& r) {
         c.reason = why;
         return c;
     }
+    notes = why + notes;  // a loose GPU name's assumption, if any
+    const std::string& fw = r.str("framework");
+    c.stack = stack_for_framework(fw);
+    if (c.stack.empty()) {
+        c.reason = "no shipped stack for framework '" + fw + "'";
+        return c;
+    }
+    notes += "stack " + c.stack + " (framework '" + fw + "'); ";
+    if (c.published_s <= 0.0 && c.metric == PublishedMetric::iteration_time) {
+        convert_throughput(r, c, notes);
+    }
     if (c.published_s <= 0.0) {
         c.reason = "no iteration or layer time published or derivable";
         return c;
@@ -277,6 +335,54 @@ PublishedCase case_of(const Reader& r) {
 }
 
 }  // namespace
+
+std::string stack_for_framework(const std::string& fw) {
+    if (contains(fw, "DeepSpeed")) {
+        return "deepspeed-zero3-2021";
+    }
+    if (contains(fw, "torchtitan")) {
+        return "torchtitan-fsdp2";
+    }
+    if (contains(fw, "llm-foundry") || contains(fw, "Composer") || contains(fw, "MosaicML")) {
+        return "llm-foundry-fsdp";
+    }
+    if (contains(fw, "Megatron-Core") || contains(fw, "Megatron-Bridge") || contains(fw, "NeMo")) {
+        return "megatron-core";
+    }
+    if (contains(fw, "Megatron")) {
+        // Megatron-LM before Transformer Engine (the 2020-2022 papers' code): materialised
+        // attention; later years run Megatron-Core.
+        for (const char* y : {"2019", "2020", "2021", "2022"}) {
+            if (contains(fw, y)) {
+                return "megatron-2021";
+            }
+        }
+        return "megatron-core";
+    }
+    return "";
+}
+
+double convention_flops(const std::string& def, const ModelSpec& m, const JobSpec& job) {
+    const double B = static_cast<double>(job.global_batch);
+    const double s = static_cast<double>(job.seq_len);
+    const double l = static_cast<double>(m.layers);
+    const double h = static_cast<double>(m.hidden);
+    const double V = static_cast<double>(m.vocab);
+    if (contains(def, "SC21 eq.(3)") || contains(def, "SC21 eq. (3)")) {
+        return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
+    }
+    if (contains(def, "Korthikanti")) {
+        return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * l));
+    }
+    if (contains(def, "flop_utils") && !m.moe.enabled()) {
+        const double kvd = static_cast<double>(m.kv_heads * head_dim(m));
+        const double f = static_cast<double>(m.ffn_hidden);
+        const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
+        const double per_token = l * (2.0 * h * h + 2.0 * h * kvd + mlp) + h * V;
+        return 3.0 * (2.0 * B * s * per_token + 2.0 * B * s * s * h * l);
+    }
+    return 0.0;
+}
 
 std::vector<PublishedCase> parse_public_runs(std::string_view csv, const std::string& source_name) {
     const auto rows = split_csv(csv);

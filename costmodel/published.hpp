@@ -28,6 +28,7 @@ struct PublishedCase {
     std::string model_name;
     std::string confidence;
     std::string profile;  // shipped hardware profile for the row's hardware ("" = none)
+    std::string stack;    // shipped software stack for the row's framework and year ("" = none)
     bool expressible = false;
     std::string reason;        // why not expressible, or the assumptions made for this row
     bool in_mape = true;       // false: predicted and shown, but outside what the model claims
@@ -57,6 +58,19 @@ struct PublishedResult {
     double tflops_per_gpu = 0.0;
     double mfu = 0.0;
 };
+
+/// The shipped stack of a `framework` column ("Megatron-LM (2021)", "Megatron-Bridge /
+/// Megatron-Core, NeMo 25.11 container", "... + DeepSpeed", "torchtitan", "llm-foundry"), or ""
+/// when no stack fits. Megatron-LM up to 2022 ran materialised attention (megatron-2021).
+[[nodiscard]] std::string stack_for_framework(const std::string& framework);
+
+/// FLOPs of one iteration under a source's convention (validation/README.md), for rows that
+/// give only TFLOP/s or MFU: SC21 eq. (3) 96 B s l h^2 (1 + s/6h + V/16lh) (hardware FLOPs,
+/// with the recompute forward); Korthikanti App. A 72 B s l h^2 (1 + s/6h + V/12hl); Megatron
+/// flop_utils (Megatron-Bridge) 3 x [2 B s (l (2h^2 + 2 h kv d + 3 h f) + h V) + 2 B s^2 h l]
+/// (GQA, SwiGLU, causal attention at half). 0 when `definition` names none of them.
+[[nodiscard]] double
+convention_flops(const std::string& definition, const ModelSpec& m, const JobSpec& job);
 
 [[nodiscard]] PublishedResult evaluate_published(const PublishedCase& c,
                                                  const ClusterSpec& cluster);

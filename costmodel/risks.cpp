@@ -153,13 +153,13 @@ std::vector<Risk> describe_risks(const ModelSpec&,
             break;
         case RiskKind::tp_cross_node:
             out.push_back({kind,
-                           "tp=" + num(plan.tp) + " spans " + num(l.tp.nodes) + " nodes of " +
-                               num(cluster.node.gpus_per_node) +
+                           "tp=" + num(plan.tp) + " spans " + num(l.tp.nodes) +
+                               " NVLink domains of " + num(nvlink_domain(cluster.node)) +
                                " GPUs: every layer's TP collectives run at " +
                                fmt("%.3g", to_gbps(l.tp.busbw)) + " GB/s instead of " +
                                fmt("%.3g", to_gbps(cluster.node.intra_bw)) + " GB/s",
-                           "keep --tp <= " + num(cluster.node.gpus_per_node) +
-                               " (GPUs per node) and scale with --pp or --dp"});
+                           "keep --tp <= " + num(nvlink_domain(cluster.node)) +
+                               " (GPUs per NVLink domain) and scale with --pp or --dp"});
             break;
         case RiskKind::tp_over_pcie:
             out.push_back({kind,

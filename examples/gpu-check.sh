@@ -34,6 +34,7 @@ set -uo pipefail
 out="$1"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bundle="${CLEAVE_BUNDLE:-$root/build/gpu-bundle}"
+bundle="$(cd "$bundle" 2>/dev/null && pwd || echo "$bundle")"
 backend="${CLEAVE_BACKEND:-cuda}"
 cluster="${CLUSTER:-dgx-h200}"
 mkdir -p "$out/runs" || exit 1
@@ -62,12 +63,15 @@ print(":".join(dirs))
 EOF
 )"
 fi
-export LD_LIBRARY_PATH="$libs${CUDA_LIBS:+:$CUDA_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's libraries (its libstdc++ among them) for cleave and test_cuda only: Python and
+# PyTorch keep their own environment.
+cl_env=(env "LD_LIBRARY_PATH=$libs${CUDA_LIBS:+:$CUDA_LIBS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 # One process, no mpirun: Open MPI's singleton mode, without the daemon it would fork.
 export OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_btl=self,vader OMPI_MCA_pml=ob1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+cleave=("${cl_env[@]}" "$cleave")
 log "backend $backend, cluster $cluster, bundle $bundle, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
-"$cleave" --version >>"$out/summary.txt" 2>&1 || fail "cleave does not start (libraries: $LD_LIBRARY_PATH)"
+"${cleave[@]}" --version >>"$out/summary.txt" 2>&1 || fail "cleave does not start (${cl_env[1]})"
 
 # ---- model and plans -------------------------------------------------------------------------
 if [[ "$backend" == cuda ]]; then
@@ -90,7 +94,8 @@ fi
 
 # ---- 1. CUDA tests ---------------------------------------------------------------------------
 if [[ -x "$bundle/bin/test_cuda" ]]; then
-    CLEAVE_CUDA_MODULE="$bundle/bin/libcleave_cuda.so" "$bundle/bin/test_cuda" >"$out/tests.txt" 2>&1
+    "${cl_env[@]}" CLEAVE_CUDA_MODULE="$bundle/bin/libcleave_cuda.so" "$bundle/bin/test_cuda" \
+        >"$out/tests.txt" 2>&1
     rc=$?
     case $rc in
         0) log "1. CUDA tests passed ($(grep -o 'test cases:.*' "$out/tests.txt" | tail -1))" ;;
@@ -105,7 +110,7 @@ fi
 # ---- 2. calibrate ----------------------------------------------------------------------------
 quick=()
 [[ "$backend" == cpu ]] && quick=(--quick)
-if "$cleave" calibrate --backend "$backend" "${quick[@]}" --out "$out/calibrated.toml" \
+if "${cleave[@]}" calibrate --backend "$backend" "${quick[@]}" --out "$out/calibrated.toml" \
     >"$out/calibrate.txt" 2>&1; then
     log "2. calibrate: $(tr '\r' '\n' <"$out/calibrate.txt" | grep -m1 '^# peak' || echo 'see calibrate.txt')"
     # The largest GEMM of the sweep (8192^3 on a GPU), cleave's own fp32 throughput there.
@@ -124,7 +129,7 @@ else
     gshape=(--layers 1 --hidden 128 --heads 4 --ffn 512 --vocab 256 --seq 64 --gbs 2 --mbs 2)
     gname="gemm NN 128x128x128"
 fi
-if "$cleave" run "$root/examples/gpt-1b.toml" "$cluster" --backend "$backend" --dtype "$dtype" \
+if "${cleave[@]}" run "$root/examples/gpt-1b.toml" "$cluster" --backend "$backend" --dtype "$dtype" \
     "${gshape[@]}" --kernel-profile --iters 2 --warmup 1 >"$out/gemm.txt" 2>&1; then
     log "2b. $dtype $(grep -m1 "$gname" "$out/gemm.txt" | awk '{ printf "%s %s: %.3f TFLOP/s measured (%s calls/iteration, %s ms)", $1, $2 " " $3, $NF / 1e3, $4, $5 }')"
 else
@@ -136,7 +141,7 @@ if [[ -f "$out/calibrated.toml" ]]; then
     vmodel="$root/tests/calibrate/data/gpu-gpt.toml"
     vflags=(--gbs 8 --top 3 --iters 3 --warmup 2)
     [[ "$backend" == cpu ]] && vmodel="$root/tests/calibrate/data/tiny-gpt.toml" && vflags=(--gbs 4 --top 2 --iters 1 --warmup 0 --max-error 1000)
-    if "$cleave" validate "$vmodel" "$out/calibrated.toml" --backend "$backend" --gpus 1 \
+    if "${cleave[@]}" validate "$vmodel" "$out/calibrated.toml" --backend "$backend" --gpus 1 \
         "${vflags[@]}" >"$out/validate.txt" 2>&1; then
         log "3. validate: $(grep -m1 -i 'mape' "$out/validate.txt" || echo 'see validate.txt')"
     else
@@ -161,7 +166,7 @@ for attn in "${attn_modes[@]}"; do
         aflag=()
         [[ "$backend" == cuda ]] && aflag=(--attention "$attn")
         # shellcheck disable=SC2086
-        if "$cleave" run "$model" "$cluster" --backend "$backend" --dtype "$dtype" --gbs "$gbs" \
+        if "${cleave[@]}" run "$model" "$cluster" --backend "$backend" --dtype "$dtype" --gbs "$gbs" \
             --iters "$iters" --warmup "$warmup" --format json $p "${aflag[@]}" "${scale[@]}" \
             >"$out/runs/$name.json" 2>"$out/runs/$name.err"; then
             row="$(python3 - "$out/runs/$name.json" "$p --attention $attn" <<'EOF'

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The PyTorch eager peer of examples/gpu-check.sh: the same GPT as a cleave model TOML (learned
-positions, pre-LayerNorm blocks, GeLU MLP, untied output layer), one training step of --gbs
+positions, pre-LayerNorm blocks with biases, tanh-GeLU MLP, output layer tied to the embedding
+as the model file says), one training step of --gbs
 sequences in micro-batches of --mbs with bf16 autocast (fp32 master weights, fp32 AdamW) and
 torch.nn.functional.scaled_dot_product_attention (causal). Prints and writes the median step time.
 """
@@ -59,6 +60,8 @@ class Gpt(torch.nn.Module):
             Block(h, m["heads"], m["ffn_hidden"]) for _ in range(m["layers"]))
         self.ln = torch.nn.LayerNorm(h)
         self.out = torch.nn.Linear(h, m["vocab"], bias=False)
+        if m.get("tied_embeddings", True):
+            self.out.weight = self.tok.weight
 
     def forward(self, ids):
         x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))

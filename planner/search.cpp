@@ -386,7 +386,7 @@ private:
         if (!keeps(Rule::cp_seq, m_, job_, p)) {
             return RejectReason::seq;
         }
-        const bool crosses = tp_crosses_node(p.tp, c_.node.gpus_per_node);
+        const bool crosses = tp_crosses_node(p.tp, nvlink_domain(c_.node));
         if (crosses && !o_.allow_tp_cross_node) {
             return RejectReason::tp_cross_node;
         }

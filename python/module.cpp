@@ -28,6 +28,7 @@ std::unique_ptr<CLI::App> light_app(cleave::cli::CliContext& ctx) {
     app->require_subcommand(1);
     cleave::cli::setup_model(*app, ctx);
     cleave::cli::setup_hw(*app, ctx);
+    cleave::cli::setup_stack(*app, ctx);
     cleave::cli::setup_explain(*app, ctx);
     cleave::cli::setup_plan(*app, ctx);
     cleave::cli::setup_compare(*app, ctx);
@@ -143,12 +144,12 @@ py::object run(Args argv, const py::kwargs& kw, bool json = true) {
         app->parse(static_cast<int>(cargv.size()), cargv.data());
     } catch (const CLI::ParseError& e) {
         // A bad keyword or value: the CLI's own message ("--gbs: Value 0 not in range ...").
-        raise_config_error(cleave::ConfigError(std::string(e.get_name()) + ": " + e.what()));
+        raise_config_error(cleave::ConfigError(e.what()));
     } catch (const cleave::ConfigError& e) {
         raise_config_error(e);
     }
     if (!json) {
-        return py::str(out.str());
+        return py::none();  // report: the page is in the file given with out=
     }
     if (out.str().empty()) {
         throw std::runtime_error("cleave " + argv[1] + ": " + err.str());

@@ -17,17 +17,30 @@ table{border-collapse:collapse;font-size:12px;margin:4px 0}
 th,td{border:1px solid #ccc;padding:3px 6px;text-align:right} th{background:#f3f3f3}
 td.l,th.l{text-align:left} td.diff{background:#ffe3b3;font-weight:bold}
 tr.chosen td{background:#e3f1e8}
-.grid{display:flex;flex-wrap:wrap;gap:12px} .card{border:1px solid #ddd;border-radius:6px;padding:8px}
+.grid{display:flex;flex-wrap:wrap;gap:12px}
+.card{border:1px solid #ddd;border-radius:6px;padding:8px;flex:1 1 520px;min-width:0}
+.card.wide{flex-basis:100%} .card svg{width:100%;height:auto;display:block}
 .note{color:#666;font-size:12px}
 )css";
 
+/// A number ("12", "-3.5", "3e+11", "$4", "300B"): right-aligned; anything else left-aligned.
 bool numeric(const std::string& s) {
-    return !s.empty() &&
-           (std::isdigit(static_cast<unsigned char>(s[0])) != 0 || s[0] == '-' || s[0] == '$');
+    const auto digit = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; };
+    if (s.empty()) {
+        return false;
+    }
+    if (s[0] == '-' || s[0] == '$') {
+        return s.size() > 1 && digit(s[1]);
+    }
+    return digit(s[0]);
 }
 
-std::string card(const std::string& title, const std::string& body, const std::string& note) {
-    return "<div class=\"card\"><h3>" + escape(title) + "</h3>" + body +
+std::string card(const std::string& title,
+                 const std::string& body,
+                 const std::string& note,
+                 bool wide = false) {
+    return std::string(wide ? "<div class=\"card wide\"><h3>" : "<div class=\"card\"><h3>") +
+           escape(title) + "</h3>" + body +
            (note.empty() ? "" : "<p class=\"note\">" + escape(note) + "</p>") + "</div>";
 }
 
@@ -56,13 +69,15 @@ std::string section_html(const Section& s, std::size_t index) {
               "is the headroom.");
     h += card("Where one step's time goes (chosen plan, slowest stage)",
               time_svg(s.time_parts),
-              "Exposed communication only: what overlaps compute is not counted again.");
+              "Exposed communication only: what overlaps compute is not counted again.",
+              true);
     h += card("Simulated timeline of one iteration, per stage",
               timeline_svg(s.timeline,
                            s.timeline_end_s,
                            static_cast<int>(s.stages.empty() ? 1 : s.stages.size())),
               "The discrete-event simulator's events (cleave simulate --trace): forward F, "
-              "backward B, pipeline sends and the data-parallel reduction below each stage.");
+              "backward B, pipeline sends and the data-parallel reduction below each stage.",
+              true);
     h += "</div>";
     h += "<h3>Why not the others</h3>" + table_html(s.why_not, false, 0);
     h += "<h3>Risks of the chosen plan</h3>" +

@@ -83,10 +83,15 @@ struct Page {
 /// A round upper end for an axis that must reach `v` (1, 2, 2.5, 5 times a power of ten).
 [[nodiscard]] double nice_ceiling(double v);
 
+/// Tick step for an axis over [lo, hi]: about five intervals after 3 % of margin each side
+/// (a flat range gets 10 % of its value), rounded by nice_ceiling().
+[[nodiscard]] double nice_step(double lo, double hi);
+
 /// Plot of every plan: x step time, y peak memory per GPU; Pareto front as a line, the chosen
-/// plan marked, the usable memory as a dashed line. Each plan is <circle class="pt"
-/// data-i="index" data-time-s data-memory-gib cx cy> with a <title>; the frame carries
-/// data-x0/x1/y0/y1 (axis ranges) and data-left/right/top/bottom (pixels).
+/// plan marked, the usable memory as a dashed line. Time is on a log scale (decades,
+/// data-log-x="1" on the frame) when the slowest plan takes more than 20x the fastest. Each plan is
+/// <circle class="pt" data-i="index" data-time-s data-memory-gib cx cy> with a <title>; the frame
+/// carries data-x0/x1/y0/y1 (axis ranges) and data-left/right/top/bottom (pixels).
 [[nodiscard]] std::string scatter_svg(const std::vector<PlanPoint>& points,
                                       double usable_memory_gib);
 

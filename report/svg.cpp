@@ -23,7 +23,14 @@ struct Frame {
     double x0 = 0.0, x1 = 1.0, y0 = 0.0, y1 = 1.0;                  // data
     double left = 60.0, right = 700.0, top = 20.0, bottom = 340.0;  // pixels
 
-    [[nodiscard]] double x(double v) const { return left + (v - x0) / (x1 - x0) * (right - left); }
+    bool log_x = false;  // x on a log10 scale (x0 > 0): times that span more than 20x
+
+    [[nodiscard]] double x(double v) const {
+        if (log_x) {
+            return left + std::log10(v / x0) / std::log10(x1 / x0) * (right - left);
+        }
+        return left + (v - x0) / (x1 - x0) * (right - left);
+    }
 
     [[nodiscard]] double y(double v) const {
         return bottom - (v - y0) / (y1 - y0) * (bottom - top);
@@ -34,21 +41,25 @@ struct Frame {
 constexpr std::array<const char*, 8> palette = {
     "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#999999"};
 
-std::string axes(const Frame& f, const std::string& xlabel, const std::string& ylabel, int ticks) {
+std::string
+axes(const Frame& f, const std::string& xlabel, const std::string& ylabel, int xticks, int yticks) {
     std::string s;
     s += "<g class=\"axes\" font-size=\"11\" fill=\"#333\">";
     s += "<line x1=\"" + num(f.left) + "\" y1=\"" + num(f.bottom) + "\" x2=\"" + num(f.right) +
          "\" y2=\"" + num(f.bottom) + "\" stroke=\"#333\"/>";
     s += "<line x1=\"" + num(f.left) + "\" y1=\"" + num(f.top) + "\" x2=\"" + num(f.left) +
          "\" y2=\"" + num(f.bottom) + "\" stroke=\"#333\"/>";
-    for (int i = 0; i <= ticks; ++i) {
-        const double t = static_cast<double>(i) / ticks;
-        const double xv = f.x0 + t * (f.x1 - f.x0);
-        const double yv = f.y0 + t * (f.y1 - f.y0);
+    for (int i = 0; i <= xticks; ++i) {
+        // log axis: one tick per decade (xticks = decades); linear: xticks equal steps
+        const double xv = f.log_x ? f.x0 * std::pow(10.0, i)
+                                  : f.x0 + static_cast<double>(i) / xticks * (f.x1 - f.x0);
         s += "<line x1=\"" + num(f.x(xv)) + "\" y1=\"" + num(f.top) + "\" x2=\"" + num(f.x(xv)) +
              "\" y2=\"" + num(f.bottom) + "\" stroke=\"#eee\"/>";
         s += "<text x=\"" + num(f.x(xv)) + "\" y=\"" + num(f.bottom + 14) +
              "\" text-anchor=\"middle\">" + num(xv, "%.3g") + "</text>";
+    }
+    for (int i = 0; i <= yticks; ++i) {
+        const double yv = f.y0 + static_cast<double>(i) / yticks * (f.y1 - f.y0);
         s += "<line x1=\"" + num(f.left) + "\" y1=\"" + num(f.y(yv)) + "\" x2=\"" + num(f.right) +
              "\" y2=\"" + num(f.y(yv)) + "\" stroke=\"#eee\"/>";
         s += "<text x=\"" + num(f.left - 4) + "\" y=\"" + num(f.y(yv) + 4) +
@@ -68,10 +79,11 @@ std::string svg_open(const char* id, double w, double h) {
 }
 
 std::string frame_attrs(const Frame& f) {
-    return " data-x0=\"" + num(f.x0, "%.9g") + "\" data-x1=\"" + num(f.x1, "%.9g") +
-           "\" data-y0=\"" + num(f.y0, "%.9g") + "\" data-y1=\"" + num(f.y1, "%.9g") +
-           "\" data-left=\"" + num(f.left) + "\" data-right=\"" + num(f.right) + "\" data-top=\"" +
-           num(f.top) + "\" data-bottom=\"" + num(f.bottom) + "\"";
+    return std::string(f.log_x ? " data-log-x=\"1\"" : "") + " data-x0=\"" + num(f.x0, "%.9g") +
+           "\" data-x1=\"" + num(f.x1, "%.9g") + "\" data-y0=\"" + num(f.y0, "%.9g") +
+           "\" data-y1=\"" + num(f.y1, "%.9g") + "\" data-left=\"" + num(f.left) +
+           "\" data-right=\"" + num(f.right) + "\" data-top=\"" + num(f.top) + "\" data-bottom=\"" +
+           num(f.bottom) + "\"";
 }
 
 /// <rect> with `extra` after its fill; a leading ` class="..."` in `extra` goes first, so every
@@ -109,7 +121,7 @@ std::string legend(const std::vector<std::string>& names,
     for (const std::string& n : names) {
         s += rect(x, y - 9, 10, 10, colour_of(n, colours), "/>");
         s += "<text x=\"" + num(x + 14) + "\" y=\"" + num(y) + "\">" + escape(n) + "</text>";
-        x += 22.0 + 6.5 * static_cast<double>(n.size());
+        x += 24.0 + 7.0 * static_cast<double>(n.size());
     }
     return s + "</g>";
 }
@@ -142,6 +154,12 @@ std::vector<std::size_t> pareto_front(const std::vector<PlanPoint>& points) {
     return front;
 }
 
+double nice_step(double lo, double hi) {
+    // About five intervals over the data with 3 % of margin each side.
+    const double pad = hi > lo ? 0.03 * (hi - lo) : std::max(0.1 * std::abs(hi), 1e-9);
+    return nice_ceiling((hi - lo + 2.0 * pad) / 5.0);
+}
+
 double nice_ceiling(double v) {
     if (!(v > 0.0)) {
         return 1.0;
@@ -155,148 +173,190 @@ double nice_ceiling(double v) {
     return 10.0 * mag;
 }
 
-std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib) {
+namespace {
+
+/// The usable memory as a horizontal line across the frame, labelled at its right end.
+std::string usable_line(const Frame& f, double gib, bool dashed) {
+    if (!(gib > 0.0)) {
+        return "";
+    }
+    return "<line class=\"usable\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" +
+           num(f.y(gib)) + "\" y2=\"" + num(f.y(gib)) + "\" stroke=\"#D55E00\"" +
+           (dashed ? " stroke-dasharray=\"6 4\"" : " stroke-width=\"2\"") + "/><text x=\"" +
+           num(f.right - 4) + "\" y=\"" + num(f.y(gib) - 4) +
+           "\" text-anchor=\"end\" font-size=\"11\" fill=\"#D55E00\">usable " + num(gib) +
+           " GiB</text>";
+}
+
+/// The scatter's frame: x fitted to the plans' times (nice_step), y from 0 past the largest
+/// memory or the usable line.
+Frame scatter_frame(const std::vector<PlanPoint>& points, double usable_memory_gib, double& step) {
     Frame f;
+    double tmin = points.empty() ? 0.0 : INFINITY;
     double tmax = 0.0;
     double mmax = usable_memory_gib;
     for (const PlanPoint& p : points) {
+        tmin = std::min(tmin, p.time_s);
         tmax = std::max(tmax, p.time_s);
         mmax = std::max(mmax, p.memory_gib);
     }
-    f.x1 = nice_ceiling(tmax * 1.05);
     f.y1 = nice_ceiling(mmax * 1.05);
-    std::string s = svg_open("scatter", 720, 390);
-    s += "<g class=\"frame\"" + frame_attrs(f) + ">";
-    s += axes(f, "step time (s)", "peak memory per GPU (GiB)", 5);
-    if (usable_memory_gib > 0.0) {
-        s += "<line class=\"usable\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" +
-             num(f.y(usable_memory_gib)) + "\" y2=\"" + num(f.y(usable_memory_gib)) +
-             "\" stroke=\"#D55E00\" stroke-dasharray=\"6 4\"/><text x=\"" + num(f.right - 4) +
-             "\" y=\"" + num(f.y(usable_memory_gib) - 4) +
-             "\" text-anchor=\"end\" font-size=\"11\" fill=\"#D55E00\">usable " +
-             num(usable_memory_gib) + " GiB</text>";
+    if (tmin > 0.0 && tmax > 20.0 * tmin) {
+        // A few very slow plans would squeeze the rest into one corner: decades instead.
+        f.log_x = true;
+        f.x0 = std::pow(10.0, std::floor(std::log10(tmin)));
+        f.x1 = std::pow(10.0, std::ceil(std::log10(tmax)));
+        step = 10.0;
+        return f;
     }
-    std::string line;
+    step = nice_step(tmin, tmax);
+    const double pad = tmax > tmin ? 0.03 * (tmax - tmin) : 0.1 * tmax;
+    f.x0 = std::max(0.0, std::floor((tmin - pad) / step) * step);
+    f.x1 = std::max(std::ceil((tmax + pad) / step) * step, f.x0 + step);
+    return f;
+}
+
+/// One plan's circle: class pt (+ front, chosen), its values as data attributes, hover title.
+std::string point_svg(const Frame& f, const PlanPoint& p, std::size_t i, bool on_front) {
+    const std::string cls =
+        std::string("pt") + (on_front ? " front" : "") + (p.chosen ? " chosen" : "");
+    return "<circle class=\"" + cls + "\" data-i=\"" + std::to_string(i) + "\" data-time-s=\"" +
+           num(p.time_s, "%.9g") + "\" data-memory-gib=\"" + num(p.memory_gib, "%.9g") +
+           "\" cx=\"" + num(f.x(p.time_s), "%.2f") + "\" cy=\"" + num(f.y(p.memory_gib), "%.2f") +
+           "\" r=\"" + (p.chosen ? "7" : "3.5") + "\" fill=\"" +
+           (p.chosen ? "#D55E00" : (on_front ? "#009E73" : "#0072B2")) + "\" fill-opacity=\"" +
+           (p.chosen ? "1" : "0.55") + "\"" +
+           (p.chosen ? " stroke=\"#000\" stroke-width=\"1.5\"" : "") + "><title>" +
+           escape(p.label) + ": " + num(p.time_s, "%.4g") + " s, " + num(p.memory_gib, "%.1f") +
+           " GiB" + (p.chosen ? " (chosen)" : "") + "</title></circle>";
+}
+
+}  // namespace
+
+std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib) {
+    double step = 1.0;
+    const Frame f = scatter_frame(points, usable_memory_gib, step);
+    std::string s = svg_open("scatter", 720, 400);
+    s += "<g class=\"frame\"" + frame_attrs(f) + ">";
+    const double ticks = f.log_x ? std::log10(f.x1 / f.x0) : (f.x1 - f.x0) / step;
+    s += axes(f,
+              f.log_x ? "step time (s, log scale)" : "step time (s)",
+              "peak memory per GPU (GiB)",
+              static_cast<int>(std::lround(ticks)),
+              5);
+    s += usable_line(f, usable_memory_gib, true);
     const std::vector<std::size_t> front = pareto_front(points);
+    std::vector<bool> on_front(points.size(), false);
+    std::string line;
     for (std::size_t i : front) {
+        on_front[i] = true;
         line +=
             num(f.x(points[i].time_s), "%.2f") + "," + num(f.y(points[i].memory_gib), "%.2f") + " ";
     }
     s += "<polyline class=\"pareto\" points=\"" + line +
          "\" fill=\"none\" stroke=\"#009E73\" stroke-width=\"2\"/>";
-    std::vector<bool> on_front(points.size(), false);
-    for (std::size_t i : front) {
-        on_front[i] = true;
-    }
     std::string chosen;
     for (std::size_t i = 0; i < points.size(); ++i) {
-        const PlanPoint& p = points[i];
-        const std::string cls =
-            std::string("pt") + (on_front[i] ? " front" : "") + (p.chosen ? " chosen" : "");
-        std::string c =
-            "<circle class=\"" + cls + "\" data-i=\"" + std::to_string(i) + "\" data-time-s=\"" +
-            num(p.time_s, "%.9g") + "\" data-memory-gib=\"" + num(p.memory_gib, "%.9g") +
-            "\" cx=\"" + num(f.x(p.time_s), "%.2f") + "\" cy=\"" + num(f.y(p.memory_gib), "%.2f") +
-            "\" r=\"" + (p.chosen ? "7" : "3.5") + "\" fill=\"" +
-            (p.chosen ? "#D55E00" : (on_front[i] ? "#009E73" : "#0072B2")) + "\" fill-opacity=\"" +
-            (p.chosen ? "1" : "0.55") + "\"" +
-            (p.chosen ? " stroke=\"#000\" stroke-width=\"1.5\"" : "") + "><title>" +
-            escape(p.label) + ": " + num(p.time_s, "%.4g") + " s, " + num(p.memory_gib, "%.1f") +
-            " GiB" + (p.chosen ? " (chosen)" : "") + "</title></circle>";
-        (p.chosen ? chosen : s) += c;  // the chosen plan on top
+        (points[i].chosen ? chosen : s) += point_svg(f, points[i], i, on_front[i]);
     }
-    s += chosen + "</g>";
-    s += "<g class=\"legend\" font-size=\"11\"><circle cx=\"80\" cy=\"372\" r=\"3.5\" "
-         "fill=\"#0072B2\"/><text x=\"88\" y=\"376\">feasible plan</text><circle cx=\"180\" "
-         "cy=\"372\" r=\"3.5\" fill=\"#009E73\"/><text x=\"188\" y=\"376\">Pareto front (no plan "
-         "both faster and smaller)</text><circle cx=\"420\" cy=\"372\" r=\"6\" fill=\"#D55E00\" "
-         "stroke=\"#000\"/><text x=\"430\" y=\"376\">chosen plan</text></g>";
+    s += chosen + "</g>";  // the chosen plan last, so on top
+    s += "<g class=\"legend\" font-size=\"11\"><circle cx=\"64\" cy=\"388\" r=\"3.5\" "
+         "fill=\"#0072B2\"/><text x=\"72\" y=\"392\">feasible plan</text><circle cx=\"164\" "
+         "cy=\"388\" r=\"3.5\" fill=\"#009E73\"/><text x=\"172\" y=\"392\">Pareto front (no plan "
+         "both faster and smaller)</text><circle cx=\"430\" cy=\"388\" r=\"6\" fill=\"#D55E00\" "
+         "stroke=\"#000\"/><text x=\"440\" y=\"392\">chosen plan</text></g>";
     return s + "</svg>";
 }
 
-std::string stage_memory_svg(const std::vector<StageMemory>& stages, double usable_memory_gib) {
-    Frame f;
-    f.left = 60.0;
-    f.right = 700.0;
-    f.top = 30.0;
-    f.bottom = 300.0;
-    double top = usable_memory_gib;
-    for (const StageMemory& st : stages) {
-        double sum = 0.0;
-        for (const Part& p : st.parts) {
-            sum += p.value;
-        }
-        top = std::max(top, sum);
-    }
-    f.y1 = nice_ceiling(top * 1.05);
-    f.x1 = static_cast<double>(std::max<std::size_t>(stages.size(), 1));
-    std::map<std::string, const char*> colours;
-    std::vector<std::string> names;
-    for (const StageMemory& st : stages) {
-        for (const Part& p : st.parts) {
-            if (std::find(names.begin(), names.end(), p.name) == names.end()) {
-                names.push_back(p.name);
-                (void)colour_of(p.name, colours);
-            }
-        }
-    }
-    std::string s = svg_open("stage-memory", 720, 360);
-    s += "<g class=\"frame\"" + frame_attrs(f) + ">";
-    s += "<g class=\"axes\" font-size=\"11\" fill=\"#333\">";
+namespace {
+
+/// Horizontal grid lines and labels of a 0-based y axis, and its title.
+std::string y_grid(const Frame& f, const std::string& title) {
+    std::string s = "<g class=\"axes\" font-size=\"11\" fill=\"#333\">";
     for (int i = 0; i <= 5; ++i) {
         const double v = f.y1 * i / 5.0;
         s += "<line x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" + num(f.y(v)) +
              "\" y2=\"" + num(f.y(v)) + "\" stroke=\"#eee\"/><text x=\"" + num(f.left - 4) +
              "\" y=\"" + num(f.y(v) + 4) + "\" text-anchor=\"end\">" + num(v, "%.3g") + "</text>";
     }
-    s += "<text transform=\"translate(14," + num((f.top + f.bottom) / 2) +
-         ") rotate(-90)\" text-anchor=\"middle\">memory per GPU (GiB)</text></g>";
+    return s + "<text transform=\"translate(14," + num((f.top + f.bottom) / 2) +
+           ") rotate(-90)\" text-anchor=\"middle\">" + escape(title) + "</text></g>";
+}
+
+/// One stage's stacked bar at x (width w), and the headroom box up to the usable memory.
+std::string stage_bar(const Frame& f,
+                      const StageMemory& st,
+                      std::size_t i,
+                      double x,
+                      double w,
+                      double usable_gib,
+                      std::map<std::string, const char*>& colours) {
+    std::string s;
+    double base = 0.0;
+    for (const Part& p : st.parts) {
+        const double y_top = f.y(base + p.value);
+        s += rect(x,
+                  y_top,
+                  w,
+                  f.y(base) - y_top,
+                  colour_of(p.name, colours),
+                  " class=\"seg\" data-stage=\"" + std::to_string(i) + "\" data-part=\"" +
+                      escape(p.name) + "\" data-gib=\"" + num(p.value, "%.6g") + "\"><title>" +
+                      escape(st.label) + ": " + escape(p.name) + " " + num(p.value, "%.2f") +
+                      " GiB</title></rect>");
+        base += p.value;
+    }
+    if (usable_gib > base) {
+        const double y_top = f.y(usable_gib);
+        s += rect(x,
+                  y_top,
+                  w,
+                  f.y(base) - y_top,
+                  "none",
+                  " class=\"headroom\" stroke=\"#999\" stroke-dasharray=\"3 3\" data-stage=\"" +
+                      std::to_string(i) + "\" data-gib=\"" + num(usable_gib - base, "%.6g") +
+                      "\"><title>" + escape(st.label) + ": headroom " +
+                      num(usable_gib - base, "%.2f") + " GiB</title></rect>");
+    }
+    return s;
+}
+
+}  // namespace
+
+std::string stage_memory_svg(const std::vector<StageMemory>& stages, double usable_memory_gib) {
+    Frame f;
+    f.top = 30.0;
+    f.bottom = 300.0;
+    double top = usable_memory_gib;
+    std::map<std::string, const char*> colours;
+    std::vector<std::string> names;
+    for (const StageMemory& st : stages) {
+        double sum = 0.0;
+        for (const Part& p : st.parts) {
+            sum += p.value;
+            if (std::find(names.begin(), names.end(), p.name) == names.end()) {
+                names.push_back(p.name);
+                (void)colour_of(p.name, colours);
+            }
+        }
+        top = std::max(top, sum);
+    }
+    f.y1 = nice_ceiling(top * 1.05);
+    f.x1 = static_cast<double>(std::max<std::size_t>(stages.size(), 1));
+    std::string s = svg_open("stage-memory", 720, 360);
+    s += "<g class=\"frame\"" + frame_attrs(f) + ">" + y_grid(f, "memory per GPU (GiB)");
     const double slot = (f.right - f.left) / f.x1;
     const double w = std::min(slot * 0.7, 80.0);
     for (std::size_t i = 0; i < stages.size(); ++i) {
         const double x = f.left + slot * (static_cast<double>(i) + 0.5) - w / 2;
-        double base = 0.0;
-        for (const Part& p : stages[i].parts) {
-            const double y_top = f.y(base + p.value);
-            s += rect(x,
-                      y_top,
-                      w,
-                      f.y(base) - y_top,
-                      colour_of(p.name, colours),
-                      " class=\"seg\" data-stage=\"" + std::to_string(i) + "\" data-part=\"" +
-                          escape(p.name) + "\" data-gib=\"" + num(p.value, "%.6g") + "\"><title>" +
-                          escape(stages[i].label) + ": " + escape(p.name) + " " +
-                          num(p.value, "%.2f") + " GiB</title></rect>");
-            base += p.value;
-        }
-        if (usable_memory_gib > base) {
-            const double y_top = f.y(usable_memory_gib);
-            s += rect(x,
-                      y_top,
-                      w,
-                      f.y(base) - y_top,
-                      "none",
-                      " class=\"headroom\" stroke=\"#999\" stroke-dasharray=\"3 3\" data-stage=\"" +
-                          std::to_string(i) + "\" data-gib=\"" +
-                          num(usable_memory_gib - base, "%.6g") + "\"><title>" +
-                          escape(stages[i].label) + ": headroom " +
-                          num(usable_memory_gib - base, "%.2f") + " GiB</title></rect>");
-        }
+        s += stage_bar(f, stages[i], i, x, w, usable_memory_gib, colours);
         if (stages.size() <= 16 || i % (stages.size() / 8) == 0) {
             s += "<text x=\"" + num(x + w / 2) + "\" y=\"" + num(f.bottom + 14) +
                  "\" text-anchor=\"middle\" font-size=\"11\">" + escape(stages[i].label) +
                  "</text>";
         }
     }
-    if (usable_memory_gib > 0.0) {
-        s += "<line class=\"usable\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" +
-             num(f.y(usable_memory_gib)) + "\" y2=\"" + num(f.y(usable_memory_gib)) +
-             "\" stroke=\"#D55E00\" stroke-width=\"2\"/><text x=\"" + num(f.right) + "\" y=\"" +
-             num(f.y(usable_memory_gib) - 4) +
-             "\" text-anchor=\"end\" font-size=\"11\" fill=\"#D55E00\">usable " +
-             num(usable_memory_gib) + " GiB</text>";
-    }
-    s += "</g>" + legend(names, colours, f.left, 346.0);
+    s += usable_line(f, usable_memory_gib, false) + "</g>" + legend(names, colours, f.left, 346.0);
     return s + "</svg>";
 }
 
@@ -307,13 +367,13 @@ std::string time_svg(const std::vector<Part>& parts) {
     }
     Frame f;
     f.left = 20.0;
-    f.right = 700.0;
+    f.right = 1080.0;  // a full-width card: 1100 px wide
     f.top = 10.0;
     f.bottom = 50.0;
     f.x1 = total > 0.0 ? total : 1.0;
     std::map<std::string, const char*> colours;
     std::vector<std::string> names;
-    std::string s = svg_open("time-breakdown", 720, 110);
+    std::string s = svg_open("time-breakdown", 1100, 110);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">";
     double at = 0.0;
     for (const Part& p : parts) {
@@ -339,7 +399,7 @@ std::string time_svg(const std::vector<Part>& parts) {
 std::string timeline_svg(const std::vector<TimelineEvent>& events, double end_s, int stages) {
     Frame f;
     f.left = 70.0;
-    f.right = 700.0;
+    f.right = 1080.0;
     f.top = 10.0;
     const double row = stages > 16 ? 12.0 : 26.0;
     f.bottom = f.top + row * std::max(stages, 1);
@@ -351,7 +411,7 @@ std::string timeline_svg(const std::vector<TimelineEvent>& events, double end_s,
         (void)colour_of(k, colours);
     }
     const double h = f.bottom + 60.0;
-    std::string s = svg_open("timeline", 720, h);
+    std::string s = svg_open("timeline", 1100, h);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">";
     for (int st = 0; st < stages; ++st) {
         const double y = f.top + row * st;

@@ -328,6 +328,7 @@ private:
     std::vector<PendingSend> sends_;
     cudaStream_t dp_stream_ = nullptr;  // all_reduce_start's stream (created on first use)
     std::vector<AsyncReduce> async_;
+    double async_waited_s_ = 0.0;  // host time all_reduce_start spent waiting for buckets
     std::unordered_map<const float*, int64_t> allocations_;
     int64_t in_use_B_ = 0;
     int64_t peak_B_ = 0;

@@ -98,6 +98,17 @@ void CudaBackend::all_reduce_start(Group g, View x) {
     if (dp_stream_ == nullptr) {
         CLEAVE_CUDA_CHECK(cudaStreamCreateWithFlags(&dp_stream_, cudaStreamNonBlocking));
     }
+    // At most one bucket in flight: a second all-reduce queued behind a running one would wait
+    // for it inside the hardware queue, and with CUDA_DEVICE_MAX_CONNECTIONS=1 (one queue for
+    // every stream) hold up every kernel issued after it, receives included (docs/executor.md).
+    if (!async_.empty()) {
+        const auto t0 = std::chrono::steady_clock::now();
+        wait_event(
+            async_.back().end,
+            {g, "all_reduce (previous gradient bucket)", std::to_string(x.size) + " floats"});
+        async_waited_s_ +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
     async_.emplace_back();  // owned from here on: all_reduce_wait / release free its events
     AsyncReduce& op = async_.back();
     op.group = g;
@@ -129,7 +140,8 @@ double CudaBackend::all_reduce_wait() {
                {async_.back().group,
                 "all_reduce (overlapped gradient buckets)",
                 std::to_string(async_.size()) + " bucket(s)"});
-    const double waited_s = std::chrono::duration<double>(clock::now() - t0).count();
+    const double waited_s =
+        async_waited_s_ + std::chrono::duration<double>(clock::now() - t0).count();
     double device_s = 0.0;
     for (AsyncReduce& op : async_) {
         float ms = 0.0f;
@@ -149,6 +161,7 @@ void CudaBackend::release_async() noexcept {
         }
     }
     async_.clear();
+    async_waited_s_ = 0.0;
 }
 
 // One two-rank communicator per direction between ring neighbours; the sender of each link

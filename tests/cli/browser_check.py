@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders a `cleave report` page in headless Chromium and checks it (issue 19).
 
-usage: browser_check.py CLEAVE SOURCE_DIR WORK_DIR [--png OUT.png] [report args ...]
+usage: browser_check.py CLEAVE SOURCE_DIR WORK_DIR [--png OUT.png] [--size W,H] [report args ...]
 
 Writes the report, loads it with `chromium --headless --dump-dom` and checks the rendered DOM
 (the four plots' SVG elements, one circle per plan the page lists), then takes a screenshot and
@@ -82,9 +82,11 @@ def check(cond, what):
 def main():
     cleave, src, work = sys.argv[1:4]
     rest = sys.argv[4:]
-    png_out = None
+    png_out, size = None, "1280,2200"
     if rest[:1] == ["--png"]:
         png_out, rest = rest[1], rest[2:]
+    if rest[:1] == ["--size"]:
+        size, rest = rest[1], rest[2:]
     chrome = find_chromium()
     if chrome is None:
         print("SKIP: no chromium on PATH (Debian: apt-get install chromium; .ci/deps installs it)")
@@ -108,14 +110,16 @@ def main():
         check(f'id="{plot}"' in dom, f"plot {plot} is in the DOM")
     rendered = len(re.findall(r'<circle class="pt[ "]', dom))
     check(rendered == listed, f"{rendered} plan circles rendered, {listed} in the page")
-    check(len(re.findall(r'<circle class="pt[^"]*chosen', dom)) == 1, "one chosen plan marked")
+    plots = len(re.findall(r'<svg id="scatter"', dom))
+    check(len(re.findall(r'<circle class="pt[^"]*chosen', dom)) == plots,
+          f"one chosen plan marked per profile ({plots})")
     check(re.search(r'<polyline class="pareto" points="[0-9]', dom) is not None, "Pareto front drawn")
     check(len(re.findall(r'<rect class="seg"[^>]*data-stage', dom)) > 0, "memory bars drawn")
     check(len(re.findall(r'<rect class="ev"', dom)) > 0, "timeline events drawn")
 
     shot = png_out or os.path.join(work, "report.png")
     subprocess.run(chromium_args(chrome, ["--screenshot=" + os.path.abspath(shot),
-                                          "--window-size=1280,2200", url]),
+                                          "--window-size=" + size, url]),
                    capture_output=True, timeout=120, check=True)
     w, h, bpp, rows = png_pixels(shot)
     check(w >= 1000 and h >= 1000, f"screenshot {w}x{h}")

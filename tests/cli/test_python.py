@@ -81,6 +81,14 @@ class TestModule(unittest.TestCase):
         with self.assertRaises(cleave.ConfigError):
             cleave.plan(SEED, "dgx-a100-80g", gpus=32, gbs=128, objective="fastest")
 
+    def test_report_writes_the_page(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "r.html")
+            self.assertIsNone(cleave.report(SEED, "dgx-a100-80g", gpus=32, gbs=128, top=2, out=out))
+            page = open(out, encoding="utf-8").read()
+            self.assertIn('<svg id="scatter"', page)
+            self.assertIn("seed-13b on dgx-a100-80g", page)
+
     def test_import_loads_neither_mpi_nor_cuda(self):
         maps = open("/proc/self/maps", encoding="utf-8").read()
         for lib in ("libmpi", "libcuda", "libcudart", "libnccl", "libcublas"):

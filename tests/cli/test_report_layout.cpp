@@ -60,6 +60,13 @@ TEST_SUITE("report") {
         CHECK(pareto_front({}).empty());
     }
 
+    TEST_CASE("report: nice axis steps") {
+        // 3.84 .. 5.2 s: (1.36 * 1.06 = 1.44) / 5 = 0.288 -> 0.5
+        CHECK(nice_step(3.84, 5.2) == doctest::Approx(0.5));
+        // flat: 0.1 * 2 = 0.2 of margin each side, 0.4 / 5 = 0.08 -> 0.1
+        CHECK(nice_step(2.0, 2.0) == doctest::Approx(0.1));
+    }
+
     TEST_CASE("report: nice axis ends") {
         CHECK(nice_ceiling(5.25) == doctest::Approx(10.0));
         CHECK(nice_ceiling(1.9) == doctest::Approx(2.0));
@@ -73,8 +80,10 @@ TEST_SUITE("report") {
         const std::string svg = scatter_svg(ps, 74.5);
         const std::vector<std::string> frame = tags(svg, "g", "frame");
         REQUIRE(frame.size() == 1);
-        // x axis 0 .. nice(5 * 1.05 = 5.25) = 10; y axis 0 .. nice(74.5 * 1.05 = 78.2) = 100
-        CHECK(attr(frame[0], "data-x1") == doctest::Approx(10.0));
+        // x: times 1..5, margin 0.03 * 4 = 0.12, step nice((4 + 0.24) / 5 = 0.848) = 1, so
+        // floor(0.88) = 0 .. ceil(5.12) = 6; y: 0 .. nice(74.5 * 1.05 = 78.2) = 100
+        CHECK(attr(frame[0], "data-x0") == doctest::Approx(0.0));
+        CHECK(attr(frame[0], "data-x1") == doctest::Approx(6.0));
         CHECK(attr(frame[0], "data-y1") == doctest::Approx(100.0));
         const double left = attr(frame[0], "data-left");
         const double right = attr(frame[0], "data-right");
@@ -91,15 +100,15 @@ TEST_SUITE("report") {
             const std::string& t = by_index[static_cast<int>(i)];
             CHECK(attr(t, "data-time-s") == doctest::Approx(ps[i].time_s));
             CHECK(attr(t, "data-memory-gib") == doctest::Approx(ps[i].memory_gib));
-            // cx = left + t / 10 * (right - left); cy = bottom - m / 100 * (bottom - top)
+            // cx = left + t / 6 * (right - left); cy = bottom - m / 100 * (bottom - top)
             CHECK(attr(t, "cx") ==
-                  doctest::Approx(left + ps[i].time_s / 10.0 * (right - left)).epsilon(1e-3));
+                  doctest::Approx(left + ps[i].time_s / 6.0 * (right - left)).epsilon(1e-3));
             CHECK(
                 attr(t, "cy") ==
                 doctest::Approx(bottom - ps[i].memory_gib / 100.0 * (bottom - top)).epsilon(1e-3));
         }
-        // a (1 s, 60 GiB): cx = 60 + 0.1 * 640 = 124; cy = 340 - 0.6 * 320 = 148
-        CHECK(attr(by_index[0], "cx") == doctest::Approx(124.0));
+        // a (1 s, 60 GiB): cx = 60 + 640 / 6 = 166.67; cy = 340 - 0.6 * 320 = 148
+        CHECK(attr(by_index[0], "cx") == doctest::Approx(166.67).epsilon(1e-4));
         CHECK(attr(by_index[0], "cy") == doctest::Approx(148.0));
         // the chosen plan is one point, marked; the front holds a, b and d
         const std::vector<std::string> chosen = tags(svg, "circle", "chosen");
@@ -109,6 +118,28 @@ TEST_SUITE("report") {
         CHECK(tags(svg, "polyline", "pareto").size() == 1);
         CHECK(svg.find("<title>c: 3 s, 50.0 GiB</title>") != std::string::npos);
         CHECK(svg.find("<title>a: 1 s, 60.0 GiB (chosen)</title>") != std::string::npos);
+    }
+
+    TEST_CASE("report: times spanning more than 20x go on a log axis") {
+        const std::vector<PlanPoint> ps = {
+            {"fast", 2.0, 60.0, true}, {"mid", 20.0, 30.0, false}, {"slow", 300.0, 20.0, false}};
+        const std::string svg = scatter_svg(ps, 70.0);
+        const std::string frame = tags(svg, "g", "frame").at(0);
+        CHECK(attr(frame, "data-log-x") == 1.0);
+        // decades: 10^floor(log10 2) = 1 .. 10^ceil(log10 300) = 1000, three decades over
+        // 640 px: x = 60 + log10(t) / 3 * 640
+        CHECK(attr(frame, "data-x0") == doctest::Approx(1.0));
+        CHECK(attr(frame, "data-x1") == doctest::Approx(1000.0));
+        const std::vector<std::string> pts = tags(svg, "circle", "pt");
+        REQUIRE(pts.size() == 3);
+        std::map<int, double> cx;
+        for (const std::string& t : pts) {
+            cx[static_cast<int>(attr(t, "data-i"))] = attr(t, "cx");
+        }
+        CHECK(cx[0] == doctest::Approx(60.0 + 0.30103 / 3.0 * 640.0).epsilon(1e-4));  // 124.22
+        CHECK(cx[1] == doctest::Approx(60.0 + 1.30103 / 3.0 * 640.0).epsilon(1e-4));  // 337.55
+        CHECK(cx[2] == doctest::Approx(60.0 + 2.47712 / 3.0 * 640.0).epsilon(1e-4));  // 588.45
+        CHECK(svg.find("log scale") != std::string::npos);
     }
 
     TEST_CASE("report: stacked memory bars per stage and their headroom") {
@@ -135,10 +166,10 @@ TEST_SUITE("report") {
         const std::string svg = time_svg({{"compute", 3.0}, {"bubble", 1.0}});
         const std::vector<std::string> segs = tags(svg, "rect", "seg");
         REQUIRE(segs.size() == 2);
-        // 680 px for 4 s: compute 510 px, bubble 170 px after it
-        CHECK(attr(segs[0], "width") == doctest::Approx(510.0));
-        CHECK(attr(segs[1], "x") == doctest::Approx(530.0));
-        CHECK(attr(segs[1], "width") == doctest::Approx(170.0));
+        // 1060 px (20 .. 1080) for 4 s: compute 795 px, bubble 265 px after it
+        CHECK(attr(segs[0], "width") == doctest::Approx(795.0));
+        CHECK(attr(segs[1], "x") == doctest::Approx(815.0));
+        CHECK(attr(segs[1], "width") == doctest::Approx(265.0));
         CHECK(svg.find("bubble: 1 s (25.0 %)") != std::string::npos);
     }
 
@@ -150,10 +181,10 @@ TEST_SUITE("report") {
         const std::string svg = timeline_svg(ev, 4.0, 2);
         const std::vector<std::string> r = tags(svg, "rect", "ev");
         REQUIRE(r.size() == 4);
-        // 630 px for 4 s from x = 70; rows of 26 px from y = 10
-        CHECK(attr(r[1], "x") == doctest::Approx(70.0 + 157.5));
+        // 1010 px (70 .. 1080) for 4 s; rows of 26 px from y = 10
+        CHECK(attr(r[1], "x") == doctest::Approx(70.0 + 252.5));
         CHECK(attr(r[1], "y") == doctest::Approx(36.0));
-        CHECK(attr(r[2], "width") == doctest::Approx(315.0));
+        CHECK(attr(r[2], "width") == doctest::Approx(505.0));
         CHECK(attr(r[3], "y") > attr(r[0], "y") + attr(r[0], "height"));  // DP lane below compute
     }
 

@@ -3,6 +3,8 @@
 #include "cli/app.hpp"
 
 #include <fstream>
+#include <iterator>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -93,6 +95,30 @@ TEST_SUITE("report") {
         CHECK(j["train"]["lost_days"].get<double>() ==
               doctest::Approx(c * frac / (1.0 - frac) / 86400.0).epsilon(1e-9));
         CHECK(j["cost"].is_null());  // the profile has no price and none was given
+    }
+
+    TEST_CASE("train cost: the explain table shows it within 100 columns") {
+        const Run r = run({"explain",
+                           seed,
+                           "dgx-a100-80g",
+                           "--gpus",
+                           "32",
+                           "--gbs",
+                           "128",
+                           "--tp",
+                           "2",
+                           "--pp",
+                           "2",
+                           "--tokens",
+                           "1T",
+                           "--price-per-gpu-hour",
+                           "2"});
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        CHECK(r.out.find("# time and cost to train 1e+12 tokens") != std::string::npos);
+        std::istringstream lines(r.out);
+        for (std::string l; std::getline(lines, l);) {
+            CHECK_MESSAGE(l.size() <= 100, l);
+        }
     }
 
     TEST_CASE("train cost: [job] train_tokens, and a bad --tokens") {
@@ -188,5 +214,107 @@ TEST_SUITE("report") {
         // H100 is faster: fewer days for the same job
         CHECK(j["profiles"][1]["train_days"].get<double>() <
               j["profiles"][0]["train_days"].get<double>());
+    }
+}
+
+TEST_SUITE("report") {
+    TEST_CASE("report: --clusters compares profiles on one page") {
+        const std::string out = std::string(CLEAVE_BINARY_DIR) + "/report-clusters.html";
+        const Run r = run({"report",
+                           seed,
+                           "--clusters",
+                           "dgx-a100-80g",
+                           "dgx-h100",
+                           "--gpus",
+                           "32",
+                           "--gbs",
+                           "128",
+                           "--tokens",
+                           "300B",
+                           "--price-per-gpu-hour",
+                           "2",
+                           "--top",
+                           "3",
+                           "-o",
+                           out});
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        std::ifstream in(out);
+        const std::string html((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+        CHECK(html.find("Across hardware profiles") != std::string::npos);
+        CHECK(html.find("<h2>seed-13b on dgx-a100-80g</h2>") != std::string::npos);
+        CHECK(html.find("<h2>seed-13b on dgx-h100</h2>") != std::string::npos);
+        // one scatter, memory, time and timeline plot per profile
+        std::size_t plots = 0;
+        for (std::size_t at = html.find("<svg id=\"scatter\""); at != std::string::npos;
+             at = html.find("<svg id=\"scatter\"", at + 1)) {
+            ++plots;
+        }
+        CHECK(plots == 2);
+        // the same best plan as `cleave plan` picks for each profile
+        const Run p = run({"plan",
+                           seed,
+                           "dgx-h100",
+                           "--gpus",
+                           "32",
+                           "--gbs",
+                           "128",
+                           "--top",
+                           "1",
+                           "--format",
+                           "json"});
+        REQUIRE(p.code == 0);
+        const std::string flags = nlohmann::json::parse(p.out)["plans"][0]["plan"]["flags"];
+        CHECK(html.find("<td class=\"l\">" + flags + "</td>") != std::string::npos);
+    }
+
+    TEST_CASE("report: the scatter's points are the plan list of cleave plan") {
+        const std::string out = std::string(CLEAVE_BINARY_DIR) + "/report-points.html";
+        const std::vector<std::string> job = {std::string(CLEAVE_TEST_DATA_DIR) +
+                                                  "/examples/llama-3-8b.toml",
+                                              "dgx-a100-80g",
+                                              "--gpus",
+                                              "8",
+                                              "--gbs",
+                                              "32"};
+        std::vector<std::string> a = {"report"};
+        a.insert(a.end(), job.begin(), job.end());
+        a.insert(a.end(), {"-o", out});
+        const Run r = run(a);
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        std::vector<std::string> b = {"plan"};
+        b.insert(b.end(), job.begin(), job.end());
+        b.insert(b.end(), {"--top", "2000", "--format", "json"});
+        const Run p = run(b);
+        REQUIRE(p.code == 0);
+        const auto plans = nlohmann::json::parse(p.out);
+        std::ifstream in(out);
+        const std::string html((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+        // every feasible plan (697 here, under the 2000 drawn at most) is one circle, in rank
+        // order, at its step time and peak memory
+        const std::regex circle(
+            "<circle class=\"pt[^\"]*\" data-i=\"([0-9]+)\" data-time-s=\"([^\"]+)\" "
+            "data-memory-gib=\"([^\"]+)\"");
+        std::size_t n = 0;
+        for (auto it = std::sregex_iterator(html.begin(), html.end(), circle);
+             it != std::sregex_iterator();
+             ++it, ++n) {
+            const auto i = static_cast<std::size_t>(std::stoul((*it)[1].str()));
+            REQUIRE(i < plans["plans"].size());
+            const auto& pj = plans["plans"][i];
+            CHECK(std::stod((*it)[2].str()) ==
+                  doctest::Approx(pj["iteration_time_s"].get<double>()).epsilon(1e-8));
+            CHECK(std::stod((*it)[3].str()) ==
+                  doctest::Approx(pj["memory_gib"]["total"].get<double>()).epsilon(1e-8));
+        }
+        CHECK(n == plans["feasible"].get<std::size_t>());
+        CHECK(n == plans["plans"].size());
+    }
+
+    TEST_CASE("report: no CLUSTER and no --clusters is bad input") {
+        const Run r = run({"report", seed, "--gpus", "32", "--gbs", "128", "-o", "/dev/null"});
+        CHECK(r.code == 2);
+        CHECK(r.err.find("--clusters") != std::string::npos);
     }
 }

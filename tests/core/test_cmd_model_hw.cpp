@@ -112,6 +112,52 @@ TEST_SUITE("core") {
         CHECK(t.code == 0);
         CHECK(t.out.rfind("# name", 0) == 0);
         CHECK(t.out.find("\ndgx-h100 ") != std::string::npos);
+        // The NVL72 racks: 4 GPUs per host, 72 per NVLink domain.
+        bool gb200 = false;
+        bool gb300 = false;
+        for (const auto& p : j) {
+            if (p["name"] == "gb200-nvl72" || p["name"] == "gb300-nvl72") {
+                (p["name"] == "gb200-nvl72" ? gb200 : gb300) = true;
+                CHECK(p["gpus_per_node"] == 4);
+                CHECK(p["nvlink_domain_gpus"] == 72);
+            }
+        }
+        CHECK(gb200);
+        CHECK(gb300);
+    }
+
+    TEST_CASE("cmd hw: show gb200-nvl72 prints every number with its source") {
+        const Run t = cleave_cli({"hw", "show", "gb200-nvl72"});
+        REQUIRE(t.code == 0);
+        std::istringstream in(t.out);
+        std::string line;
+        int numbers = 0;
+        for (std::string line_; std::getline(in, line_);) {
+            line = line_;
+            // Every value the profile file sets carries its "# [tag] source" comment; derived
+            // rows (usable memory) and keys the file leaves at their default carry none.
+            for (const char* key : {"gpu.peak_tflops_nvfp4 ",
+                                    "gpu.hbm_capacity_gib ",
+                                    "node.nvlink_domain_gpus ",
+                                    "node.intra_bandwidth_gbps ",
+                                    "network.inter_bandwidth_gbps ",
+                                    "gpu.gemm_efficiency_fp8.efficiency "}) {
+                if (line.rfind(key, 0) == 0) {
+                    CAPTURE(line);
+                    CHECK(line.find("# [") != std::string::npos);
+                    ++numbers;
+                }
+            }
+        }
+        CHECK(numbers == 6);
+        CHECK(t.out.find("node.nvlink_domain_gpus             72") != std::string::npos);
+        CHECK(t.out.find("#   S09 = ") != std::string::npos);  // the source list
+        const Run j = cleave_cli({"hw", "show", "gb200-nvl72", "--format", "json"});
+        REQUIRE(j.code == 0);
+        const auto o = nlohmann::json::parse(j.out);
+        CHECK(o["gpu"]["peak_tflops_nvfp4"].get<double>() == doctest::Approx(10000.0));
+        CHECK(o["sources"]["keys"]["node.nvlink_domain_gpus"].get<std::string>().rfind("[D]", 0) ==
+              0);
     }
 
     TEST_CASE("cmd hw: show prints the profile in display units") {

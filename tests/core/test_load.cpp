@@ -303,7 +303,7 @@ optimiser = "adam"
             {{1, 1, "missing required key 'job.gpus' in [job]"},
              {3,
               17,
-              R"('job.dtype_compute' must be one of "fp32", "tf32", "bf16", "fp16", "fp8", got "int4")"},
+              R"('job.dtype_compute' must be one of "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4", got "int4")"},
              {4, 1, "unknown key 'job.optimiser' (did you mean 'optimizer'?)"}});
     }
 

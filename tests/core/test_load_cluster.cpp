@@ -151,6 +151,8 @@ TEST_SUITE("core") {
                                      "dgx-h200",
                                      "dgx1-v100",
                                      "dgx2-v100",
+                                     "gb200-nvl72",
+                                     "gb300-nvl72",
                                      "mi300x"}) {
             CAPTURE(expected);
             CHECK(std::find(names.begin(), names.end(), expected) != names.end());
@@ -159,12 +161,24 @@ TEST_SUITE("core") {
             CAPTURE(name);
             const ClusterSpec c = load_cluster(name);
             CHECK(c.name == name);
-            CHECK(c.node.gpus_per_node == (name == "dgx2-v100" ? 16 : 8));  // DGX-2: 16 GPUs
+            // DGX-2: 16 GPUs; NVL72 racks: 4 per tray, 72 per NVLink domain; others 8 and 8.
+            const bool nvl72 = name.find("nvl72") != std::string::npos;
+            CHECK(c.node.gpus_per_node == (name == "dgx2-v100" ? 16 : nvl72 ? 4 : 8));
+            CHECK(nvlink_domain(c.node) == (nvl72 ? 72 : c.node.gpus_per_node));
             CHECK(usable_memory(c.gpu).value() > 0.0);
             CHECK(c.gpu.gemm_efficiency.size() >= 5);
             CHECK(c.network.inter_bw < c.node.intra_bw);
             CHECK(peak_flops(c.gpu, Dtype::fp16).value() > peak_flops(c.gpu, Dtype::fp32).value());
         }
+    }
+
+    TEST_CASE("load: nvlink_domain_gpus defaults to gpus_per_node and holds whole hosts") {
+        CHECK(parse_cluster_toml(good_profile, "c.toml").node.nvlink_domain_gpus == 8);
+        const auto text = replace(
+            good_profile, "gpus_per_node = 8", "gpus_per_node = 8\nnvlink_domain_gpus = 12");
+        expect_diagnostics(
+            [&] { (void)parse_cluster_toml(text, "c.toml"); },
+            {{21, 22, "'node.nvlink_domain_gpus' must be a multiple of 'node.gpus_per_node' (8)"}});
     }
 
     TEST_CASE("load: the slow cluster has 1 Gbit/s per node shared by 8 GPUs") {

@@ -1,0 +1,148 @@
+// Calibration overlays: hwprofiles/calibration/*.toml -> Calibration, applied by load_cluster().
+#include "core/calibration.hpp"
+
+#include "core/errors.hpp"
+#include "core/load.hpp"
+#include "core/load_detail.hpp"
+
+#include <algorithm>
+
+namespace cleave {
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::Need;
+using detail::TableReader;
+
+// The [gpu] efficiency keys an overlay may replace, and their GpuSpec fields.
+double* efficiency_field(GpuSpec& g, std::string_view key) {
+    const std::pair<const char*, double GpuSpec::*> fields[] = {
+        {"hbm_efficiency", &GpuSpec::hbm_efficiency},
+        {"norm_efficiency", &GpuSpec::norm_efficiency},
+        {"elementwise_efficiency", &GpuSpec::elementwise_efficiency},
+        {"activation_efficiency", &GpuSpec::activation_efficiency},
+        {"gated_activation_efficiency", &GpuSpec::gated_activation_efficiency},
+        {"softmax_efficiency", &GpuSpec::softmax_efficiency},
+        {"cross_entropy_efficiency", &GpuSpec::cross_entropy_efficiency},
+        {"optimizer_efficiency", &GpuSpec::optimizer_efficiency}};
+    for (const auto& [name, field] : fields) {
+        if (key == name) {
+            return &(g.*field);
+        }
+    }
+    return nullptr;
+}
+
+void read_rows(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink) {
+    const toml::node* n = t.get("fitted_rows");
+    if (n == nullptr) {
+        return;
+    }
+    const toml::array* a = n->as_array();
+    bool ok = a != nullptr;
+    for (size_t i = 0; ok && i < a->size(); ++i) {
+        const toml::array* r = (*a)[i].as_array();
+        ok = r != nullptr && r->size() == 2 && (*r)[0].is_integer() && (*r)[1].is_integer();
+        if (ok) {
+            const int64_t lo = (*r)[0].value<int64_t>().value_or(0);
+            const int64_t hi = (*r)[1].value<int64_t>().value_or(0);
+            ok = lo <= hi;
+            c.fitted_rows.emplace_back(lo, hi);
+        }
+    }
+    if (!ok) {
+        sink.error(n->source(),
+                   "'calibration.fitted_rows' must be an array of [first, last] row_id pairs "
+                   "with first <= last");
+    }
+}
+
+void read_gpu(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink) {
+    TableReader r(t, "gpu", sink);
+    if (const auto f = r.quantity("gemm_efficiency_factor", Need::optional)) {
+        c.gemm_efficiency_factor = *f;
+    }
+    GpuSpec probe;
+    for (auto&& [k, v] : t) {
+        if (k.str() == "gemm_efficiency_factor" || efficiency_field(probe, k.str()) == nullptr) {
+            continue;
+        }
+        if (const auto x = r.fraction(k.str(), Need::required)) {
+            c.efficiencies.emplace_back(std::string(k.str()), *x);
+        }
+    }
+    r.finish();
+}
+
+}  // namespace
+
+bool Calibration::fitted(int64_t row_id) const {
+    return std::any_of(fitted_rows.begin(), fitted_rows.end(), [&](const auto& r) {
+        return row_id >= r.first && row_id <= r.second;
+    });
+}
+
+Calibration parse_calibration_toml(std::string_view text, const std::string& source_name) {
+    const toml::table root = detail::parse_toml(text, source_name);
+    detail::DiagnosticSink sink(source_name);
+    TableReader top(root, "", sink);
+    Calibration c;
+    c.source = source_name;
+    if (const toml::table* t = top.table("calibration", Need::required)) {
+        TableReader r(*t, "calibration", sink);
+        if (const auto v = r.text("profile", Need::required)) {
+            c.profile = *v;
+        }
+        if (const auto v = r.text("fitted_on", Need::required)) {
+            c.fitted_on = *v;
+        }
+        if (const auto v = r.text("stack", Need::optional)) {
+            c.stack = *v;
+        }
+        if (const auto v = r.text("method", Need::optional)) {
+            c.method = *v;
+        }
+        r.accept("fitted_rows");
+        r.finish();
+        read_rows(*t, c, sink);
+    }
+    if (const toml::table* t = top.table("gpu", Need::optional)) {
+        read_gpu(*t, c, sink);
+    }
+    top.finish();
+    sink.throw_if_any();
+    return c;
+}
+
+std::optional<Calibration> find_calibration(const std::string& profile) {
+    for (const auto& dir : hwprofile_dirs()) {
+        const fs::path p = dir / "calibration" / (profile + ".toml");
+        std::error_code ec;
+        if (fs::is_regular_file(p, ec)) {
+            Calibration c = parse_calibration_toml(detail::read_text_file(p), p.string());
+            if (c.profile != profile) {
+                throw ConfigError(p.string() + ": 'calibration.profile' is '" + c.profile +
+                                  "' but the file is named for '" + profile + "'");
+            }
+            return c;
+        }
+    }
+    return std::nullopt;
+}
+
+void apply_calibration(const Calibration& cal, ClusterSpec& c) {
+    std::vector<GemmEfficiencyPoint> curve;
+    for (const auto& pt : c.gpu.gemm_efficiency) {
+        curve.push_back({pt.size, std::min(1.0, pt.efficiency * cal.gemm_efficiency_factor)});
+    }
+    c.gpu.gemm_efficiency = std::move(curve);
+    for (const auto& [key, value] : cal.efficiencies) {
+        if (double* f = efficiency_field(c.gpu, key)) {
+            *f = value;
+        }
+    }
+    c.calibration = cal.source;
+}
+
+}  // namespace cleave

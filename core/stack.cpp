@@ -1,0 +1,262 @@
+// Software-stack TOML (stacks/*.toml) -> SoftwareStack, and finding shipped stacks by name.
+// Keys carry their unit as a suffix (STYLE S3.3); every key is checked, unknown keys are errors.
+#include "core/stack.hpp"
+
+#include "core/errors.hpp"
+#include "core/load_detail.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+
+namespace cleave {
+
+namespace {
+
+namespace fs = std::filesystem;
+using detail::Need;
+using detail::TableReader;
+
+template <class T>
+void set(T& field, const std::optional<T>& v) {
+    if (v) {
+        field = *v;
+    }
+}
+
+void read_stack_table(TableReader& r, SoftwareStack& s) {
+    set(s.name, r.text("name", Need::required));
+    s.display_name = s.name;
+    set(s.display_name, r.text("display_name", Need::optional));
+    set(s.framework,
+        r.choice<StackFramework>("framework",
+                                 Need::required,
+                                 {{"megatron", StackFramework::megatron},
+                                  {"deepspeed", StackFramework::deepspeed},
+                                  {"torchtitan", StackFramework::torchtitan},
+                                  {"llm-foundry", StackFramework::llm_foundry}}));
+    set(s.year, r.count("year", Need::required));
+}
+
+bool increasing(const std::vector<double>& v) {
+    return std::adjacent_find(v.begin(), v.end(), std::greater_equal<>()) == v.end();
+}
+
+void read_curve(TableReader& r, AttentionCurve& c) {
+    set(c.gpu, r.text("gpu", Need::required));
+    set(c.head_dim, r.quantity("head_dim", Need::required));
+    const auto seq = r.numbers("seq", Need::required, false);
+    const auto fwd = r.numbers("fwd_efficiency", Need::required, true);
+    const auto bwd = r.numbers("bwd_efficiency", Need::required, true);
+    if (!seq || !fwd || !bwd) {
+        return;
+    }
+    if (seq->empty() || !increasing(*seq)) {
+        r.bad_value("seq", "must hold at least one length, strictly increasing");
+        return;
+    }
+    if (fwd->size() != seq->size() || bwd->size() != seq->size()) {
+        r.bad_value(fwd->size() != seq->size() ? "fwd_efficiency" : "bwd_efficiency",
+                    "must have one value per " + r.quoted("seq") + " entry (" +
+                        std::to_string(seq->size()) + ")");
+        return;
+    }
+    c.seq = *seq;
+    c.fwd = *fwd;
+    c.bwd = *bwd;
+}
+
+void read_attention(TableReader& r, SoftwareStack& s) {
+    set(s.attention,
+        r.choice<AttentionImpl>(
+            "impl",
+            Need::required,
+            {{"materialized", AttentionImpl::materialized}, {"fused", AttentionImpl::fused}}));
+    set(s.causal_skip, r.flag("causal_skip", Need::optional));
+    set(s.attention_step_overhead_us, r.quantity("step_overhead_us", Need::optional, true));
+    r.accept("curve");  // an array of tables, read by read_curves()
+}
+
+void read_curves(const toml::table& attention, SoftwareStack& s, detail::DiagnosticSink& sink) {
+    const toml::node* n = attention.get("curve");
+    if (n == nullptr) {
+        return;
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr || !a->is_array_of_tables()) {
+        sink.error(n->source(),
+                   "'attention.curve' must be an array of tables ([[attention.curve]])");
+        return;
+    }
+    for (const toml::node& e : *a) {
+        AttentionCurve c;
+        TableReader cr(*e.as_table(), "attention.curve", sink);
+        read_curve(cr, c);
+        cr.finish();
+        s.attention_curves.push_back(std::move(c));
+    }
+}
+
+void read_strings(const toml::table& t,
+                  std::string_view key,
+                  const std::string& path,
+                  std::vector<std::string>& out,
+                  detail::DiagnosticSink& sink) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) {
+        return;
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr) {
+        sink.error(n->source(),
+                   "'" + path + "." + std::string(key) + "' must be an array of strings");
+        return;
+    }
+    for (const toml::node& e : *a) {
+        if (const auto* v = e.as_string()) {
+            out.push_back(v->get());
+        } else {
+            sink.error(e.source(),
+                       "'" + path + "." + std::string(key) + "' elements must be strings");
+        }
+    }
+}
+
+void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& sink) {
+    if (const toml::table* t = top.table("attention", Need::required)) {
+        TableReader r(*t, "attention", sink);
+        read_attention(r, s);
+        r.finish();
+        read_curves(*t, s, sink);
+        if (s.attention == AttentionImpl::materialized && !s.attention_curves.empty()) {
+            r.bad_value("curve", "is for fused attention only (impl = \"fused\")");
+        }
+    }
+    if (const toml::table* t = top.table("memory", Need::required)) {
+        TableReader r(*t, "memory", sink);
+        set(s.hidden_dropout, r.flag("hidden_dropout", Need::required));
+        set(s.fused_cross_entropy, r.flag("fused_cross_entropy", Need::required));
+        set(s.grad_dtype,
+            r.choice<Dtype>("grad_dtype",
+                            Need::required,
+                            {{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}}));
+        r.finish();
+    }
+    if (const toml::table* t = top.table("data_parallel", Need::required)) {
+        TableReader r(*t, "data_parallel", sink);
+        set(s.overlap_grad_reduce, r.flag("overlap_grad_reduce", Need::required));
+        set(s.overlap_param_gather, r.flag("overlap_param_gather", Need::required));
+        set(s.bucket_mparams, r.quantity("bucket_mparams", Need::required));
+        set(s.fsdp_prefetch, r.flag("fsdp_prefetch", Need::required));
+        set(s.reshard_after_forward, r.flag("reshard_after_forward", Need::required));
+        r.finish();
+    }
+    if (const toml::table* t = top.table("tensor_parallel", Need::required)) {
+        TableReader r(*t, "tensor_parallel", sink);
+        set(s.tp_comm_overlap, r.flag("comm_overlap", Need::required));
+        r.finish();
+    }
+    if (const toml::table* t = top.table("pipeline", Need::required)) {
+        TableReader r(*t, "pipeline", sink);
+        set(s.p2p_overhead_us, r.quantity("p2p_overhead_us", Need::required, true));
+        r.finish();
+    }
+    if (const toml::table* t = top.table("export", Need::optional)) {
+        TableReader r(*t, "export", sink);
+        set(s.torch_compile, r.flag("torch_compile", Need::optional));
+        r.accept("recompute_modules");
+        r.finish();
+        read_strings(*t, "recompute_modules", "export", s.recompute_modules, sink);
+    }
+}
+
+bool is_toml_file(const fs::path& p) {
+    std::error_code ec;
+    return p.extension() == ".toml" && fs::is_regular_file(p, ec);
+}
+
+}  // namespace
+
+const char* to_string(StackFramework f) {
+    switch (f) {
+    case StackFramework::megatron:
+        return "megatron";
+    case StackFramework::deepspeed:
+        return "deepspeed";
+    case StackFramework::torchtitan:
+        return "torchtitan";
+    case StackFramework::llm_foundry:
+        return "llm-foundry";
+    }
+    return "?";
+}
+
+const char* to_string(AttentionImpl a) {
+    return a == AttentionImpl::fused ? "fused" : "materialized";
+}
+
+SoftwareStack parse_stack_toml(std::string_view text, const std::string& source_name) {
+    const toml::table root = detail::parse_toml(text, source_name);
+    detail::DiagnosticSink sink(source_name);
+    TableReader top(root, "", sink);
+    SoftwareStack s;
+    s.source = source_name;
+    if (const toml::table* t = top.table("stack", Need::required)) {
+        TableReader r(*t, "stack", sink);
+        read_stack_table(r, s);
+        r.finish();
+    }
+    read_sections(top, s, sink);
+    top.finish();
+    sink.throw_if_any();
+    return s;
+}
+
+std::vector<fs::path> stack_dirs() {
+    std::vector<fs::path> dirs;
+    if (const char* env = std::getenv("CLEAVE_STACKS"); env != nullptr && *env != '\0') {
+        dirs.emplace_back(env);
+    }
+    dirs.emplace_back(CLEAVE_SOURCE_STACKS);
+    dirs.emplace_back(CLEAVE_INSTALL_STACKS);
+    return dirs;
+}
+
+std::vector<std::string> shipped_stacks() {
+    std::vector<std::string> names;
+    for (const auto& dir : stack_dirs()) {
+        std::error_code ec;
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+            if (is_toml_file(it->path())) {
+                names.push_back(it->path().stem().string());
+            }
+        }
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
+}
+
+SoftwareStack load_stack(const std::string& name_or_path) {
+    const fs::path p(name_or_path);
+    std::error_code ec;
+    if (fs::exists(p, ec) || p.extension() == ".toml" || p.has_parent_path()) {
+        return parse_stack_toml(detail::read_text_file(p), p.string());
+    }
+    for (const auto& dir : stack_dirs()) {
+        const fs::path candidate = dir / (name_or_path + ".toml");
+        if (is_toml_file(candidate)) {
+            return parse_stack_toml(detail::read_text_file(candidate), candidate.string());
+        }
+    }
+    std::string names;
+    for (const auto& n : shipped_stacks()) {
+        names += (names.empty() ? "" : ", ") + n;
+    }
+    throw ConfigError("unknown software stack '" + name_or_path +
+                      "': not a file, and not one of the shipped stacks (" +
+                      (names.empty() ? "none found" : names) +
+                      "); set CLEAVE_STACKS to a folder of stacks");
+}
+
+}  // namespace cleave

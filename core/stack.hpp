@@ -1,0 +1,98 @@
+#pragma once
+// The software stack a job trains with, as data (stacks/*.toml): which attention kernel runs,
+// what the framework overlaps, which fused kernels it uses, and the flags an export must carry.
+// The cost model reads it from JobSpec::stack; a default-constructed SoftwareStack prices the way
+// cleave priced before stacks existed (Megatron-LM as the 2020-2022 public A100 runs ran it).
+
+#include "core/cluster.hpp"
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cleave {
+
+/// The framework a stack's exports are written for.
+enum class StackFramework : uint8_t { megatron, deepspeed, torchtitan, llm_foundry };
+
+/// "megatron", "deepspeed", "torchtitan", "llm-foundry".
+[[nodiscard]] const char* to_string(StackFramework f);
+
+/// How the attention core runs: materialised (Q K^T, softmax, dropout and the product with V as
+/// separate kernels, the s x s scores in HBM) or fused (FlashAttention / cuDNN fused SDPA: the
+/// scores stay on chip, only the per-row softmax statistics are kept for backward).
+enum class AttentionImpl : uint8_t { materialized, fused };
+
+[[nodiscard]] const char* to_string(AttentionImpl a);
+
+/// A fused attention kernel's measured speed on one GPU family at one head dimension, as a
+/// fraction of the GPU's dense 16-bit peak, against the sequence length of one call (keys per
+/// query block: a CP ring step sees s / cp). FLOPs counted as the kernel papers count them:
+/// forward 4 s^2 d per head (halved when causal), backward 2.5 x forward.
+struct AttentionCurve {
+    std::string gpu;          // matched case-insensitively as a substring of GpuSpec::name
+    double head_dim = 0.0;    // the curve of the nearest head dim (log distance) is used
+    std::vector<double> seq;  // sequence lengths, increasing
+    std::vector<double> fwd;  // forward efficiency at each length, in (0, 1]
+    std::vector<double> bwd;  // backward efficiency at each length, in (0, 1]
+
+    bool operator==(const AttentionCurve&) const = default;
+};
+
+struct SoftwareStack {
+    std::string name = "megatron-2021";
+    std::string display_name;
+    std::string source;  // the file it was read from ("" = built in)
+    StackFramework framework = StackFramework::megatron;
+    int64_t year = 2021;
+
+    // Attention.
+    AttentionImpl attention = AttentionImpl::materialized;
+    bool causal_skip = false;  // the kernel skips fully masked blocks (half the FLOPs, causal)
+    std::vector<AttentionCurve> attention_curves;  // fused only; none = the GEMM curve
+    double attention_step_overhead_us = 0.0;       // per kernel call (a CP ring step, fwd or bwd)
+
+    // Fused kernels and recipe defaults that change memory.
+    bool hidden_dropout = true;        // dropout masks stored after attention and MLP
+    bool fused_cross_entropy = false;  // no fp32 copy of the logits (TE / Triton fused CE)
+    Dtype grad_dtype = Dtype::fp32;  // main-grad buffer the recipe keeps (CLI default for JobSpec)
+
+    // Data-parallel overlap.
+    bool overlap_grad_reduce = true;    // DP grad reduce per bucket behind the backward
+    bool overlap_param_gather = false;  // ZeRO-1/2 param all-gather per bucket behind the fwd
+    double bucket_mparams = 40.0;       // DDP bucket, millions of parameters (at least)
+    bool fsdp_prefetch = false;         // ZeRO-3: gathers prefetched in forward AND backward
+    bool reshard_after_forward = true;  // ZeRO-3: weights re-gathered for backward
+
+    // Tensor-parallel overlap (Transformer Engine userbuffers; with sequence parallelism only).
+    bool tp_comm_overlap = false;
+
+    // Pipeline: per send/recv of one virtual stage (kernel launch + NCCL p2p setup).
+    double p2p_overhead_us = 0.0;
+
+    // Keys that change only what an export writes.
+    bool torch_compile = false;
+    std::vector<std::string> recompute_modules;  // Megatron --recompute-modules for selective
+
+    bool operator==(const SoftwareStack&) const = default;
+};
+
+/// Parses a stack TOML; throws ConfigError with file:line:col and key for every problem.
+[[nodiscard]] SoftwareStack parse_stack_toml(std::string_view text, const std::string& source_name);
+
+/// A stack: a path to a TOML file, or the name of a shipped one (stack_dirs()).
+[[nodiscard]] SoftwareStack load_stack(const std::string& name_or_path);
+
+/// Directories searched for shipped stacks: $CLEAVE_STACKS, the source tree's stacks/, and
+/// <prefix>/share/cleave/stacks.
+[[nodiscard]] std::vector<std::filesystem::path> stack_dirs();
+
+/// Names of the shipped stacks, sorted.
+[[nodiscard]] std::vector<std::string> shipped_stacks();
+
+/// The stack the CLI prices with when none is named.
+inline constexpr std::string_view default_stack_name = "megatron-core";
+
+}  // namespace cleave

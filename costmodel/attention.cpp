@@ -1,0 +1,100 @@
+#include "costmodel/attention.hpp"
+
+#include "costmodel/flops.hpp"
+#include "costmodel/precision.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+namespace cleave {
+
+namespace {
+
+double d(int64_t x) {
+    return static_cast<double>(x);
+}
+
+bool contains_nocase(const std::string& hay, const std::string& needle) {
+    const auto it =
+        std::search(hay.begin(), hay.end(), needle.begin(), needle.end(), [](char a, char b) {
+            return std::tolower(static_cast<unsigned char>(a)) ==
+                   std::tolower(static_cast<unsigned char>(b));
+        });
+    return !needle.empty() && it != hay.end();
+}
+
+// Linear in log(x) between points, clamped at the ends (as gemm_efficiency reads its curve).
+double interpolate(const std::vector<double>& xs, const std::vector<double>& ys, double x) {
+    if (x <= xs.front()) {
+        return ys.front();
+    }
+    if (x >= xs.back()) {
+        return ys.back();
+    }
+    const auto hi =
+        static_cast<std::size_t>(std::upper_bound(xs.begin(), xs.end(), x) - xs.begin());
+    const std::size_t lo = hi - 1;
+    const double f = std::log(x / xs[lo]) / std::log(xs[hi] / xs[lo]);
+    return ys[lo] + f * (ys[hi] - ys[lo]);
+}
+
+}  // namespace
+
+std::optional<AttentionEfficiency> fused_attention_efficiency(const SoftwareStack& stack,
+                                                              const GpuSpec& gpu,
+                                                              double head_dim,
+                                                              double seq) {
+    const AttentionCurve* best = nullptr;
+    double best_dist = 0.0;
+    for (const AttentionCurve& c : stack.attention_curves) {
+        if (!contains_nocase(gpu.name, c.gpu) || c.seq.empty()) {
+            continue;
+        }
+        const double dist = std::abs(std::log(head_dim / c.head_dim));
+        if (best == nullptr || dist < best_dist) {
+            best = &c;
+            best_dist = dist;
+        }
+    }
+    if (best == nullptr) {
+        return std::nullopt;
+    }
+    return AttentionEfficiency{interpolate(best->seq, best->fwd, seq),
+                               interpolate(best->seq, best->bwd, seq)};
+}
+
+FusedAttentionCost fused_attention_cost(const ModelSpec& m,
+                                        const GpuSpec& gpu,
+                                        const JobSpec& job,
+                                        const Plan& p,
+                                        Seconds fallback_fwd) {
+    const SoftwareStack& st = job.stack;
+    const double cp = d(std::max<int64_t>(1, p.cp));
+    const double causal = st.causal_skip ? 0.5 : 1.0;
+    const double s = d(job.seq_len);
+    const double hd = d(head_dim(m));
+    FusedAttentionCost c;
+    c.fwd_flops = flop(4.0 * d(p.mbs) * d(m.heads) / d(p.tp) * (s / cp) * s * hd * causal);
+    const Seconds overhead = us(st.attention_step_overhead_us) * cp;
+    // The core runs in 16-bit even under fp8 training (Transformer Engine: linear layers only).
+    FlopsPerSecond peak = peak_flops(gpu, unquantised(job.compute));  // also mxfp8 / nvfp4
+    if (peak.value() <= 0.0) {
+        peak = gpu.peak_fp32;
+    }
+    const auto eff = fused_attention_efficiency(st, gpu, hd, s / cp);
+    if (!eff || peak.value() <= 0.0) {
+        c.fwd = fallback_fwd * causal + overhead;
+        c.bwd = fallback_fwd * (2.5 * causal) + overhead;
+        return c;
+    }
+    c.fwd = c.fwd_flops / (peak * eff->fwd) + overhead;
+    c.bwd = (2.5 * c.fwd_flops) / (peak * eff->bwd) + overhead;
+    return c;
+}
+
+double fused_attention_saved_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    return 4.0 * d(p.mbs) * d(m.heads) / d(p.tp) * d(job.seq_len) / d(std::max<int64_t>(1, p.cp));
+}
+
+}  // namespace cleave

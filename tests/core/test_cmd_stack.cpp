@@ -1,0 +1,138 @@
+// `cleave stack`, --stack, explain JSON `stack` and the exports' stack flags, in process.
+#include "cli/app.hpp"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+    int code = 0;
+    std::string out;
+    std::string err;
+};
+
+Run cleave_cli(std::vector<std::string> args) {
+    args.insert(args.begin(), "cleave");
+    std::vector<const char*> argv;
+    for (const auto& a : args) {
+        argv.push_back(a.c_str());
+    }
+    std::ostringstream out;
+    std::ostringstream err;
+    cleave::cli::CliContext ctx{out, err};
+    const int code = cleave::cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
+    return {code, out.str(), err.str()};
+}
+
+std::string data(const std::string& rel) {
+    return std::string(CLEAVE_TEST_DATA_DIR) + "/" + rel;
+}
+
+bool has(const std::string& text, const std::string& what) {
+    return text.find(what) != std::string::npos;
+}
+
+// A plan every stack can price: tiny model, 8 GPUs, dp 8 with the distributed optimizer.
+std::vector<std::string> plan_args(const std::string& stack, const std::string& format) {
+    std::vector<std::string> a = {"plan",
+                                  data("examples/tiny.toml"),
+                                  "dgx-h100",
+                                  "--gpus",
+                                  "8",
+                                  "--gbs",
+                                  "64",
+                                  "--max-tp",
+                                  "1",
+                                  "--max-pp",
+                                  "1",
+                                  "--max-cp",
+                                  "1",
+                                  "--format",
+                                  format};
+    if (!stack.empty()) {
+        a.push_back("--stack");
+        a.push_back(stack);
+    }
+    return a;
+}
+
+}  // namespace
+
+TEST_SUITE("core") {
+    TEST_CASE("cmd stack: list names the five shipped stacks, megatron-core the default") {
+        const Run r = cleave_cli({"stack", "list", "--format", "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        std::vector<std::string> names;
+        for (const auto& s : j) {
+            names.push_back(s["name"]);
+            CHECK(s["default"].get<bool>() == (s["name"] == "megatron-core"));
+        }
+        CHECK(names == std::vector<std::string>{"deepspeed-zero3-2021",
+                                                "llm-foundry-fsdp",
+                                                "megatron-2021",
+                                                "megatron-core",
+                                                "torchtitan-fsdp2"});
+        const Run show = cleave_cli({"stack", "show", "torchtitan-fsdp2", "--format", "json"});
+        REQUIRE(show.code == 0);
+        const auto s = nlohmann::json::parse(show.out);
+        CHECK(s["export"]["torch_compile"] == true);
+        CHECK(s["data_parallel"]["fsdp_prefetch"] == true);
+        CHECK(cleave_cli({"stack", "show", "nope"}).code == 2);
+    }
+
+    TEST_CASE("cmd stack: explain JSON names the stack it priced with") {
+        auto args = std::vector<std::string>{"explain",
+                                             data("examples/tiny.toml"),
+                                             "dgx-h100",
+                                             "--gpus",
+                                             "8",
+                                             "--gbs",
+                                             "64",
+                                             "--format",
+                                             "json"};
+        const Run def = cleave_cli(args);
+        REQUIRE(def.code == 0);
+        CHECK(nlohmann::json::parse(def.out)["stack"]["name"] == "megatron-core");
+        CHECK(nlohmann::json::parse(def.out)["stack"]["attention"] == "fused");
+        args.push_back("--stack");
+        args.push_back("megatron-2021");
+        const Run old = cleave_cli(args);
+        REQUIRE(old.code == 0);
+        CHECK(nlohmann::json::parse(old.out)["stack"]["name"] == "megatron-2021");
+        CHECK(nlohmann::json::parse(old.out)["stack"]["attention"] == "materialized");
+    }
+
+    TEST_CASE("cmd stack: --format megatron carries every flag the price assumed") {
+        const Run r = cleave_cli(plan_args("", "megatron"));
+        REQUIRE(r.code == 0);
+        CHECK(has(r.out, "--attention-backend fused"));
+        CHECK(has(r.out, "--hidden-dropout 0.0"));
+        CHECK(has(r.out, "--cross-entropy-loss-fusion"));
+        CHECK(has(r.out, "--grad-reduce-in-bf16"));  // megatron-core's recipe: bf16 main grads
+        CHECK(has(r.out, "--overlap-grad-reduce"));  // dp 8
+        // --overlap-param-gather exactly when the plan uses the distributed optimizer.
+        CHECK(has(r.out, "--use-distributed-optimizer") == has(r.out, "--overlap-param-gather"));
+        const Run old = cleave_cli(plan_args("megatron-2021", "megatron"));
+        REQUIRE(old.code == 0);
+        CHECK(has(old.out, "--attention-backend unfused"));
+        CHECK(has(old.out, "--overlap-grad-reduce"));
+        CHECK_FALSE(has(old.out, "--overlap-param-gather"));
+        CHECK_FALSE(has(old.out, "--hidden-dropout"));
+    }
+
+    TEST_CASE("cmd stack: an export for another framework than the stack's stops with exit 2") {
+        const Run r = cleave_cli(plan_args("torchtitan-fsdp2", "megatron"));
+        CHECK(r.code == 2);
+        CHECK(has(r.err, "priced for stack 'torchtitan-fsdp2' (framework torchtitan)"));
+        CHECK(cleave_cli(plan_args("megatron-core", "deepspeed")).code == 2);
+        const Run ds = cleave_cli(plan_args("deepspeed-zero3-2021", "deepspeed"));
+        REQUIRE(ds.code == 0);
+        CHECK(nlohmann::json::parse(ds.out)["zero_optimization"]["overlap_comm"] == true);
+    }
+}

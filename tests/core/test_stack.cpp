@@ -1,0 +1,171 @@
+// Software-stack loader: every shipped stack loads, values reach the struct, bad input names
+// file:line:col and key.
+#include "core/errors.hpp"
+#include "core/job.hpp"
+#include "core/load.hpp"
+#include "core/stack.hpp"
+#include "tests/core/diag_helpers.hpp"
+
+#include <string>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+using cleave::test::diagnostics_of;
+using cleave::test::expect_diagnostics;
+
+namespace {
+
+const char* const good_stack = R"([stack]
+name = "s"
+framework = "megatron"
+year = 2025
+
+[attention]
+impl = "fused"
+causal_skip = true
+step_overhead_us = 10
+
+[[attention.curve]]
+gpu = "H100"
+head_dim = 128
+seq = [1024, 4096]
+fwd_efficiency = [0.4, 0.5]
+bwd_efficiency = [0.3, 0.45]
+
+[memory]
+hidden_dropout = false
+fused_cross_entropy = true
+grad_dtype = "bf16"
+
+[data_parallel]
+overlap_grad_reduce = true
+overlap_param_gather = true
+bucket_mparams = 40
+fsdp_prefetch = true
+reshard_after_forward = false
+
+[tensor_parallel]
+comm_overlap = true
+
+[pipeline]
+p2p_overhead_us = 20
+
+[export]
+torch_compile = true
+recompute_modules = ["core_attn", "mlp"]
+)";
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+    const auto at = text.find(from);
+    REQUIRE(at != std::string::npos);
+    return text.replace(at, from.size(), to);
+}
+
+}  // namespace
+
+TEST_SUITE("core") {
+    TEST_CASE("stack: every key reaches SoftwareStack") {
+        const SoftwareStack s = parse_stack_toml(good_stack, "s.toml");
+        CHECK(s.name == "s");
+        CHECK(s.display_name == "s");
+        CHECK(s.source == "s.toml");
+        CHECK(s.framework == StackFramework::megatron);
+        CHECK(s.year == 2025);
+        CHECK(s.attention == AttentionImpl::fused);
+        CHECK(s.causal_skip);
+        CHECK(s.attention_step_overhead_us == 10.0);
+        REQUIRE(s.attention_curves.size() == 1);
+        CHECK(s.attention_curves[0].gpu == "H100");
+        CHECK(s.attention_curves[0].head_dim == 128.0);
+        CHECK(s.attention_curves[0].seq == std::vector<double>{1024, 4096});
+        CHECK(s.attention_curves[0].fwd == std::vector<double>{0.4, 0.5});
+        CHECK(s.attention_curves[0].bwd == std::vector<double>{0.3, 0.45});
+        CHECK_FALSE(s.hidden_dropout);
+        CHECK(s.fused_cross_entropy);
+        CHECK(s.grad_dtype == Dtype::bf16);
+        CHECK(s.overlap_grad_reduce);
+        CHECK(s.overlap_param_gather);
+        CHECK(s.bucket_mparams == 40.0);
+        CHECK(s.fsdp_prefetch);
+        CHECK_FALSE(s.reshard_after_forward);
+        CHECK(s.tp_comm_overlap);
+        CHECK(s.p2p_overhead_us == 20.0);
+        CHECK(s.torch_compile);
+        CHECK(s.recompute_modules == std::vector<std::string>{"core_attn", "mlp"});
+    }
+
+    TEST_CASE("stack: unknown keys, bad values and a short curve name their line:col") {
+        std::string text = replace(good_stack, "causal_skip = true", "causal_skp = true");
+        text = replace(text, "framework = \"megatron\"", "framework = \"jax\"");
+        text = replace(text, "bwd_efficiency = [0.3, 0.45]", "bwd_efficiency = [0.3]");
+        expect_diagnostics(
+            [&] { (void)parse_stack_toml(text, "bad.toml"); },
+            {{3,
+              13,
+              "'stack.framework' must be one of \"megatron\", \"deepspeed\", \"torchtitan\", "
+              "\"llm-foundry\", got \"jax\""},
+             {8, 1, "unknown key 'attention.causal_skp' (did you mean 'causal_skip'?)"},
+             {16,
+              18,
+              "'attention.curve.bwd_efficiency' must have one value per 'attention.curve.seq' "
+              "entry (2)"}});
+    }
+
+    TEST_CASE("stack: a missing required table and key are errors, not defaults") {
+        std::string text = replace(good_stack, "[tensor_parallel]\ncomm_overlap = true\n", "");
+        text = replace(text, "grad_dtype = \"bf16\"\n", "");
+        const auto ds = diagnostics_of([&] { (void)parse_stack_toml(text, "m.toml"); });
+        REQUIRE(ds.size() == 2);
+        CHECK(ds[0].message == "missing required key 'tensor_parallel' at the top level");
+        CHECK(ds[1].message == "missing required key 'memory.grad_dtype' in [memory]");
+        CHECK(ds[1].where.file == "m.toml");
+        CHECK(ds[1].where.line == 18);
+    }
+
+    TEST_CASE(
+        "stack: every shipped stack loads, and megatron-2021 prices as the built-in default") {
+        const auto names = shipped_stacks();
+        for (const char* want : {"megatron-core",
+                                 "megatron-2021",
+                                 "deepspeed-zero3-2021",
+                                 "torchtitan-fsdp2",
+                                 "llm-foundry-fsdp"}) {
+            CAPTURE(want);
+            CHECK(std::find(names.begin(), names.end(), want) != names.end());
+            const SoftwareStack s = load_stack(want);
+            CHECK(s.name == want);
+            CHECK(!s.source.empty());
+        }
+        // Every field the cost model reads equals SoftwareStack{}: the published fit is unmoved.
+        SoftwareStack legacy = load_stack("megatron-2021");
+        legacy.display_name.clear();
+        legacy.source.clear();
+        CHECK(legacy == SoftwareStack{});
+        const SoftwareStack core = load_stack("megatron-core");
+        CHECK(core.attention == AttentionImpl::fused);
+        CHECK(core.overlap_param_gather);
+        CHECK(load_stack("torchtitan-fsdp2").torch_compile);
+        CHECK(load_stack("torchtitan-fsdp2").framework == StackFramework::torchtitan);
+        CHECK(load_stack("deepspeed-zero3-2021").framework == StackFramework::deepspeed);
+        CHECK_FALSE(load_stack("deepspeed-zero3-2021").fsdp_prefetch);
+    }
+
+    TEST_CASE("stack: an unknown name lists the shipped stacks; [job] stack loads one") {
+        CHECK_THROWS_WITH_AS((void)load_stack("nope"),
+                             doctest::Contains("unknown software stack 'nope'"),
+                             ConfigError);
+        const JobSpec job = parse_job_toml(
+            "[job]\ngpus = 8\nglobal_batch = 16\nstack = \"torchtitan-fsdp2\"\n", "j.toml");
+        CHECK(job.stack.name == "torchtitan-fsdp2");
+        const auto ds = diagnostics_of([] {
+            (void)parse_job_toml("[job]\ngpus = 8\nglobal_batch = 16\nstack = \"nope\"\n",
+                                 "j.toml");
+        });
+        REQUIRE(ds.size() == 1);
+        CHECK(ds[0].where.line == 4);
+        CHECK(ds[0].where.column == 9);
+        CHECK(ds[0].message.find("'job.stack' cannot be loaded: unknown software stack 'nope'") ==
+              0);
+    }
+}
