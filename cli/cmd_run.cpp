@@ -388,7 +388,8 @@ std::pair<Inputs, Plan> prepare(RunOptions& o, int world) {
         const int64_t dp = o.plan.dp > 0 ? o.plan.dp : (mp > 0 ? world / mp : 1);
         o.job.gbs = std::max<int64_t>(1, dp) * o.plan.mbs * o.plan.pp;
     }
-    Inputs in = load_inputs(o.job);
+    // cleave's own executor runs materialised attention with dropout, as megatron-2021 prices it.
+    Inputs in = load_inputs(o.job, "megatron-2021");
     apply_overrides(o, in.model);
     const Plan p = make_plan(o.plan, in);
     executor::check_executable(in.model, in.job, p, world);
@@ -429,6 +430,21 @@ executor::BackendOptions backend_options(RunOptions& o) {
     return bo;
 }
 
+// The stack the prediction prices, made to say what the executor runs (issue 17: what runs is
+// what is priced): its attention kernel (the fused one skips fully masked key tiles), whether the
+// DP buckets hide behind the backward (the CUDA backend overlaps them; the CPU backend runs them
+// at once), and no dropout, no TP communication overlap, no param-gather overlap (the executor
+// has none of them).
+void price_as_executed(const RunOptions& o, bool dp_overlap, SoftwareStack& s) {
+    const bool fused = o.attention == "fused";
+    s.attention = fused ? AttentionImpl::fused : AttentionImpl::materialized;
+    s.causal_skip = fused;
+    s.overlap_grad_reduce = dp_overlap && o.backend == "cuda";
+    s.overlap_param_gather = false;
+    s.hidden_dropout = false;
+    s.tp_comm_overlap = false;
+}
+
 void run(RunOptions& o, CliContext& ctx) {
     MpiSession mpi;
     try {
@@ -460,6 +476,7 @@ void run(RunOptions& o, CliContext& ctx) {
         if (mpi.rank() != 0) {
             return;
         }
+        price_as_executed(o, ro.overlap_dp, in.job.stack);
         const Estimate e = estimate(in.model, in.cluster, in.job, plan);
         if (!o.trace.empty()) {
             std::ofstream f(o.trace);

@@ -27,7 +27,8 @@ TEST_SUITE("executor") {
         CHECK(b.rest() == std::vector<GradRange>{{0, 100}});
     }
 
-    TEST_CASE("layer_grad_ranges: a layer's non-replicated parameters, merged; replicated left") {
+    TEST_CASE("layer_grad_ranges: a layer's non-replicated parameters merged and its replicated "
+              "ones left out") {
         test::ensure_mpi();
         auto be = make_backend("cpu", {});
         Params p;

@@ -98,6 +98,25 @@ TEST_SUITE("executor") {
     TEST_CASE("run: dp2 tp2 sp with DP gradient buckets matches 1x1x1") {
         same_as_single_rank("tiny_gpt.toml", 4, "--dp 2 --tp 2 --sp --dp-overlap on");
     }
+    TEST_CASE("run: asking the CPU backend for bf16 or fused attention is exit 2") {
+        // Issue 17: the CPU backend is the fp32 reference and prices fp32 (--dtype defaults to
+        // fp32 there); bf16 or fused attention on it is an error that says so, not a silent
+        // fp32 run priced as bf16.
+        const std::string cmd = std::string(CLEAVE_BIN) + " run " + data("tiny_gpt.toml") +
+                                " dgx-a100-80g --gbs 2 --seq 16 --warmup 0 --iters 1 ";
+        const Result bf16 = shell(cmd + "--dtype bf16");
+        CHECK(bf16.status == 2);
+        CHECK(bf16.output.find("--dtype bf16: the CPU backend computes in fp32 only") !=
+              std::string::npos);
+        const Result fused = shell(cmd + "--attention fused");
+        CHECK(fused.status == 2);
+        CHECK(fused.output.find("--attention fused: the CPU backend runs unfused attention") !=
+              std::string::npos);
+        const nlohmann::json ok = run_json("tiny_gpt.toml", 1, "--dtype fp32");
+        CHECK(ok["dtype"] == "fp32");
+        CHECK(ok["attention"] == "unfused");
+        CHECK(run_json("tiny_gpt.toml", 1, "")["dtype"] == "fp32");  // the CPU default
+    }
     TEST_CASE("run: dp2 zero1 matches 1x1x1") {
         same_as_single_rank("tiny_gpt.toml", 2, "--dp 2 --zero 1");
     }
