@@ -214,7 +214,9 @@ TEST_SUITE("costmodel") {
                            "--pp",
                            "8",
                            "--recompute",
-                           "full"});
+                           "full",
+                           "--stack",          // the figures above are megatron-2021's (fp32 grads,
+                           "megatron-2021"});  // fp32 logits copy, dropout masks)
         CHECK(t.out.find("fits with 12.9 GiB to spare") != std::string::npos);
         const Run bad = run({"explain",
                              gpt3,
