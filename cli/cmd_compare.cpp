@@ -2,6 +2,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/report.hpp"
+#include "core/calibration.hpp"
 #include "costmodel/precision.hpp"
 #include "planner/search.hpp"
 
@@ -29,6 +30,7 @@ struct CompareOptions {
     std::string job_file;
     std::string fp8_recipe;
     bool fp8_param_gather = false;
+    std::string stack;  // "" = the CLI's default (megatron-core)
     std::string format = "table";
     TrainFlags train;
 };
@@ -46,11 +48,12 @@ struct Cost {
 
 Cost cost_of(const Inputs& in, const Estimate& e) {
     Cost c;
-    if (in.cluster.price_per_gpu_hour_usd <= 0.0) {
+    // --price-per-gpu-hour, else the profile's price (load_inputs puts either in in.train)
+    const double price = in.train.price_per_gpu_hour_usd;
+    if (price <= 0.0) {
         return c;
     }
-    c.per_iteration = in.cluster.price_per_gpu_hour_usd * static_cast<double>(in.job.gpus) *
-                      e.iteration_time.value() / 3600.0;
+    c.per_iteration = price * static_cast<double>(in.job.gpus) * e.iteration_time.value() / 3600.0;
     const double tokens = static_cast<double>(in.job.global_batch * in.job.seq_len);
     c.per_million_tokens = c.per_iteration / tokens * 1e6;
     return c;
@@ -69,7 +72,8 @@ std::string assumptions(const std::vector<ProfileBest>& all) {
     s += std::string(", attention core and output layer in ") +
          to_string(unquantised(job.compute)) + ", " + to_string(job.grads) +
          " gradients, weights " + to_string(job.weights) + ", Adam states " +
-         to_string(job.optimizer_states) + "; Megatron-Core + Transformer Engine step model";
+         to_string(job.optimizer_states) + "; software stack " + job.stack.name +
+         " on every profile";
     for (const ProfileBest& pb : all) {
         const Dtype run = runnable_dtype(pb.in.cluster.gpu, job.compute);
         if (run != job.compute) {
@@ -77,6 +81,15 @@ std::string assumptions(const std::vector<ProfileBest>& all) {
                  " path and runs it in " + to_string(run);
         }
     }
+    // Fitted overlays differ by profile (and by the stack they were fitted with): say which.
+    std::string fitted;
+    for (const ProfileBest& pb : all) {
+        if (const auto cal = find_calibration(pb.in.cluster.name)) {
+            fitted += (fitted.empty() ? "" : ", ") + pb.in.cluster.name + " (fitted with stack " +
+                      cal->stack + ")";
+        }
+    }
+    s += "; fitted calibration overlays: " + (fitted.empty() ? std::string("none") : fitted);
     return s;
 }
 
@@ -159,7 +172,7 @@ nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
             {"display_name", pb.in.cluster.display_name},
             {"candidates_evaluated", pb.result.candidates_evaluated},
             {"feasible", pb.result.feasible},
-            {"price_per_gpu_hour_usd", pb.in.cluster.price_per_gpu_hour_usd}};
+            {"price_per_gpu_hour_usd", pb.in.train.price_per_gpu_hour_usd}};
         if (pb.result.plans.empty()) {
             row["best"] = nullptr;
         } else {
@@ -207,6 +220,7 @@ void run_compare(const CompareOptions& o, CliContext& ctx) {
         jf.job_file = o.job_file;
         jf.fp8_recipe = o.fp8_recipe;
         jf.fp8_param_gather = o.fp8_param_gather;
+        jf.stack = o.stack;
         jf.precision_fallback = true;  // said in the assumptions line
         jf.train = o.train;
         ProfileBest pb{load_inputs(jf), {}};
@@ -249,6 +263,7 @@ void setup_compare(CLI::App& app, CliContext& ctx) {
     sub->add_option("--fp8-recipe", o->fp8_recipe, "FP8 scaling recipe (default delayed)")
         ->check(CLI::IsMember({"tensorwise", "delayed", "blockwise"}));
     sub->add_flag("--fp8-param-gather", o->fp8_param_gather, "FP8 primary weights");
+    sub->add_option("--stack", o->stack, "Software stack for every profile (cleave stack list)");
     sub->add_option("--grad-dtype", o->grad_dtype, "Gradient buffer dtype (default fp32)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub->add_option("--job", o->job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);

@@ -1,6 +1,7 @@
 // cleave hw list | cleave hw show NAME|FILE: the shipped hardware profiles and one profile's
 // values in display units (the same unit-suffixed names as the profile TOML, STYLE S3.3).
 #include "cli/commands.hpp"
+#include "core/calibration.hpp"
 #include "core/cluster.hpp"
 #include "core/load.hpp"
 
@@ -197,10 +198,41 @@ void print_rows(std::ostream& out,
     }
 }
 
+/// Marks the values a calibration overlay changed as FITTED, ahead of the profile's own note.
+void mark_calibrated(const ClusterSpec& c, ProfileSources& src) {
+    if (c.calibration.empty()) {
+        return;
+    }
+    const auto cal = find_calibration(c.name);
+    if (!cal) {
+        return;
+    }
+    auto mark = [&](const std::string& key, const std::string& what) {
+        std::string& note = src.by_key[key];
+        note = "FITTED " + what + " (" + cal->source + ")" +
+               (note.empty() ? "" : "; profile: " + note);
+    };
+    if (cal->gemm_efficiency_factor != 1.0) {
+        const std::string f = "x " + num(cal->gemm_efficiency_factor);
+        for (const char* t : {"gemm_efficiency",
+                              "gemm_efficiency_fp8",
+                              "gemm_efficiency_mxfp8",
+                              "gemm_efficiency_nvfp4"}) {
+            if (src.by_key.count(std::string("gpu.") + t + ".efficiency") != 0) {
+                mark(std::string("gpu.") + t + ".efficiency", f);
+            }
+        }
+    }
+    for (const auto& [key, value] : cal->efficiencies) {
+        mark("gpu." + key, "= " + num(value));
+    }
+}
+
 void run_show(const HwShowOptions& o, CliContext& ctx) {
     const ClusterSpec c = load_cluster(o.profile);
     nlohmann::json j = profile_json(c);
-    const ProfileSources src = profile_sources(c.source);
+    ProfileSources src = profile_sources(c.source);
+    mark_calibrated(c, src);
     if (o.format == "json") {
         j["sources"] = {{"keys", src.by_key}, {"tables", src.by_table}, {"ids", src.ids}};
         ctx.out << j.dump(2) << "\n";

@@ -299,6 +299,22 @@ report::Table comparison(const std::vector<ClusterRun>& runs) {
     return t;
 }
 
+/// Every feasible plan of the job on `cluster` (the best max_points by the objective).
+ClusterRun search_cluster(const ReportOptions& o, const std::string& cluster, CliContext& ctx) {
+    JobFlags jf = o.job;
+    jf.cluster = cluster;
+    ClusterRun cr{load_inputs(jf), {}, {}};
+    cr.so.objective = o.objective == "memory" ? Objective::memory
+                      : o.objective == "cost" ? Objective::cost
+                                              : Objective::time;
+    cr.so.top_k = max_points;
+    Progress bar(ctx.err, is_terminal(ctx.err), "search " + cluster, 1.0);  // only over 1 s
+    cr.r = search(cr.in.model, cr.in.cluster, cr.in.job, cr.so, [&bar](int64_t d, int64_t t) {
+        bar.update(d, t, "job sizes");
+    });
+    return cr;
+}
+
 void run_report(const ReportOptions& o, CliContext& ctx) {
     std::vector<std::string> clusters = o.clusters;
     if (!o.job.cluster.empty()) {
@@ -309,18 +325,7 @@ void run_report(const ReportOptions& o, CliContext& ctx) {
     }
     std::vector<ClusterRun> runs;
     for (const std::string& c : clusters) {
-        JobFlags jf = o.job;
-        jf.cluster = c;
-        ClusterRun cr{load_inputs(jf), {}, {}};
-        cr.so.objective = o.objective == "memory" ? Objective::memory
-                          : o.objective == "cost" ? Objective::cost
-                                                  : Objective::time;
-        cr.so.top_k = max_points;
-        Progress bar(ctx.err, is_terminal(ctx.err), "search " + c, 1.0);
-        cr.r = search(cr.in.model, cr.in.cluster, cr.in.job, cr.so, [&bar](int64_t d, int64_t t) {
-            bar.update(d, t, "job sizes");
-        });
-        runs.push_back(std::move(cr));
+        runs.push_back(search_cluster(o, c, ctx));
     }
     report::Page page;
     page.title = "cleave report: " + runs.front().in.model.name;

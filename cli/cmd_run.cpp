@@ -388,7 +388,8 @@ std::pair<Inputs, Plan> prepare(RunOptions& o, int world) {
         const int64_t dp = o.plan.dp > 0 ? o.plan.dp : (mp > 0 ? world / mp : 1);
         o.job.gbs = std::max<int64_t>(1, dp) * o.plan.mbs * o.plan.pp;
     }
-    Inputs in = load_inputs(o.job);
+    // cleave's own executor runs materialised attention with dropout, as megatron-2021 prices it.
+    Inputs in = load_inputs(o.job, "megatron-2021");
     apply_overrides(o, in.model);
     const Plan p = make_plan(o.plan, in);
     executor::check_executable(in.model, in.job, p, world);

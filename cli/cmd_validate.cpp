@@ -257,7 +257,7 @@ void run_validate(const ValidateOptions& o, CliContext& ctx) {
         if (!o.calibrate && (o.calibrate_quick || !o.save_profile.empty())) {
             throw ConfigError("--calibrate-quick and --save-profile need --calibrate");
         }
-        in = load_inputs(jf);
+        in = load_inputs(jf, "megatron-2021");  // the executor's materialised attention
         in.job = calibrate::as_executed(in.job);
         executor::BackendOptions bo;
         bo.timeout_s = o.timeout_s;

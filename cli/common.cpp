@@ -209,7 +209,7 @@ TrainCostOptions train_options(const TrainFlags& f, const Inputs& in) {
 
 }  // namespace
 
-Inputs load_inputs(const JobFlags& f) {
+Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
     Inputs in;
     in.model = load_model(f.model);
     if (!f.cluster.empty()) {
@@ -221,7 +221,7 @@ Inputs load_inputs(const JobFlags& f) {
     if (!f.stack.empty()) {
         in.job.stack = load_stack(f.stack);
     } else if (in.job.stack.source.empty()) {
-        in.job.stack = load_stack(std::string(default_stack_name));
+        in.job.stack = load_stack(std::string(default_stack));
     }
     if (f.gpus > 0) {
         in.job.gpus = f.gpus;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
@@ -90,7 +91,9 @@ struct Inputs {
 
 /// Loads model, cluster (none when f.cluster is empty) and job; throws ConfigError naming the
 /// file and key on bad input.
-[[nodiscard]] Inputs load_inputs(const JobFlags& f);
+/// `default_stack`: the stack priced when neither --stack nor [job] stack names one.
+[[nodiscard]] Inputs load_inputs(const JobFlags& f,
+                                 std::string_view default_stack = default_stack_name);
 
 /// The plan the flags describe for `job` (dp derived when 0). Throws ConfigError when
 /// check_plan() finds a broken constraint, listing every one.

@@ -132,11 +132,18 @@ std::optional<Calibration> find_calibration(const std::string& profile) {
 }
 
 void apply_calibration(const Calibration& cal, ClusterSpec& c) {
-    std::vector<GemmEfficiencyPoint> curve;
-    for (const auto& pt : c.gpu.gemm_efficiency) {
-        curve.push_back({pt.size, std::min(1.0, pt.efficiency * cal.gemm_efficiency_factor)});
+    // Every precision's curve (16-bit, fp8, mxfp8, nvfp4): the factor is the stack's, not a
+    // dtype's.
+    for (auto* curve_of : {&c.gpu.gemm_efficiency,
+                           &c.gpu.gemm_efficiency_fp8,
+                           &c.gpu.gemm_efficiency_mxfp8,
+                           &c.gpu.gemm_efficiency_nvfp4}) {
+        std::vector<GemmEfficiencyPoint> curve;
+        for (const auto& pt : *curve_of) {
+            curve.push_back({pt.size, std::min(1.0, pt.efficiency * cal.gemm_efficiency_factor)});
+        }
+        *curve_of = std::move(curve);
     }
-    c.gpu.gemm_efficiency = std::move(curve);
     for (const auto& [key, value] : cal.efficiencies) {
         if (double* f = efficiency_field(c.gpu, key)) {
             *f = value;

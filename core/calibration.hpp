@@ -11,7 +11,8 @@
 //   stack = "megatron-2021"              # the software stack the fit priced with
 //   method = "grid search, cleave published"  # how
 //   [gpu]
-//   gemm_efficiency_factor = 0.88        # multiplies every point of the profile's GEMM curve
+//   gemm_efficiency_factor = 0.88        # multiplies every point of the profile's GEMM curves
+//                                        # (16-bit and the fp8 / mxfp8 / nvfp4 ones)
 //   hbm_efficiency = 0.55                # replaces the profile's value; any [gpu] *_efficiency
 //                                        # key of the profile may be given the same way
 

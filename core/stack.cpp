@@ -149,6 +149,13 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.bucket_mparams, r.quantity("bucket_mparams", Need::required));
         set(s.fsdp_prefetch, r.flag("fsdp_prefetch", Need::required));
         set(s.reshard_after_forward, r.flag("reshard_after_forward", Need::required));
+        if (const auto f = r.quantity("comm_sm_fraction", Need::required, true)) {
+            if (*f >= 1.0) {
+                r.bad_value("comm_sm_fraction", "must be below 1");
+            } else {
+                s.comm_sm_fraction = *f;
+            }
+        }
         r.finish();
     }
     if (const toml::table* t = top.table("tensor_parallel", Need::required)) {

@@ -65,6 +65,7 @@ struct SoftwareStack {
     double bucket_mparams = 40.0;       // DDP bucket, millions of parameters (at least)
     bool fsdp_prefetch = false;         // ZeRO-3: gathers prefetched in forward AND backward
     bool reshard_after_forward = true;  // ZeRO-3: weights re-gathered for backward
+    double comm_sm_fraction = 0.0;      // share of the SMs hidden DP/FSDP traffic takes
 
     // Tensor-parallel overlap (Transformer Engine userbuffers; with sequence parallelism only).
     bool tp_comm_overlap = false;

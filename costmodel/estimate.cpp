@@ -183,6 +183,9 @@ void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
         const double units = d(std::max<int64_t>(1, w.cost.layers));
         fwd_exposed = fsdp_exposed(ag, Seconds{}, w.cost.fwd, units, true);
         bwd_exposed = fsdp_exposed(ag * bwd_gathers, rs, w.cost.bwd, units, true);
+        // The hidden traffic's SMs slow the compute it hides behind (overlap_slowdown).
+        fwd_exposed += overlap_slowdown(ag, fwd_exposed, st.comm_sm_fraction);
+        bwd_exposed += overlap_slowdown(ag * bwd_gathers + rs, bwd_exposed, st.comm_sm_fraction);
     }
     w.zero3 = fwd_exposed + bwd_exposed;
     w.cost.fwd_comm += fwd_exposed;
@@ -225,7 +228,9 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
     w.dp_total = total + tied;
     w.cost.dp_reduce = w.dp_total;
     const SoftwareStack& st = x.job.stack;
-    const Seconds exposed = exposed_bucketed(total, last, w.cost.bwd, st.overlap_grad_reduce);
+    // What the backward does not hide, plus the compute the hidden part slows down.
+    const Seconds bare = exposed_bucketed(total, last, w.cost.bwd, st.overlap_grad_reduce);
+    const Seconds exposed = bare + overlap_slowdown(total, bare, st.comm_sm_fraction);
     if (p.zero == 2) {
         // ZeRO-2 keeps only its shard of the grads, so every micro-batch's backward reduce-
         // scatters (DeepSpeed deepspeed/runtime/zero/stage_1_and_2.py reduces its buckets in the
@@ -249,9 +254,13 @@ void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp,
         // forward except the first bucket (Megatron-Core distributed optimizer).
         const Seconds ag = collective_time(Collective::all_gather, wd, n, x.links.dp) +
                            collective_time(Collective::all_gather, we, ne, x.links.dp_expert);
-        const Bytes ag_bucket = min(wd, bytes(bucket_params(p, st) * wbytes));
-        const Seconds first = collective_time(Collective::all_gather, ag_bucket, n, x.links.dp);
-        w.cost.optimizer += exposed_bucketed(ag, first, w.cost.fwd, st.overlap_param_gather);
+        Seconds shown = ag;
+        if (st.overlap_param_gather) {  // the first bucket's gather priced only when needed
+            const Bytes ag_bucket = min(wd, bytes(bucket_params(p, st) * wbytes));
+            const Seconds first = collective_time(Collective::all_gather, ag_bucket, n, x.links.dp);
+            shown = exposed_bucketed(ag, first, w.cost.fwd, true);
+        }
+        w.cost.optimizer += shown + overlap_slowdown(ag, shown, st.comm_sm_fraction);
         w.dp_b += collective_bytes_sent(Collective::all_gather, wd, n) +
                   collective_bytes_sent(Collective::all_gather, we, ne);
     }

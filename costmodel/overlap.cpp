@@ -22,6 +22,10 @@ Seconds fsdp_exposed(
     return first + max(Seconds{}, all - first - compute);
 }
 
+Seconds overlap_slowdown(Seconds total, Seconds exposed, double fraction) {
+    return max(Seconds{}, total - exposed) * fraction;
+}
+
 Seconds exposed_behind_gemm(Seconds comm, Seconds gemm, bool overlap) {
     return overlap ? max(Seconds{}, comm - gemm) : comm;
 }

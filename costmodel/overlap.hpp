@@ -27,6 +27,12 @@ exposed_bucketed(Seconds total, Seconds one_bucket, Seconds compute, bool overla
 [[nodiscard]] Seconds fsdp_exposed(
     Seconds gathers, Seconds reduce_scatters, Seconds compute, double units, bool prefetch);
 
+/// Compute lost to communication that runs behind it: NCCL kernels occupy SMs while they run,
+/// so the compute they hide behind runs on the rest (Transformer Engine's
+/// NVTE_FWD/BWD_LAYERNORM_SM_MARGIN leaves SMs free for exactly this; Megatron-Bridge sets 20):
+/// slowdown = (total - exposed) x fraction, fraction = the stack's comm_sm_fraction.
+[[nodiscard]] Seconds overlap_slowdown(Seconds total, Seconds exposed, double fraction);
+
 /// A tensor-parallel collective pipelined with the GEMM it feeds or follows (Transformer Engine
 /// userbuffers, --tp-comm-overlap: the GEMM is split into chunks and chunk i's all-gather or
 /// reduce-scatter runs during chunk i-1's GEMM): exposed = max(0, comm - gemm) with overlap,

@@ -4,6 +4,7 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
+#include "costmodel/precision.hpp"
 
 #include <charconv>
 #include <map>
@@ -180,9 +181,14 @@ JobSpec job_of(const Reader& r, std::string& notes) {
     const std::string& prec = r.str("precision");
     j.compute = contains(prec, "fp16") ? Dtype::fp16 : Dtype::bf16;
     j.weights = j.compute;
-    if (contains(prec, "FP8") || contains(prec, "fp8")) {
-        j.compute = Dtype::fp8;  // linear layers in fp8, weights kept bf16 (Transformer Engine)
-        notes += "precision '" + prec + "' priced as fp8 (per-tensor); ";
+    // FP8-CS -> fp8 tensorwise, FP8-MX -> mxfp8, NVFP4 -> nvfp4 (costmodel/precision.hpp);
+    // linear layers quantised, weights kept bf16 (Transformer Engine).
+    if (const auto pc = precision_of_label(prec); pc && is_quantised(pc->compute)) {
+        j.compute = pc->compute;
+        j.fp8_recipe = pc->fp8_recipe;
+        notes += "precision '" + prec + "' priced as " + to_string(j.compute) +
+                 (j.compute == Dtype::fp8 ? std::string(" ") + to_string(j.fp8_recipe) : "") +
+                 "; ";
     }
     const std::string& fw = r.str("framework");
     if (contains(fw, "2020") || contains(fw, "2021")) {

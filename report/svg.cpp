@@ -343,20 +343,26 @@ std::string stage_memory_svg(const std::vector<StageMemory>& stages, double usab
     }
     f.y1 = nice_ceiling(top * 1.05);
     f.x1 = static_cast<double>(std::max<std::size_t>(stages.size(), 1));
-    std::string s = svg_open("stage-memory", 720, 360);
+    std::string s = svg_open("stage-memory", 720, 364);
     s += "<g class=\"frame\"" + frame_attrs(f) + ">" + y_grid(f, "memory per GPU (GiB)");
     const double slot = (f.right - f.left) / f.x1;
     const double w = std::min(slot * 0.7, 80.0);
     for (std::size_t i = 0; i < stages.size(); ++i) {
         const double x = f.left + slot * (static_cast<double>(i) + 0.5) - w / 2;
         s += stage_bar(f, stages[i], i, x, w, usable_memory_gib, colours);
-        if (stages.size() <= 16 || i % (stages.size() / 8) == 0) {
+        // Up to 8 stages by their label; more by their index (every one up to 32, then 16 in all).
+        const std::size_t every = stages.size() <= 32 ? 1 : stages.size() / 16;
+        if (i % every == 0) {
             s += "<text x=\"" + num(x + w / 2) + "\" y=\"" + num(f.bottom + 14) +
-                 "\" text-anchor=\"middle\" font-size=\"11\">" + escape(stages[i].label) +
-                 "</text>";
+                 "\" text-anchor=\"middle\" font-size=\"11\">" +
+                 (stages.size() <= 8 ? escape(stages[i].label) : std::to_string(i)) + "</text>";
         }
     }
-    s += usable_line(f, usable_memory_gib, false) + "</g>" + legend(names, colours, f.left, 346.0);
+    if (stages.size() > 8) {
+        s += "<text x=\"" + num((f.left + f.right) / 2) + "\" y=\"" + num(f.bottom + 28) +
+             "\" text-anchor=\"middle\" font-size=\"11\">pipeline stage</text>";
+    }
+    s += usable_line(f, usable_memory_gib, false) + "</g>" + legend(names, colours, f.left, 350.0);
     return s + "</svg>";
 }
 

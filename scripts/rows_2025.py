@@ -10,7 +10,8 @@ Mapping: GPU column -> profile (DGX-GB300 -> gb300-nvl72, DGX-GB200 -> gb200-nvl
 dgx-b200, DGX-H100 -> dgx-h100); FP8-CS -> --dtype fp8 --fp8-recipe tensorwise, FP8-MX -> --dtype
 mxfp8, BF16 -> bf16; "Megatron FSDP" -> --zero 3, otherwise the distributed optimizer -> --zero 1;
 recompute empty -> none (the table does not state it). Rows cleave cannot express are listed with
-the reason. Error = predicted / published - 1.
+the reason. Error = predicted / published - 1. load_cluster applies hwprofiles/calibration/<profile>.toml
+where one exists: the Blackwell overlays were fitted to these very rows (their files say which).
 """
 import csv
 import json
@@ -84,8 +85,9 @@ def main():
     if errs:
         mape = 100 * sum(abs(e) for _, e in errs) / len(errs)
         worst = max(errs, key=lambda x: abs(x[1]))
+        cal = sorted(f[:-5] for f in os.listdir(os.path.join(ROOT, "hwprofiles", "calibration")))
         print(f"# {len(errs)} rows priced: MAPE {mape:.1f}%, worst row {worst[0]} {100 * worst[1]:+.1f}%; "
-              "all profile numbers are datasheet/kernel-level, nothing fitted")
+              f"calibration overlays applied (fitted constants, hwprofiles/calibration/): {', '.join(cal)}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 // Progress lines (cli/progress.hpp): the ETA arithmetic, and silence when not on a terminal.
 #include "cli/progress.hpp"
 
+#include <cstdlib>
+#include <iostream>
 #include <sstream>
 #include <string>
 
@@ -40,5 +42,21 @@ TEST_SUITE("report") {
             p.update(2, 2);
         }
         CHECK(later.str().empty());
+    }
+
+    TEST_CASE("progress: CLEAVE_PROGRESS forces it on (mpirun ranks) or off") {
+        const char* before = std::getenv("CLEAVE_PROGRESS");
+        const std::string saved = before != nullptr ? before : "";
+        setenv("CLEAVE_PROGRESS", "1", 1);
+        CHECK(is_terminal(std::cerr));
+        std::ostringstream other;
+        CHECK_FALSE(is_terminal(other));  // only stderr itself
+        setenv("CLEAVE_PROGRESS", "0", 1);
+        CHECK_FALSE(is_terminal(std::cerr));
+        if (before != nullptr) {
+            setenv("CLEAVE_PROGRESS", saved.c_str(), 1);
+        } else {
+            unsetenv("CLEAVE_PROGRESS");
+        }
     }
 }

@@ -210,6 +210,10 @@ TEST_SUITE("report") {
             CHECK(row["train_days"].get<double>() > 0.0);
             CHECK(row["cost"].get<double>() ==
                   doctest::Approx(2.0 * row["gpu_hours"].get<double>()));
+            // --price-per-gpu-hour also prices one iteration: $2 * 32 GPUs * step / 3600
+            CHECK(row["cost_per_iteration_usd"].get<double>() ==
+                  doctest::Approx(2.0 * 32.0 * row["best"]["iteration_time_s"].get<double>() /
+                                  3600.0));
         }
         // H100 is faster: fewer days for the same job
         CHECK(j["profiles"][1]["train_days"].get<double>() <

@@ -44,6 +44,7 @@ overlap_param_gather = true
 bucket_mparams = 40
 fsdp_prefetch = true
 reshard_after_forward = false
+comm_sm_fraction = 0.15
 
 [tensor_parallel]
 comm_overlap = true
@@ -89,6 +90,7 @@ TEST_SUITE("core") {
         CHECK(s.bucket_mparams == 40.0);
         CHECK(s.fsdp_prefetch);
         CHECK_FALSE(s.reshard_after_forward);
+        CHECK(s.comm_sm_fraction == 0.15);
         CHECK(s.tp_comm_overlap);
         CHECK(s.p2p_overhead_us == 20.0);
         CHECK(s.torch_compile);

@@ -30,6 +30,29 @@ TEST_SUITE("costmodel") {
         CHECK(to_ms(fsdp_exposed(ms(24), Seconds{}, ms(100), 8.0, true)) == doctest::Approx(3.0));
     }
 
+    TEST_CASE("overlap: hidden traffic slows the compute it hides behind by its SM share") {
+        // 100 ms of traffic, 40 ms exposed: 60 ms hidden x 0.15 of the SMs = 9 ms more compute.
+        CHECK(to_ms(overlap_slowdown(ms(100), ms(40), 0.15)) == doctest::Approx(9.0));
+        CHECK(to_ms(overlap_slowdown(ms(100), ms(100), 0.15)) == doctest::Approx(0.0));
+        CHECK(to_ms(overlap_slowdown(ms(100), ms(10), 0.0)) == doctest::Approx(0.0));
+    }
+
+    TEST_CASE("overlap: each virtual stage's send/recv pays the stack's p2p overhead") {
+        const ModelSpec m = test::seed13b();
+        const ClusterSpec c = test::dgx_a100();
+        JobSpec job = test::job(64, 256);
+        Plan p = test::plan(4, 8, 2);  // pp 2, interleaved with v = 4: 2 x 4 = 8 send/recv per
+        p.schedule = Schedule::interleaved;  // micro-batch on the critical path
+        p.vpp = 4;
+        const Estimate e0 = estimate(m, c, job, p);
+        job.stack.p2p_overhead_us = 20.0;
+        const Estimate e1 = estimate(m, c, job, p);
+        // One transfer (pp_p2p) grows by 20 us; the exposed PP time by 20 us x 8 x m (m = 64).
+        REQUIRE(e0.microbatches == 64);
+        CHECK(to_us(e1.pp_p2p - e0.pp_p2p) == doctest::Approx(20.0));
+        CHECK(to_us(e1.time.pp_comm - e0.time.pp_comm) == doctest::Approx(20.0 * 8.0 * 64.0));
+    }
+
     TEST_CASE("overlap: a TP collective pipelined with its GEMM exposes only the excess") {
         // 5 ms of all-gather behind a 3 ms GEMM: 2 ms; behind 8 ms: 0; not overlapped: 5 ms.
         CHECK(to_ms(exposed_behind_gemm(ms(5), ms(3), true)) == doctest::Approx(2.0));

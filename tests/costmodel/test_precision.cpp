@@ -1,5 +1,6 @@
 // Quantised training (costmodel/precision.hpp) and NVLink domains (costmodel/collectives.hpp) on
 // the shipped Hopper and Blackwell profiles, against values worked by hand in the comments.
+#include "core/calibration.hpp"
 #include "core/load.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
@@ -81,7 +82,8 @@ TEST_SUITE("costmodel") {
     TEST_CASE("precision: a precision the GPU lacks runs in the next wider one") {
         const GpuSpec h100 = load_cluster("dgx-h100").gpu;
         const GpuSpec a100 = load_cluster("dgx-a100-80g").gpu;
-        const GpuSpec gb200 = load_cluster("gb200-nvl72").gpu;
+        const GpuSpec gb200 =
+            load_cluster_uncalibrated("gb200-nvl72").gpu;  // the profile as measured
         CHECK(runnable_dtype(h100, Dtype::nvfp4) == Dtype::fp8);
         CHECK(runnable_dtype(a100, Dtype::fp8) == Dtype::bf16);
         CHECK(runnable_dtype(gb200, Dtype::nvfp4) == Dtype::nvfp4);
@@ -165,5 +167,16 @@ TEST_SUITE("costmodel") {
         // (+ 4 B x 1.75 / 370 GB/s, negligible) = 52.1 us more exposed forward TP time.
         CHECK((c.tp_fwd - b.tp_fwd).value() ==
               doctest::Approx(2.0 * 14.0 * 1.86e-6).epsilon(1e-3).scale(0));
+    }
+
+    TEST_CASE("precision: a calibration overlay's GEMM factor scales every precision's curve") {
+        // hwprofiles/calibration/gb200-nvl72.toml: gemm_efficiency_factor 0.64 (FITTED). At
+        // 16384^3 the FP8 curve is 0.723 -> 0.723 x 0.64 = 0.46272; NVFP4 0.763 -> 0.48832.
+        const GpuSpec raw = load_cluster_uncalibrated("gb200-nvl72").gpu;
+        const GpuSpec cal = load_cluster("gb200-nvl72").gpu;
+        CHECK(gemm_efficiency(raw, flop(8796.1e9), Dtype::fp8) == doctest::Approx(0.723));
+        CHECK(gemm_efficiency(cal, flop(8796.1e9), Dtype::fp8) == doctest::Approx(0.46272));
+        CHECK(gemm_efficiency(cal, flop(8796.1e9), Dtype::nvfp4) == doctest::Approx(0.48832));
+        CHECK(gemm_efficiency(cal, flop(8796.1e9), Dtype::bf16) == doctest::Approx(0.729 * 0.64));
     }
 }

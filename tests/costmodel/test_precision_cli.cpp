@@ -118,6 +118,10 @@ TEST_SUITE("costmodel") {
         CHECK(a.find("linear GEMMs in fp8 (delayed scaling)") != std::string::npos);
         CHECK(a.find("dgx-a100-80g has no fp8 path and runs it in bf16") != std::string::npos);
         CHECK(a.find("dgx-h100 has no") == std::string::npos);
+        CHECK(a.find("software stack megatron-core on every profile") != std::string::npos);
+        CHECK(a.find("fitted calibration overlays: dgx-a100-80g (fitted with stack "
+                     "megatron-2021), gb200-nvl72 (fitted with stack megatron-core)") !=
+              std::string::npos);
         CHECK(j["profiles"][0]["gemm_dtype"] == "bf16");
         CHECK(j["profiles"][1]["gemm_dtype"] == "fp8");
         CHECK(j["profiles"][2]["gemm_dtype"] == "fp8");
@@ -136,6 +140,8 @@ TEST_SUITE("costmodel") {
                                           "32",
                                           "--zero",
                                           "1",
+                                          "--grad-dtype",
+                                          "bf16",
                                           "--format",
                                           "json"};
             a.insert(a.end(), extra.begin(), extra.end());
@@ -156,11 +162,11 @@ TEST_SUITE("costmodel") {
         CHECK(pg["precision"]["fp8_recipe"] == "delayed");
         CHECK(pg["precision"]["weights"] == "fp8");
         CHECK(pg["precision"]["unquantised_dtype"] == "bf16");
-        // ZeRO-1 DP traffic per parameter: reduce-scatter of fp32 grads 4 B + all-gather of the
-        // weights 2 B (bf16) or 1 B (FP8 param gather), both x (n-1)/n: 6 / 5 = 1.2.
+        // ZeRO-1 DP traffic per parameter: reduce-scatter of bf16 grads 2 B + all-gather of the
+        // weights 2 B (bf16) or 1 B (FP8 param gather), both x (n-1)/n: 4 / 3.
         CHECK(fp8["comm_bytes_per_gpu"]["dp"].get<double>() /
                   pg["comm_bytes_per_gpu"]["dp"].get<double>() ==
-              doctest::Approx(1.2).scale(0));
+              doctest::Approx(4.0 / 3.0).scale(0));
     }
 
     TEST_CASE("precision cli: first and last layers in bf16 cost bf16 layers, and export") {
