@@ -1,9 +1,11 @@
 // cleave plan: search every plan for a job and print the best (DESIGN §3, docs/planner.md).
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
+#include "cli/export_torchtitan.hpp"
 #include "cli/progress.hpp"
 #include "cli/report.hpp"
 #include "core/errors.hpp"
+#include "core/schedule.hpp"
 #include "planner/search.hpp"
 #include "simulator/simulate.hpp"
 
@@ -34,7 +36,60 @@ struct PlanOptions {
     int64_t max_ep = 0;
     bool heuristics = false;
     bool simulate = false;
+    PlanFlags given;             // plan flags; those the user gave are fixed
+    SearchOptions::Fixed fixed;  // filled from `given` after parsing
 };
+
+/// The plan flags the user gave on `sub`, as fixed search dimensions.
+SearchOptions::Fixed fixed_from(const CLI::App& sub, const PlanFlags& g, const Inputs& in) {
+    SearchOptions::Fixed f;
+    const auto given = [&sub](const char* flag) { return sub.count(flag) > 0; };
+    f.tp = given("--tp") ? g.tp : 0;
+    f.pp = given("--pp") ? g.pp : 0;
+    f.dp = given("--dp") ? g.dp : 0;
+    f.cp = given("--cp") ? g.cp : 0;
+    f.ep = given("--ep") ? g.ep : 0;
+    f.mbs = given("--mbs") ? g.mbs : 0;
+    f.vpp = given("--vpp") ? g.vpp : 0;
+    f.zero = given("--zero") ? g.zero : -1;
+    if (given("--schedule")) {
+        f.schedule = g.schedule == "gpipe"         ? Schedule::gpipe
+                     : g.schedule == "interleaved" ? Schedule::interleaved
+                                                   : Schedule::one_f_one_b;
+    }
+    if (given("--recompute")) {
+        f.recompute = g.recompute == "full"        ? Recompute::full
+                      : g.recompute == "selective" ? Recompute::selective
+                                                   : Recompute::none;
+    }
+    if (given("--sp")) {
+        f.sp = g.sp;
+    }
+    f.recompute_layers = g.recompute_num_layers;
+    f.recompute_method =
+        g.recompute_method == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
+    if (!g.pipeline_layout.empty()) {
+        if (f.pp == 0) {
+            throw ConfigError("--pipeline-layout needs --pp (the layout's stages are pp * vpp)");
+        }
+        Plan p;
+        p.pp = f.pp;
+        apply_layout(g.pipeline_layout, in.model.layers, p);
+        if (f.vpp > 0 && f.vpp != p.vpp) {
+            throw ConfigError("--pipeline-layout has " + std::to_string(p.vpp) +
+                              " virtual stages per rank, --vpp says " + std::to_string(f.vpp));
+        }
+        f.vpp = p.vpp;
+        f.layers = true;
+        f.first_layers = p.first_layers;
+        f.last_layers = p.last_layers;
+    } else if (given("--first-stage-layers") || given("--last-stage-layers")) {
+        f.layers = true;
+        f.first_layers = g.first_stage_layers;
+        f.last_layers = g.last_stage_layers;
+    }
+    return f;
+}
 
 /// A top plan re-scored by the discrete-event simulator (--simulate).
 struct SimScore {
@@ -121,6 +176,7 @@ SearchOptions search_options(const PlanOptions& o) {
     s.max_ep = o.max_ep;
     s.target_tokens_per_s = o.target_tokens_per_s;
     s.heuristics = o.heuristics;
+    s.fixed = o.fixed;
     return s;
 }
 
@@ -141,11 +197,25 @@ void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
     }
     os << "; TP across nodes " << (so.allow_tp_cross_node ? "allowed" : "disallowed")
        << (so.heuristics ? "; heuristics on" : "") << "\n";
+    const std::string fixed = fixed_flags(so.fixed);
+    if (!fixed.empty()) {
+        os << "# fixed by the user (not searched): " << fixed << "\n";
+    }
 }
 
-void print_rows(std::ostream& os, const SearchResult& r) {
+/// "7/8/7" (first / middle / last stage layers) for an uneven map, "even" otherwise.
+std::string stage_column(const ModelSpec& m, const Plan& p) {
+    if (!uneven_stages(m.layers, p)) {
+        return "even";
+    }
+    const StageLayers sl = stage_layers(m.layers, p);
+    return std::to_string(sl.first) + "/" + (p.pp > 2 ? std::to_string(sl.middle) + "/" : "") +
+           std::to_string(sl.last);
+}
+
+void print_rows(std::ostream& os, const ModelSpec& m, const SearchResult& r) {
     os << "#  #    dp tp  pp cp ep  v mbs sched rc   sp z  iter(s)     tok/s  MFU%  mem(GiB) bub% "
-          "risks\n";
+          "layers   risks\n";
     int rank = 0;
     for (const RankedPlan& rp : r.plans) {
         const Plan& p = rp.plan;
@@ -172,7 +242,9 @@ void print_rows(std::ostream& os, const SearchResult& r) {
                       100.0 * e.mfu,
                       to_gib(e.memory.total),
                       100.0 * e.bubble_ratio);
-        os << b.data() << risk_codes(e, ',') << "\n";
+        std::string layers = stage_column(m, p);
+        layers.resize(std::max<std::size_t>(layers.size(), 8), ' ');
+        os << b.data() << layers << " " << risk_codes(e, ',') << "\n";
     }
 }
 
@@ -259,6 +331,9 @@ void print_table(std::ostream& os,
     print_header(os, in, so);
     os << "# searched " << r.candidates_evaluated << " candidates: " << r.feasible
        << " feasible, top " << r.plans.size() << " below\n";
+    os << "# memory headroom " << f("%.1f", to_gib(in.job.memory_headroom))
+       << " GiB per GPU (--memory-headroom): " << r.set_aside_for_headroom
+       << " plans that fit without it set aside\n";
     if (so.objective == Objective::gpus || so.objective == Objective::cost) {
         os << "# job sizes searched (GPUs):";
         for (int64_t n : r.gpu_counts_searched) {
@@ -270,7 +345,7 @@ void print_table(std::ostream& os,
     }
     os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
           "bubble(>30%) sharedcomm\n";
-    print_rows(os, r);
+    print_rows(os, in.model, r);
     print_sim_rows(os, r, sims);
     print_top_risks(os, in, r);
     print_why_not(os, in, so, r);
@@ -339,6 +414,9 @@ nlohmann::json plan_result_json(const Inputs& in,
             {"gpu_counts_searched", r.gpu_counts_searched},
             {"candidates_evaluated", r.candidates_evaluated},
             {"feasible", r.feasible},
+            {"memory_headroom_gib", to_gib(in.job.memory_headroom)},
+            {"set_aside_for_headroom", r.set_aside_for_headroom},
+            {"fixed", fixed_flags(so.fixed)},
             {"rejected", rejected},
             {"rejected_best", best},
             {"rejected_total", r.rejected_total()},
@@ -352,7 +430,7 @@ nlohmann::json plan_result_json(const Inputs& in,
 void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
     os << "rank,dp,tp,pp,cp,ep,vpp,mbs,schedule,recompute,sp,zero,iteration_time_s,tokens_per_s,"
           "tflops_per_gpu,mfu,bubble_ratio,memory_gib,usable_memory_gib,risks,"
-          "simulated_iteration_time_s\n";
+          "simulated_iteration_time_s,first_stage_layers,last_stage_layers\n";
     std::size_t rank = 0;
     for (const RankedPlan& rp : r.plans) {
         const Plan& p = rp.plan;
@@ -364,7 +442,8 @@ void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
            << f("%.9g", e.iteration_time.value()) << "," << f("%.9g", e.tokens_per_s) << ","
            << f("%.9g", e.tflops_per_gpu) << "," << f("%.9g", e.mfu) << ","
            << f("%.9g", e.bubble_ratio) << "," << f("%.9g", to_gib(e.memory.total)) << ","
-           << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "," << sim << "\n";
+           << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "," << sim << ","
+           << p.first_layers << "," << p.last_layers << "\n";
     }
 }
 
@@ -410,6 +489,59 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
     }
 }
 
+/// The layer map in Megatron-LM's own flags (megatron/training/arguments.py and
+/// transformer_config.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553): even stages need none
+/// (interleaved: --num-layers-per-virtual-pipeline-stage); one layer short on the first / last
+/// stage is --account-for-embedding/loss-in-pipeline-split; first / last counts that split over
+/// the virtual chunks are --decoder-first/last-pipeline-num-layers; anything else is written as
+/// --pipeline-model-parallel-layout.
+void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
+    const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;
+    if (!uneven_stages(m.layers, p) && (!interleaved || m.layers % (p.pp * p.vpp) == 0)) {
+        if (interleaved) {
+            arg(os,
+                "--num-layers-per-virtual-pipeline-stage",
+                std::to_string(m.layers / (p.pp * p.vpp)));
+        }
+        return;
+    }
+    const StageLayers sl = stage_layers(m.layers, p);
+    const int64_t v = interleaved ? p.vpp : 1;
+    const int64_t per_rank = p.pp > 2 ? sl.middle : std::max(sl.first, sl.last);
+    const bool emb = sl.first == per_rank - 1;
+    const bool loss = sl.last == per_rank - 1;
+    const bool by_account =
+        (emb || sl.first == per_rank) && (loss || sl.last == per_rank) && per_rank % v == 0;
+    const bool by_ends = sl.first % v == 0 && sl.last % v == 0 && sl.middle % v == 0;
+    if (by_account) {
+        if (emb) {
+            arg(os, "--account-for-embedding-in-pipeline-split");
+        }
+        if (loss) {
+            arg(os, "--account-for-loss-in-pipeline-split");
+        }
+    } else if (by_ends) {
+        arg(os, "--decoder-first-pipeline-num-layers", std::to_string(sl.first));
+        arg(os, "--decoder-last-pipeline-num-layers", std::to_string(sl.last));
+    } else {
+        arg(os, "--pipeline-model-parallel-layout", to_layout(m.layers, p));
+        return;  // the layout carries the virtual stages
+    }
+    if (interleaved) {
+        arg(os, "--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp));
+    }
+}
+
+/// Megatron's default micro-batch group is pp; another one (m not a multiple of pp) is a flag.
+void megatron_group_args(Args& os, const JobSpec& job, const Plan& p) {
+    const int64_t m = num_microbatches(p, job);
+    if (p.schedule == Schedule::interleaved && p.vpp > 1 && interleave_group(p.pp, m) != p.pp) {
+        arg(os,
+            "--microbatch-group-size-per-virtual-pipeline-stage",
+            std::to_string(interleave_group(p.pp, m)));
+    }
+}
+
 void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const Plan& p) {
     arg(os, "--tensor-model-parallel-size", std::to_string(p.tp));
     arg(os, "--pipeline-model-parallel-size", std::to_string(p.pp));
@@ -417,11 +549,8 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     if (m.moe.enabled()) {
         arg(os, "--expert-model-parallel-size", std::to_string(p.ep));
     }
-    if (p.schedule == Schedule::interleaved) {
-        arg(os,
-            "--num-layers-per-virtual-pipeline-stage",
-            std::to_string(m.layers / (p.pp * p.vpp)));
-    }
+    megatron_layout_args(os, m, p);
+    megatron_group_args(os, job, p);
     arg(os, "--micro-batch-size", std::to_string(p.mbs));
     arg(os, "--global-batch-size", std::to_string(job.global_batch));
     if (p.sp) {
@@ -431,8 +560,10 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
         arg(os, "--recompute-granularity", "selective");
     } else if (p.recompute == Recompute::full) {
         arg(os, "--recompute-granularity", "full");
-        arg(os, "--recompute-method", "uniform");
-        arg(os, "--recompute-num-layers", "1");
+        arg(os,
+            "--recompute-method",
+            p.recompute_method == RecomputeMethod::block ? "block" : "uniform");
+        arg(os, "--recompute-num-layers", std::to_string(std::max<int64_t>(1, p.recompute_layers)));
     }
     if (p.zero >= 1) {
         arg(os, "--use-distributed-optimizer");
@@ -622,8 +753,9 @@ SimScores rescore(const Inputs& in, SearchResult& r) {
     return out;
 }
 
-void run_plan(const PlanOptions& o, CliContext& ctx) {
+void run_plan(PlanOptions& o, const CLI::App& sub, CliContext& ctx) {
     const Inputs in = load_inputs(o.job);
+    o.fixed = fixed_from(sub, o.given, in);
     if (o.format == "megatron" || o.format == "deepspeed") {  // before the search: exit 2 early
         require_framework(in.job,
                           o.format == "megatron" ? StackFramework::megatron
@@ -649,6 +781,8 @@ void run_plan(const PlanOptions& o, CliContext& ctx) {
         print_table(o.format == "table" ? ctx.out : ctx.err, in, so, r, sims, elapsed_s);
     } else if (o.format == "megatron") {
         print_megatron(ctx.out, inputs_for(in, r.plans.front().plan), r.plans.front());
+    } else if (o.format == "torchtitan") {
+        print_torchtitan(ctx.out, inputs_for(in, r.plans.front().plan), r.plans.front());
     } else {
         print_deepspeed(ctx.out, ctx.err, inputs_for(in, r.plans.front().plan), r.plans.front());
     }
@@ -681,8 +815,9 @@ void setup_plan(CLI::App& app, CliContext& ctx) {
                     opts->target_tokens_per_s,
                     "Objective gpus: tokens/s to reach (--gpus is the most GPUs to try)")
         ->check(CLI::NonNegativeNumber);
-    sub->add_option("--format", opts->format, "Output: table, json, csv, megatron or deepspeed")
-        ->check(CLI::IsMember({"table", "json", "csv", "megatron", "deepspeed"}))
+    sub->add_option(
+           "--format", opts->format, "Output: table, json, csv, megatron, deepspeed or torchtitan")
+        ->check(CLI::IsMember({"table", "json", "csv", "megatron", "deepspeed", "torchtitan"}))
         ->capture_default_str();
     sub->add_flag("--allow-tp-cross-node",
                   opts->allow_tp_cross_node,
@@ -701,7 +836,8 @@ void setup_plan(CLI::App& app, CliContext& ctx) {
     sub->add_flag("--simulate",
                   opts->simulate,
                   "Re-score the top plans with the discrete-event simulator and re-rank them");
-    sub->callback([opts, &ctx] { run_plan(*opts, ctx); });
+    add_plan_flags(*sub, opts->given);
+    sub->callback([opts, sub, &ctx] { run_plan(*opts, *sub, ctx); });
 }
 
 }  // namespace cleave::cli

@@ -49,6 +49,11 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
     sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub.add_option("--job", f.job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
+    sub.add_option("--memory-headroom",
+                   f.memory_headroom,
+                   "Memory kept free on top of the profile's reserved memory: GiB, or N% of the "
+                   "GPU's memory")
+        ->capture_default_str();
     sub.add_option("--stack",
                    f.stack,
                    "Software stack: shipped name (cleave stack list) or TOML path "
@@ -123,6 +128,26 @@ void add_plan_flags(CLI::App& sub, PlanFlags& f) {
     sub.add_option("--zero", f.zero, "ZeRO stage (1 = distributed optimizer)")
         ->check(CLI::Range(0, 3))
         ->capture_default_str();
+    sub.add_option("--first-stage-layers",
+                   f.first_stage_layers,
+                   "Transformer layers on the first pipeline stage (default: an even share)")
+        ->check(CLI::NonNegativeNumber);
+    sub.add_option("--last-stage-layers",
+                   f.last_stage_layers,
+                   "Transformer layers on the last pipeline stage (default: an even share)")
+        ->check(CLI::NonNegativeNumber);
+    sub.add_option("--recompute-num-layers",
+                   f.recompute_num_layers,
+                   "Full recomputation: layers per uniform group, or checkpointed per chunk with "
+                   "--recompute-method block (Megatron's flags; default 1 uniform)")
+        ->check(CLI::NonNegativeNumber);
+    sub.add_option("--recompute-method", f.recompute_method, "Full recomputation: uniform or block")
+        ->check(CLI::IsMember({"uniform", "block"}))
+        ->capture_default_str();
+    sub.add_option("--pipeline-layout",
+                   f.pipeline_layout,
+                   "Layer map in Megatron's --pipeline-model-parallel-layout notation, e.g. "
+                   "\"Et*7|(t*8|)*14t*7L\" (sets --vpp and the stage layers)");
 }
 
 Dtype parse_dtype(const std::string& s) {
@@ -145,6 +170,28 @@ Dtype parse_dtype(const std::string& s) {
         return Dtype::nvfp4;
     }
     throw ConfigError("unknown dtype '" + s + "' (expected fp32, bf16, fp16, fp8, mxfp8 or nvfp4)");
+}
+
+// Default 5%: PyTorch users cap a process at 95% of the device with
+// torch.cuda.set_per_process_memory_fraction(0.95) to leave room for the CUDA runtime and
+// allocator growth (a convention, e.g. ai-hpc.github.io "Memory Management on 8x H200"); the
+// profile's reserved memory covers context and NCCL buffers, this covers what a plan on paper
+// misses (fragmentation spikes, temporary buffers).
+Bytes parse_headroom(const std::string& s, const GpuSpec& gpu) {
+    const bool pct = !s.empty() && s.back() == '%';
+    const std::string num = pct ? s.substr(0, s.size() - 1) : s;
+    double v = -1.0;
+    std::size_t used = 0;
+    try {
+        v = std::stod(num, &used);
+    } catch (const std::exception&) {
+        used = 0;
+    }
+    if (num.empty() || used != num.size() || !(v >= 0.0) || (pct && v >= 100.0)) {
+        throw ConfigError("--memory-headroom: '" + s +
+                          "' is not GiB (e.g. 4) or a percentage below 100 (e.g. 5%)");
+    }
+    return pct ? gpu.memory * (v / 100.0) : gib(v);
 }
 
 namespace {
@@ -246,6 +293,7 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
     } else if (!job_sets(f.job_file, "dtype_grads")) {
         in.job.grads = in.job.stack.grad_dtype;  // the stack's recipe default
     }
+    in.job.memory_headroom = parse_headroom(f.memory_headroom, in.cluster.gpu);
     if (in.job.global_batch <= 0) {
         throw ConfigError("--gbs: the global batch size is required (or give it in --job)");
     }
@@ -261,10 +309,26 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
     p.ep = f.ep;
     p.mbs = f.mbs;
     p.vpp = f.vpp;
+    p.first_layers = f.first_stage_layers;
+    p.last_layers = f.last_stage_layers;
+    p.recompute_layers = f.recompute_num_layers;
+    p.recompute_method =
+        f.recompute_method == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
+    if (!f.pipeline_layout.empty()) {
+        if (f.first_stage_layers > 0 || f.last_stage_layers > 0) {
+            throw ConfigError("--pipeline-layout cannot be combined with --first-stage-layers or "
+                              "--last-stage-layers (Megatron-LM refuses it too)");
+        }
+        apply_layout(f.pipeline_layout, in.model.layers, p);
+        if (f.vpp > 1 && f.vpp != p.vpp) {
+            throw ConfigError("--pipeline-layout has " + std::to_string(p.vpp) +
+                              " virtual stages per rank, --vpp says " + std::to_string(f.vpp));
+        }
+    }
     const int64_t mp = f.tp * f.pp * f.cp;
     p.dp = f.dp > 0 ? f.dp : (mp > 0 ? in.job.gpus / mp : 0);
     if (f.schedule.empty()) {
-        p.schedule = f.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+        p.schedule = p.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
     } else if (f.schedule == "gpipe") {
         p.schedule = Schedule::gpipe;
     } else if (f.schedule == "interleaved") {

@@ -44,7 +44,8 @@ struct JobFlags {
     /// wider precision the GPU has (cleave compare, which says so).
     bool precision_fallback = false;
     std::string stack;  // software stack name or TOML; "" = [job] stack, else megatron-core
-    TrainFlags train;   // registered by add_train_flags() only
+    std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
+    TrainFlags train;                    // registered by add_train_flags() only
 };
 
 struct PlanFlags {
@@ -59,6 +60,11 @@ struct PlanFlags {
     std::string recompute = "none";
     bool sp = false;
     int zero = 0;
+    int64_t first_stage_layers = 0;  // 0 = the middle stages' share
+    int64_t last_stage_layers = 0;
+    std::string pipeline_layout;       // Megatron's --pipeline-model-parallel-layout notation
+    int64_t recompute_num_layers = 0;  // 0 = 1 (uniform)
+    std::string recompute_method = "uniform";
 };
 
 /// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job
@@ -79,7 +85,9 @@ void add_train_flags(CLI::App& sub, TrainFlags& f);
 /// ConfigError naming --tokens on anything else.
 [[nodiscard]] double parse_token_count(const std::string& s);
 
-/// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero.
+/// Adds --tp --pp --dp --cp --ep --mbs --vpp --schedule --recompute --sp --zero
+/// --first-stage-layers --last-stage-layers --pipeline-layout --recompute-num-layers
+/// --recompute-method.
 void add_plan_flags(CLI::App& sub, PlanFlags& f);
 
 struct Inputs {
@@ -88,6 +96,10 @@ struct Inputs {
     JobSpec job;
     TrainCostOptions train;  // train.tokens == 0: no time-and-cost estimate
 };
+
+/// --memory-headroom "X" (GiB) or "N%" (of the GPU's memory) in bytes; throws ConfigError naming
+/// the flag on anything else.
+[[nodiscard]] Bytes parse_headroom(const std::string& s, const GpuSpec& gpu);
 
 /// Loads model, cluster (none when f.cluster is empty) and job; throws ConfigError naming the
 /// file and key on bad input.

@@ -35,6 +35,7 @@ nlohmann::json time_json(const TimeBreakdown& t) {
 }
 
 nlohmann::json stages_json(const Plan& p, const Estimate& e) {
+    const auto m = static_cast<double>(e.microbatches);
     auto out = nlohmann::json::array();
     for (int64_t s = 0; s < p.pp; ++s) {
         const StageCost& c = stage_cost(e, s, p.pp);
@@ -43,6 +44,8 @@ nlohmann::json stages_json(const Plan& p, const Estimate& e) {
                        {"memory_gib", memory_json(c.memory)},
                        {"fwd_s", c.fwd.value()},
                        {"bwd_s", c.bwd.value()},
+                       // busy time of the iteration: every micro-batch's forward and backward
+                       {"time_s", (c.fwd + c.bwd).value() * m},
                        {"fwd_comm_s", c.fwd_comm.value()},
                        {"bwd_comm_s", c.bwd_comm.value()},
                        {"dp_grad_sync_s", c.dp_grad_sync.value()},
@@ -94,6 +97,8 @@ nlohmann::json plan_to_json(const Plan& p, const JobSpec& job) {
             {"recompute", to_string(p.recompute)},
             {"sp", p.sp},
             {"zero", p.zero},
+            {"first_stage_layers", p.first_layers},
+            {"last_stage_layers", p.last_layers},
             {"flags", to_flags(p)}};
 }
 
@@ -129,6 +134,9 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
             {"bubble_ratio", e.bubble_ratio},
             {"memory_gib", memory_json(e.memory)},
             {"usable_memory_gib", to_gib(e.memory_usable)},
+            {"memory_headroom_gib", to_gib(e.memory_headroom)},
+            // usable - headroom - peak: negative when the plan does not fit
+            {"memory_spare_gib", to_gib(e.memory_usable - e.memory_headroom - e.memory.total)},
             {"peak_memory_stage", e.peak_memory_stage},
             {"fits", e.fits},
             {"time_s", time_json(e.time)},
@@ -196,6 +204,13 @@ void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Est
        << pad(f("%.4g", e.tokens_per_s), 12) << " " << pad(f("%.1f", e.tflops_per_gpu), 14) << " "
        << pad(f("%.3f", e.mfu), 6) << " " << pad(f("%.3f", e.hfu), 6) << " "
        << pad(f("%.3f", e.bubble_ratio), 7) << " " << pad(e.fits ? "yes" : "NO", 5) << "\n";
+    const double spare = to_gib(e.memory_usable - e.memory_headroom - e.memory.total);
+    os << "# "
+       << (e.fits ? "fits with " + f("%.1f", spare) + " GiB to spare"
+                  : "misses by " + f("%.1f", -spare) + " GiB")
+       << " (peak " << f("%.1f", to_gib(e.memory.total)) << " + headroom "
+       << f("%.1f", to_gib(e.memory_headroom)) << " of " << f("%.1f", to_gib(e.memory_usable))
+       << " GiB usable)\n";
 }
 
 void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {

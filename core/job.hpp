@@ -34,6 +34,10 @@ struct JobSpec {
     int64_t bf16_layers_end = 0;
     SoftwareStack stack;        // what the job trains with (stacks/*.toml); default: megatron-2021
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
+    /// Memory kept free on top of the profile's reserved memory: a plan fits only when its peak
+    /// stage plus this stays within usable memory. 0 in the library; the CLI's --memory-headroom
+    /// defaults to 5% of the GPU's memory (cli/common.cpp).
+    Bytes memory_headroom;
 
     bool operator==(const JobSpec&) const = default;
 };

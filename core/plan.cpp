@@ -1,5 +1,10 @@
 #include "core/plan.hpp"
 
+#include "core/errors.hpp"
+
+#include <algorithm>
+#include <cctype>
+
 namespace cleave {
 
 int64_t num_microbatches(const Plan& p, const JobSpec& job) {
@@ -72,7 +77,11 @@ std::string to_string(const Plan& p) {
            std::to_string(p.pp) + " cp" + std::to_string(p.cp) + " ep" + std::to_string(p.ep) +
            " vpp" + std::to_string(p.vpp) + " mbs" + std::to_string(p.mbs) + " " +
            to_string(p.schedule) + " " + to_string(p.recompute) + " sp" + (p.sp ? "1" : "0") +
-           " zero" + std::to_string(p.zero);
+           " zero" + std::to_string(p.zero) +
+           (p.first_layers > 0 ? " first" + std::to_string(p.first_layers) : "") +
+           (p.last_layers > 0 ? " last" + std::to_string(p.last_layers) : "") +
+           (p.recompute_layers > 0 ? " rl" + std::to_string(p.recompute_layers) : "") +
+           (p.recompute_method == RecomputeMethod::block ? " block" : "");
 }
 
 std::string to_flags(const Plan& p) {
@@ -94,110 +103,201 @@ std::string to_flags(const Plan& p) {
         s += " --sp";
     }
     s += " --zero " + std::to_string(p.zero);
+    if (p.first_layers > 0) {
+        s += " --first-stage-layers " + std::to_string(p.first_layers);
+    }
+    if (p.last_layers > 0) {
+        s += " --last-stage-layers " + std::to_string(p.last_layers);
+    }
+    if (p.recompute_layers > 0) {
+        s += " --recompute-num-layers " + std::to_string(p.recompute_layers);
+    }
+    if (p.recompute_method == RecomputeMethod::block) {
+        s += " --recompute-method block";
+    }
     return s;
+}
+
+StageLayers stage_layers(int64_t layers, const Plan& p) {
+    if (p.pp <= 1) {
+        return {layers, 0, layers};
+    }
+    const int64_t open = p.pp - (p.first_layers > 0 ? 1 : 0) - (p.last_layers > 0 ? 1 : 0);
+    const int64_t rest = layers - p.first_layers - p.last_layers;
+    const int64_t share = open > 0 ? rest / open : 0;
+    StageLayers sl;
+    sl.first = p.first_layers > 0 ? p.first_layers : share;
+    sl.last = p.last_layers > 0 ? p.last_layers : share;
+    sl.middle = p.pp > 2 ? share : 0;
+    return sl;
+}
+
+int64_t layers_on_stage(int64_t layers, const Plan& p, int64_t s) {
+    const StageLayers sl = stage_layers(layers, p);
+    if (s == 0) {
+        return sl.first;
+    }
+    return s == p.pp - 1 ? sl.last : sl.middle;
+}
+
+int64_t chunk_layers(int64_t layers, const Plan& p, int64_t s, int64_t c) {
+    const int64_t n = layers_on_stage(layers, p, s);
+    const int64_t v = std::max<int64_t>(1, p.vpp);
+    const int64_t q = n / v;
+    const int64_t r = n % v;
+    if (s == p.pp - 1 && s > 0) {
+        return q + (c < r ? 1 : 0);  // the last chunk short: it holds the loss
+    }
+    return q + (c >= v - r ? 1 : 0);  // the first chunk short (stage 0: it holds the embedding)
+}
+
+int64_t chunk_first_layer(int64_t layers, const Plan& p, int64_t s, int64_t c) {
+    int64_t first = 0;
+    for (int64_t cc = 0; cc <= c; ++cc) {
+        for (int64_t ss = 0; ss < p.pp && (cc < c || ss < s); ++ss) {
+            first += chunk_layers(layers, p, ss, cc);
+        }
+    }
+    return first;
+}
+
+bool uneven_stages(int64_t layers, const Plan& p) {
+    const StageLayers sl = stage_layers(layers, p);
+    return p.pp > 1 && (sl.first != sl.last || (p.pp > 2 && sl.first != sl.middle));
 }
 
 namespace {
 
-void need(std::vector<std::string>& out, bool ok, const std::string& what) {
-    if (!ok) {
-        out.push_back(what);
+void put_run(std::string& out, char what, int64_t n) {
+    if (n == 1) {
+        out += what;
+    } else if (n > 1) {
+        out += what;
+        out += "*" + std::to_string(n);
     }
 }
 
-std::string n(const char* name, int64_t v) {
-    return std::string(name) + "=" + std::to_string(v);
+/// Reads the "*n" count at s[at] (at points at '*'); moves `at` past it.
+int64_t read_count(const std::string& s, std::size_t& at) {
+    if (at >= s.size() || s[at] != '*') {
+        throw ConfigError("--pipeline-layout: expected '*n' after '(...)' in '" + s + "'");
+    }
+    const std::size_t begin = ++at;
+    int64_t n = 0;
+    while (at < s.size() && std::isdigit(static_cast<unsigned char>(s[at])) != 0 && n < 100000) {
+        n = n * 10 + (s[at++] - '0');
+    }
+    if (at == begin) {
+        throw ConfigError("--pipeline-layout: '*' without a count in '" + s + "'");
+    }
+    return n;
 }
 
-bool divides(int64_t a, int64_t b) {
-    return a > 0 && b % a == 0;
-}
-
-void check_sizes(const Plan& p, std::vector<std::string>& out) {
-    need(out,
-         p.dp >= 1 && p.tp >= 1 && p.pp >= 1 && p.cp >= 1 && p.ep >= 1 && p.vpp >= 1 && p.mbs >= 1,
-         "every parallel size and the micro-batch size must be at least 1");
-    need(out, p.zero >= 0 && p.zero <= 3, n("zero", p.zero) + " is not a ZeRO stage (0..3)");
-}
-
-void check_model_split(const ModelSpec& m, const Plan& p, std::vector<std::string>& out) {
-    need(out, divides(p.tp, m.heads), n("tp", p.tp) + " does not divide " + n("heads", m.heads));
-    need(out,
-         divides(p.tp, m.kv_heads),
-         n("tp", p.tp) + " does not divide " + n("kv_heads", m.kv_heads));
-    need(out,
-         divides(p.tp, m.ffn_hidden),
-         n("tp", p.tp) + " does not divide " + n("ffn_hidden", m.ffn_hidden));
-    need(out, p.pp <= m.layers, n("pp", p.pp) + " is more than " + n("layers", m.layers));
-    need(out,
-         divides(p.pp * p.vpp, m.layers),
-         "pp*vpp=" + std::to_string(p.pp * p.vpp) + " does not divide " + n("layers", m.layers));
-    if (p.ep > 1) {
-        need(out, m.moe.enabled(), n("ep", p.ep) + " needs an MoE model (experts > 0)");
-        need(out,
-             !m.moe.enabled() || divides(p.ep, m.moe.experts),
-             n("ep", p.ep) + " does not divide " + n("experts", m.moe.experts));
-        need(out,
-             divides(p.ep, p.dp * p.cp),
-             n("ep", p.ep) + " does not divide dp*cp=" + std::to_string(p.dp * p.cp));
+/// Megatron's unrolling (parse_str_to_list): commas dropped, then every "(X)*n", then every
+/// "x*n" written out; no nesting.
+std::string unroll(std::string s) {
+    s.erase(std::remove(s.begin(), s.end(), ','), s.end());
+    std::string out;
+    for (std::size_t i = 0; i < s.size();) {
+        if (s[i] != '(') {
+            out += s[i++];
+            continue;
+        }
+        const std::size_t close = s.find(')', i);
+        if (close == std::string::npos) {
+            throw ConfigError("--pipeline-layout: '(' without ')' in '" + s + "'");
+        }
+        std::size_t at = close + 1;
+        const int64_t n = read_count(s, at);
+        for (int64_t k = 0; k < n; ++k) {
+            out.append(s, i + 1, close - i - 1);
+        }
+        i = at;
     }
-}
-
-void check_schedule(const JobSpec& job, const Plan& p, std::vector<std::string>& out) {
-    const int64_t m = num_microbatches(p, job);
-    if (p.schedule == Schedule::interleaved) {
-        need(out, p.pp > 1, "the interleaved schedule needs pp > 1");
-        need(out, p.vpp > 1, "the interleaved schedule needs vpp > 1");
-        need(out,
-             m <= 0 || divides(p.pp, m),
-             "interleaved: pp=" + std::to_string(p.pp) + " does not divide the " +
-                 std::to_string(m) + " micro-batches (Megatron requires it)");
-    } else {
-        need(out,
-             p.vpp == 1,
-             std::string("vpp > 1 needs --schedule interleaved, not ") + to_string(p.schedule));
+    std::string flat;
+    for (std::size_t i = 0; i < out.size();) {
+        const char ch = out[i++];
+        const int64_t n = i < out.size() && out[i] == '*' ? read_count(out, i) : 1;
+        flat.append(static_cast<std::size_t>(n), ch);
     }
-    if (p.zero >= 2) {
-        need(out,
-             p.pp == 1,
-             n("zero", p.zero) + " cannot be combined with pipeline parallelism (pp > 1)");
-    }
-}
-
-void check_batch(const JobSpec& job, const Plan& p, std::vector<std::string>& out) {
-    need(out,
-         plan_gpus(p) == job.gpus,
-         "dp*tp*pp*cp=" + std::to_string(plan_gpus(p)) + " is not " + n("gpus", job.gpus));
-    need(out,
-         divides(p.mbs * p.dp, job.global_batch),
-         "mbs*dp=" + std::to_string(p.mbs * p.dp) + " does not divide the global batch " +
-             std::to_string(job.global_batch));
-    if (p.sp) {
-        need(out, p.tp > 1, "sequence parallelism needs tp > 1");
-        need(out,
-             divides(p.tp * p.cp, job.seq_len),
-             "tp*cp=" + std::to_string(p.tp * p.cp) + " does not divide " + n("seq", job.seq_len));
-    }
-    if (p.cp > 1) {
-        need(out,
-             divides(2 * p.cp, job.seq_len),
-             "2*cp=" + std::to_string(2 * p.cp) + " does not divide " + n("seq", job.seq_len) +
-                 " (ring attention splits the sequence into 2*cp chunks)");
-    }
+    return flat;
 }
 
 }  // namespace
 
-std::vector<std::string> check_plan(const ModelSpec& m, const JobSpec& job, const Plan& p) {
-    std::vector<std::string> out;
-    check_sizes(p, out);
-    if (!out.empty()) {
-        return out;
+std::string to_layout(int64_t layers, const Plan& p) {
+    std::string out;
+    const int64_t v = std::max<int64_t>(1, p.vpp);
+    for (int64_t c = 0; c < v; ++c) {
+        for (int64_t s = 0; s < p.pp; ++s) {
+            if (!out.empty()) {
+                out += '|';
+            }
+            if (c == 0 && s == 0) {
+                out += 'E';
+            }
+            put_run(out, 't', chunk_layers(layers, p, s, c));
+            if (c == v - 1 && s == p.pp - 1) {
+                out += 'L';
+            }
+        }
     }
-    check_model_split(m, p, out);
-    check_schedule(job, p, out);
-    check_batch(job, p, out);
     return out;
+}
+
+void apply_layout(const std::string& layout, int64_t layers, Plan& p) {
+    const std::string flat = unroll(layout);
+    std::vector<std::string> stages(1);
+    for (char ch : flat) {
+        if (ch == '|') {
+            stages.emplace_back();
+        } else if (ch == 'E' || ch == 'L' || ch == 't') {
+            stages.back() += ch;
+        } else {
+            throw ConfigError(std::string("--pipeline-layout: '") + ch +
+                              "' is not a layer cleave knows (E embedding, t transformer layer, "
+                              "L loss; MTP 'm' is not modelled)");
+        }
+    }
+    const auto n = static_cast<int64_t>(stages.size());
+    if (p.pp < 1 || n % p.pp != 0) {
+        throw ConfigError("--pipeline-layout: " + std::to_string(n) +
+                          " virtual stages are not a multiple of pp=" + std::to_string(p.pp));
+    }
+    if (stages.front().find('E') != 0 || stages.back().empty() || stages.back().back() != 'L' ||
+        std::count(flat.begin(), flat.end(), 'E') != 1 ||
+        std::count(flat.begin(), flat.end(), 'L') != 1) {
+        throw ConfigError("--pipeline-layout: needs one E at the start of the first virtual stage "
+                          "and one L at the end of the last");
+    }
+    std::vector<int64_t> per_stage(static_cast<std::size_t>(p.pp), 0);
+    for (int64_t i = 0; i < n; ++i) {
+        const std::string& st = stages[static_cast<std::size_t>(i)];
+        per_stage[static_cast<std::size_t>(i % p.pp)] += std::count(st.begin(), st.end(), 't');
+    }
+    int64_t total = 0;
+    for (int64_t k : per_stage) {
+        total += k;
+    }
+    if (total != layers) {
+        throw ConfigError("--pipeline-layout: holds " + std::to_string(total) +
+                          " transformer layers, the model has " + std::to_string(layers));
+    }
+    for (std::size_t s = 2; s + 1 < per_stage.size(); ++s) {
+        if (per_stage[s] != per_stage[1]) {
+            throw ConfigError("--pipeline-layout: middle stages hold " +
+                              std::to_string(per_stage[1]) + " and " +
+                              std::to_string(per_stage[s]) +
+                              " layers; cleave prices layouts whose middle stages are equal");
+        }
+    }
+    p.vpp = n / p.pp;
+    p.first_layers = per_stage.front();
+    p.last_layers = per_stage.back();
+    if (!uneven_stages(layers, p)) {
+        p.first_layers = 0;
+        p.last_layers = 0;
+    }
 }
 
 }  // namespace cleave

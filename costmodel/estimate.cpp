@@ -36,7 +36,21 @@ struct Context {
     const PlanLinks& links;
     const LayerParts& parts;
     int64_t micro = 0;
+    const LayerParts* whole = nullptr;  // block recomputation: the layers kept whole
 };
+
+/// A plan that recomputes only some layers (block) prices the others as recompute none.
+bool mixed_recompute(const Plan& p) {
+    return p.recompute == Recompute::full && p.recompute_method == RecomputeMethod::block;
+}
+
+Plan without_recompute(const Plan& p) {
+    Plan q = p;
+    q.recompute = Recompute::none;
+    q.recompute_layers = 0;
+    q.recompute_method = RecomputeMethod::uniform;
+    return q;
+}
 
 struct StageWork {
     StageCost cost;
@@ -53,23 +67,50 @@ struct StageParams {
     int64_t moe_layers = 0;
 };
 
+/// Megatron's full recomputation over a stage of `layers` layers (transformer_block.py
+/// _checkpointed_forward at d98e8a6): block N checkpoints the first N layers of each of the v
+/// chunks, so min(N, layers / v) / (layers / v) of them are recomputed and the rest keep all
+/// activations; uniform N recomputes every layer, keeps one input per group of N and
+/// rematerialises a whole group (N layers) in backward. N = 1 uniform, or not full: {1, 1, 1}.
+/// Block 2 on 8 layers, v 1: recomputed 2/8 = 0.25.
+struct RecomputeShape {
+    double recomputed = 1.0;   // fraction of the stage's layers recomputed in backward
+    double kept_inputs = 1.0;  // inputs kept per recomputed layer
+    double live = 1.0;         // layers rematerialised at once in backward
+};
+
+RecomputeShape recompute_shape(const Plan& p, int64_t layers) {
+    RecomputeShape rs;
+    if (p.recompute != Recompute::full || layers <= 0) {
+        return rs;
+    }
+    const double n = d(std::max<int64_t>(1, p.recompute_layers));
+    const double chunk = d(layers) / d(std::max<int64_t>(1, p.vpp));
+    if (p.recompute_method == RecomputeMethod::block) {
+        rs.recomputed = std::min(n, chunk) / chunk;
+    } else {
+        rs.kept_inputs = 1.0 / std::min(n, chunk);
+        rs.live = std::min(n, chunk);
+    }
+    return rs;
+}
+
 StageParams stage_params(const Context& x, int64_t s) {
     const ModelSpec& m = x.m;
     const LayerParts& lp = x.parts;
     StageParams sp;
+    const int64_t layers = layers_on_stage(m.layers, x.p, s);
     if (m.moe.enabled()) {
         const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
-        const int64_t per_chunk = m.layers / (x.p.pp * chunks);
         for (int64_t ch = 0; ch < chunks; ++ch) {
-            const int64_t first = (ch * x.p.pp + s) * per_chunk;
-            sp.moe_layers += moe_layers_in(m, first, first + per_chunk);
+            const int64_t first = chunk_first_layer(m.layers, x.p, s, ch);
+            sp.moe_layers += moe_layers_in(m, first, first + chunk_layers(m.layers, x.p, s, ch));
         }
     }
     const double expert_total = d(sp.moe_layers) * lp.params_experts;
     // Closed form of params_stage() (no loop over layers): shared attention + norms per layer,
     // dense MLPs, MoE routers + experts, embedding on the first stage, head (and the tied
     // embedding copy Megatron keeps) on the last.
-    const int64_t layers = m.layers / x.p.pp;
     double all = d(layers) * lp.params_shared + d(layers - sp.moe_layers) * lp.params_dense_mlp +
                  d(sp.moe_layers) * lp.params_router + expert_total;
     if (s == 0) {
@@ -98,18 +139,25 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
         mem.grads += ex.grads;
         mem.optimizer += ex.optimizer;
     }
-    const int64_t layers = x.m.layers / p.pp;
+    const int64_t layers = layers_on_stage(x.m.layers, p, s);
     const double n_moe = d(sp.moe_layers);
     const double n_dense = d(layers) - n_moe;
     const LayerParts& lp = x.parts;
-    const Bytes per_mb =
-        lp.act_dense * n_dense + lp.act_moe * n_moe + (s == 0 ? lp.act_embedding : Bytes{});
+    const RecomputeShape rs = recompute_shape(p, layers);
+    // Checkpointed layers keep their input (one per uniform group), the others everything.
+    const auto kept = [&rs](Bytes ckpt, Bytes whole) {
+        return ckpt * (rs.recomputed * rs.kept_inputs) + whole * (1.0 - rs.recomputed);
+    };
+    const Bytes per_mb = kept(lp.act_dense, lp.act_dense_none) * n_dense +
+                         kept(lp.act_moe, lp.act_moe_none) * n_moe +
+                         (s == 0 ? lp.act_embedding : Bytes{});
     mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
-    if (p.recompute != Recompute::none) {
-        // Backward rematerialises one layer's full activations at a time.
+    if (p.recompute != Recompute::none && rs.recomputed > 0.0) {
+        // Backward rematerialises `live` layers' full activations at a time (one for selective
+        // and uniform 1; a uniform group of N holds N).
         const bool moe_layer = sp.moe_layers > 0;
-        mem.activations +=
-            moe_layer ? lp.act_moe_none - lp.act_moe : lp.act_dense_none - lp.act_dense;
+        mem.activations += moe_layer ? lp.act_moe_none * rs.live - lp.act_moe
+                                     : lp.act_dense_none * rs.live - lp.act_dense;
     }
     if (s == p.pp - 1) {
         mem.logits = lp.logits;
@@ -312,7 +360,7 @@ int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan&
     if (!is_quantised(job.compute)) {
         return 0;
     }
-    const int64_t per_stage = m.layers / std::max<int64_t>(1, p.pp);
+    const int64_t per_stage = layers_on_stage(m.layers, p, s);
     const int64_t chunk =
         per_stage / std::max<int64_t>(1, p.schedule == Schedule::interleaved ? p.vpp : 1);
     int64_t n = 0;
@@ -329,14 +377,25 @@ StageWork
 stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
     const Plan& p = x.p;
     StageWork w;
-    w.cost.layers = x.m.layers / p.pp;
+    w.cost.layers = layers_on_stage(x.m.layers, p, s);
     const double n_moe = d(sp.moe_layers);
-    const double n_hp =
-        std::min(d(bf16_layers_in_stage(x.m, x.job, p, s)), d(w.cost.layers) - n_moe);
-    add_layers(w, x.parts.dense, d(w.cost.layers) - n_moe - n_hp);
-    add_layers(w, x.parts.dense_hp, n_hp);
+    const double n_dense = d(w.cost.layers) - n_moe;
+    const double n_hp = std::min(d(bf16_layers_in_stage(x.m, x.job, p, s)), n_dense);
+    // Block recomputation: the checkpointed share at full-recompute cost (its recomputed
+    // forward and that forward's TP/CP/EP collectives), the rest at recompute-none cost.
+    const double redo = recompute_shape(p, w.cost.layers).recomputed;
+    const LayerParts& whole = x.whole != nullptr ? *x.whole : x.parts;
+    add_layers(w, x.parts.dense, (n_dense - n_hp) * redo);
+    add_layers(w, x.parts.dense_hp, n_hp * redo);
     if (sp.moe_layers > 0) {
-        add_layers(w, x.parts.moe, n_moe);
+        add_layers(w, x.parts.moe, n_moe * redo);
+    }
+    if (redo < 1.0) {
+        add_layers(w, whole.dense, (n_dense - n_hp) * (1.0 - redo));
+        add_layers(w, whole.dense_hp, n_hp * (1.0 - redo));
+        if (sp.moe_layers > 0) {
+            add_layers(w, whole.moe, n_moe * (1.0 - redo));
+        }
     }
     if (s == 0) {
         add_edge(w, x.parts.emb);
@@ -481,10 +540,18 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.peak_memory_stage = idx[peak];
     e.memory = w[peak].cost.memory;
     e.memory_usable = usable_memory(cluster.gpu);
-    e.fits = e.memory.total <= e.memory_usable;
+    e.memory_headroom = job.memory_headroom;
+    e.fits = e.memory.total + e.memory_headroom <= e.memory_usable;
 
     e.model_flops = model_fl;
     e.hardware_flops = x.parts.hardware_flops;
+    if (plan.recompute == Recompute::full && plan.recompute_method == RecomputeMethod::block) {
+        // Only the block's share of the layers runs its forward twice.
+        const Flops none = hardware_flops(model, job, Recompute::none);
+        const double redo =
+            recompute_shape(plan, model.layers / std::max<int64_t>(1, plan.pp)).recomputed;
+        e.hardware_flops = none + (e.hardware_flops - none) * redo;
+    }
     const double t = e.iteration_time.value();
     const double gpus = d(plan_gpus(plan));
     // MFU against the dense peak of the precision the linear GEMMs run in (fp8 on an A100: bf16).
@@ -520,7 +587,17 @@ Estimate
 estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, const Plan& plan) {
     const PlanLinks links = plan_links(cluster, plan);
     const LayerParts parts = layer_parts(model, cluster, job, plan, links);
-    const Context x{model, cluster, job, plan, links, parts, num_microbatches(plan, job)};
+    const LayerParts whole = mixed_recompute(plan)
+                                 ? layer_parts(model, cluster, job, without_recompute(plan), links)
+                                 : LayerParts{};
+    const Context x{model,
+                    cluster,
+                    job,
+                    plan,
+                    links,
+                    parts,
+                    num_microbatches(plan, job),
+                    mixed_recompute(plan) ? &whole : nullptr};
     return assemble(x, stage_memories(x), model_flops(model, job));
 }
 
@@ -563,7 +640,9 @@ const LayerParts& Estimator::parts(const Plan& plan) {
 
 Estimate Estimator::operator()(const Plan& plan) {
     const PlanLinks links = plan_links(cluster_, plan);
-    const Context x{model_, cluster_, job_, plan, links, parts(plan), num_microbatches(plan, job_)};
+    const LayerParts& lp = parts(plan);
+    const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
+    const Context x{model_, cluster_, job_, plan, links, lp, num_microbatches(plan, job_), whole};
     return assemble(x, stage_memories(x), model_flops_);
 }
 
@@ -579,12 +658,16 @@ std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check,
     check.peak = sm.mem[sm.peak].total;
     check.stage = sm.idx[sm.peak];
     check.usable = usable;
-    check.fits = check.complete && check.peak <= usable;  // the rule that sets Estimate::fits
+    // The rule that sets Estimate::fits.
+    check.fits = check.complete && check.peak + job_.memory_headroom <= usable;
+    check.fits_without_headroom = check.complete && check.peak <= usable;
     if (!check.fits) {
         return std::nullopt;
     }
     const PlanLinks links = plan_links(cluster_, plan);
-    return assemble(Context{model_, cluster_, job_, plan, links, lp, micro}, sm, model_flops_);
+    const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
+    return assemble(
+        Context{model_, cluster_, job_, plan, links, lp, micro, whole}, sm, model_flops_);
 }
 
 }  // namespace cleave

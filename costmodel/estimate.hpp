@@ -93,7 +93,8 @@ struct Estimate {
     int64_t peak_memory_stage = 0;  // stage index (0..pp-1) with the largest memory total
     MemoryBreakdown memory;         // of that peak stage
     Bytes memory_usable;            // from the cluster profile
-    bool fits = false;
+    Bytes memory_headroom;          // JobSpec::memory_headroom
+    bool fits = false;              // memory.total + memory_headroom <= memory_usable
 
     TimeBreakdown time;
     Seconds iteration_time;
@@ -173,10 +174,11 @@ struct LayerParts {
 
 /// Peak memory of a plan, from Estimator::if_fits().
 struct MemoryCheck {
-    Bytes peak;            // Estimate::memory.total
-    int64_t stage = 0;     // Estimate::peak_memory_stage
-    Bytes usable;          // Estimate::memory_usable
-    bool fits = false;     // Estimate::fits
+    Bytes peak;                          // Estimate::memory.total
+    int64_t stage = 0;                   // Estimate::peak_memory_stage
+    Bytes usable;                        // Estimate::memory_usable
+    bool fits = false;                   // Estimate::fits
+    bool fits_without_headroom = false;  // peak <= usable: set aside only for the headroom
     bool complete = true;  // false: stopped at a stage above stop_above; peak is a lower bound
 };
 

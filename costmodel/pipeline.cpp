@@ -1,5 +1,7 @@
 #include "costmodel/pipeline.hpp"
 
+#include "core/schedule.hpp"
+
 #include <algorithm>
 
 namespace cleave {
@@ -22,18 +24,9 @@ double bubble_fraction(const Plan& p, int64_t m) {
 }
 
 double inflight_microbatches(const Plan& p, int64_t m, int64_t s) {
-    switch (p.schedule) {
-    case Schedule::gpipe:
-        return d(m);
-    case Schedule::one_f_one_b:
-        return d(std::min(m, p.pp - s));
-    case Schedule::interleaved: {
-        const int64_t v = std::max<int64_t>(1, p.vpp);
-        const int64_t chunks = std::min(m * v, 2 * (p.pp - s - 1) + (v - 1) * p.pp + 1);
-        return d(chunks) / d(v);
-    }
-    }
-    return d(m);
+    // The one schedule's peak (core/schedule.hpp), in whole stages of v chunks.
+    const int64_t v = interleaved(p) ? p.vpp : 1;
+    return d(peak_inflight_chunks(sim_schedule(p.schedule), p.pp, v, m, s)) / d(v);
 }
 
 Seconds pipeline_time(const Plan& p, int64_t m, Seconds sum_stages, Seconds max_stage) {

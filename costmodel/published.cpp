@@ -5,7 +5,9 @@
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/precision.hpp"
+#include "costmodel/splits.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 
@@ -237,6 +239,36 @@ Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     return p;
 }
 
+/// Rows state pp and vpp but not the layer map. Where the layers do not split evenly, Megatron's
+/// account-for-embedding-and-loss split ((L + 2) / pp per stage, one less on the first and
+/// last: Megatron-Bridge's Llama 3.1 405B and Qwen3 recipes) when it exists, else the split that
+/// balances the stages' FLOPs (costmodel/splits.hpp); the notes say which.
+void layer_map_of(const ModelSpec& m, const JobSpec& job, Plan& p, std::string& notes) {
+    if (p.pp <= 1 || (keeps(Rule::stage_split, m, job, p) && keeps(Rule::vpp_chunks, m, job, p))) {
+        return;
+    }
+    std::vector<Split> splits = balanced_splits(m, job, p.pp, p.vpp, split_weights(m, job));
+    if (splits.empty()) {  // no map Megatron's flags express: one its layout notation does
+        splits = balanced_splits(m, job, p.pp, p.vpp, split_weights(m, job), false);
+    }
+    if (splits.empty()) {
+        return;  // check_plan names the rule
+    }
+    const int64_t share = (m.layers + 2) / p.pp;
+    const Split account{share - 1, share - 1};
+    const bool has_account = (m.layers + 2) % p.pp == 0 &&
+                             std::find(splits.begin(), splits.end(), account) != splits.end();
+    const Split s = has_account ? account : splits.front();
+    p.first_layers = s.first;
+    p.last_layers = s.last;
+    notes += std::string("layer map not published: ") +
+             (has_account ? "Megatron's account-for-embedding-and-loss split"
+                          : "the FLOP-balanced split") +
+             " (first " + std::to_string(stage_layers(m.layers, p).first) + ", middle " +
+             std::to_string(stage_layers(m.layers, p).middle) + ", last " +
+             std::to_string(stage_layers(m.layers, p).last) + " layers); ";
+}
+
 // Rows with only TFLOP/s (or MFU x the source's peak): t = F_convention / (TFLOP/s x gpus).
 void convert_throughput(const Reader& r, PublishedCase& c, std::string& notes) {
     double tflops = r.num("tflops_per_gpu");
@@ -265,6 +297,7 @@ PublishedCase case_of(const Reader& r) {
     c.job = job_of(r, notes);
     const std::string stack = stack_for_framework(r.str("framework"));
     c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
+    layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
                                                   : PublishedMetric::iteration_time;
     if (c.metric == PublishedMetric::layer_time) {

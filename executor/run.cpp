@@ -282,6 +282,9 @@ void check_executable(const ModelSpec& model,
     need(out, plan.cp == 1, "context parallelism (--cp) is not executed");
     need(out, plan.ep == 1 && !model.moe.enabled(), "MoE / expert parallelism is not executed");
     need(out, plan.zero <= 2, "ZeRO-3 is not executed (use --zero 0, 1 or 2)");
+    need(out,
+         plan.recompute_layers <= 1 && plan.recompute_method == RecomputeMethod::uniform,
+         "--recompute-num-layers above 1 and --recompute-method block are priced, not executed");
     need(out, model.heads > 0 && model.hidden % model.heads == 0, "heads must divide hidden");
     const int64_t kv = model.kv_heads > 0 ? model.kv_heads : model.heads;
     need(out,

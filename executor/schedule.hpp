@@ -38,8 +38,9 @@ struct Step {
 /// * 1f1b: min(pp - rank - 1, m) warm-up forwards, then one forward / one backward, then the
 ///   remaining backwards (Narayanan et al. 2021, PipeDream-Flush, Sec. 2.2);
 /// * interleaved: Megatron's interleaved 1F1B over vpp chunks per rank (Narayanan et al. 2021,
-///   Sec. 2.2, Fig. 4): warm-up (pp - rank - 1) * 2 + (vpp - 1) * pp forwards (all of them when
-///   m == pp), micro-batches taken in groups of pp per chunk.
+///   Sec. 2.2, Fig. 4): warm-up min((pp - rank - 1) * 2 + (vpp - 1) * pp, vpp * m) forwards,
+///   micro-batches taken in groups of pp per chunk.
+/// The order is the one schedule's (core/schedule.hpp), shared with the cost model and simulator.
 /// Preconditions: m >= 1; interleaved needs m % pp == 0.
 [[nodiscard]] std::vector<Step>
 pipeline_steps(Schedule schedule, int64_t pp, int64_t vpp, int64_t pp_rank, int64_t m);

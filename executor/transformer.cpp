@@ -99,7 +99,6 @@ std::vector<ChunkHandles> build_chunks(
     Params& params, const ModelSpec& model, const Dims& d, const Plan& plan, const RankCoords& at) {
     Registrar r{params, d, at.dp_rank == 0};
     const int64_t stages = plan.pp * plan.vpp;
-    const int64_t per_chunk = model.layers / stages;
     std::vector<ChunkHandles> chunks;
     for (int64_t v = 0; v < plan.vpp; ++v) {
         ChunkHandles c;
@@ -112,8 +111,11 @@ std::vector<ChunkHandles> build_chunks(
                 c.position = r.replicated("position", InitKind::weight, d.seq, d.hidden);
             }
         }
-        for (int64_t i = 0; i < per_chunk; ++i) {
-            c.layers.push_back(register_layer(r, c.virtual_stage * per_chunk + i));
+        // The plan's layer map (core/plan.hpp): uneven stages hold different counts.
+        const int64_t first_layer = chunk_first_layer(model.layers, plan, at.pp_rank, v);
+        const int64_t n_layers = chunk_layers(model.layers, plan, at.pp_rank, v);
+        for (int64_t i = 0; i < n_layers; ++i) {
+            c.layers.push_back(register_layer(r, first_layer + i));
         }
         if (c.last) {
             r.norm("final_norm", c.final_g, c.final_b);

@@ -1,11 +1,14 @@
 #include "planner/search.hpp"
 
 #include "core/errors.hpp"
+#include "costmodel/splits.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <initializer_list>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <type_traits>
@@ -105,6 +108,21 @@ std::size_t plan_key(const Plan& p, std::array<char, 128>& buf) {
     put(buf, n, p.sp ? " sp1" : " sp0");
     put(buf, n, " zero");
     put(buf, n, static_cast<int64_t>(p.zero));
+    if (p.first_layers > 0) {
+        put(buf, n, " first");
+        put(buf, n, p.first_layers);
+    }
+    if (p.last_layers > 0) {
+        put(buf, n, " last");
+        put(buf, n, p.last_layers);
+    }
+    if (p.recompute_layers > 0) {
+        put(buf, n, " rl");
+        put(buf, n, p.recompute_layers);
+    }
+    if (p.recompute_method == RecomputeMethod::block) {
+        put(buf, n, " block");
+    }
     return n;
 }
 
@@ -265,16 +283,19 @@ public:
         , r_(r)
         , sink_(sink)
         , gpu_divs_(divisors(job.gpus))
-        , gbs_divs_(divisors(job.global_batch)) {}
+        , gbs_divs_(divisors(job.global_batch))
+        , weights_(split_weights(m, job)) {}
 
     void run() {
+        const SearchOptions::Fixed& f = o_.fixed;
         for (int64_t tp : gpu_divs_) {
             for (int64_t pp : gpu_divs_) {
-                if (!divides(tp * pp, job_.gpus)) {
+                if (!divides(tp * pp, job_.gpus) || unfixed(f.tp, tp) || unfixed(f.pp, pp)) {
                     continue;
                 }
                 for (int64_t cp : gpu_divs_) {
-                    if (divides(tp * pp * cp, job_.gpus)) {
+                    if (divides(tp * pp * cp, job_.gpus) && !unfixed(f.cp, cp) &&
+                        !unfixed(f.dp, job_.gpus / (tp * pp * cp))) {
                         factorization(tp, pp, cp);
                     }
                 }
@@ -311,22 +332,58 @@ private:
         }
     }
 
-    /// First failing hard constraint of a (tp, pp, cp) split, in check_plan's order.
-    [[nodiscard]] RejectReason split_problem(const Plan& p) const {
+    /// A value the user fixed that `v` is not.
+    static bool unfixed(int64_t fixed, int64_t v) { return fixed > 0 && fixed != v; }
+
+    [[nodiscard]] bool keeps_all(std::initializer_list<Rule> rules, const Plan& p) const {
+        for (Rule r : rules) {
+            if (!keeps(r, m_, job_, p)) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /// The layer maps to price for (pp, vpp): the user's, or a few balanced ones (cached per
+    /// (pp, vpp): they depend on nothing else).
+    const std::vector<Split>& splits(int64_t pp, int64_t vpp) {
+        const auto key = std::make_pair(pp, vpp);
+        auto it = splits_.find(key);
+        if (it != splits_.end()) {
+            return it->second;
+        }
+        std::vector<Split> s;
+        if (o_.fixed.layers) {
+            Plan p;
+            p.pp = pp;
+            p.vpp = vpp;
+            p.schedule = vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+            p.first_layers = o_.fixed.first_layers;
+            p.last_layers = o_.fixed.last_layers;
+            if (keeps_all({Rule::stage_split, Rule::stage_layers, Rule::vpp_chunks}, p)) {
+                s.push_back({p.first_layers, p.last_layers});
+            }
+        } else {
+            s = balanced_splits(m_, job_, pp, vpp, weights_);
+        }
+        return splits_.emplace(key, std::move(s)).first->second;
+    }
+
+    /// First failing hard constraint of a (tp, pp, cp) split, read from the rule table.
+    [[nodiscard]] RejectReason split_problem(const Plan& p) {
         if (over(p.tp, o_.max_tp) || over(p.pp, o_.max_pp) || over(p.cp, o_.max_cp)) {
             return RejectReason::limit;
         }
-        if (!divides(p.tp, m_.heads) || !divides(p.tp, m_.kv_heads) ||
-            !divides(p.tp, m_.ffn_hidden)) {
+        if (!keeps_all({Rule::tp_heads, Rule::tp_kv_heads, Rule::tp_ffn}, p)) {
             return RejectReason::tp_split;
         }
-        if (!divides(p.pp, m_.layers)) {
+        if (splits(p.pp, 1).empty()) {
             return RejectReason::layers;
         }
-        if (!divides(p.dp, job_.global_batch)) {
+        if (!keeps(Rule::batch, m_, job_, p)) {  // mbs 1: dp divides the global batch
             return RejectReason::batch;
         }
-        if (p.cp > 1 && !divides(2 * p.cp, job_.seq_len)) {
+        if (!keeps(Rule::cp_seq, m_, job_, p)) {
             return RejectReason::seq;
         }
         const bool crosses = tp_crosses_node(p.tp, nvlink_domain(c_.node));
@@ -355,13 +412,13 @@ private:
             return;
         }
         for (int64_t ep : gpu_divs_) {
-            if (!divides(ep, p.dp * p.cp)) {
+            p.ep = ep;
+            if (!keeps(Rule::ep_dp, m_, job_, p) || unfixed(o_.fixed.ep, ep)) {
                 continue;
             }
-            p.ep = ep;
             if (over(ep, o_.max_ep)) {
                 reject(RejectReason::limit, p);
-            } else if (!divides(ep, m_.moe.experts)) {
+            } else if (!keeps(Rule::ep_experts, m_, job_, p)) {
                 reject(RejectReason::experts, p);
             } else {
                 micro_batches(p);
@@ -375,36 +432,79 @@ private:
             if (mbs > per_dp) {
                 break;
             }
-            if (per_dp % mbs == 0) {
+            if (per_dp % mbs == 0 && !unfixed(o_.fixed.mbs, mbs)) {
                 p.mbs = mbs;
                 schedules(p, per_dp / mbs);
             }
         }
     }
 
-    void schedules(Plan p, int64_t microbatches) {
+    [[nodiscard]] bool schedule_free(Schedule s, int64_t vpp) const {
+        const SearchOptions::Fixed& f = o_.fixed;
+        return (!f.schedule || *f.schedule == s) && !unfixed(f.vpp, vpp);
+    }
+
+    /// Every split of (pp, vpp) through knobs().
+    void layer_maps(Plan p, const std::vector<Split>& maps) {
+        for (const Split& s : maps) {
+            p.first_layers = s.first;
+            p.last_layers = s.last;
+            knobs(p);
+        }
+    }
+
+    struct Pipeline {
+        const std::vector<Split>* flat = nullptr;                                // vpp 1
+        std::vector<std::pair<int64_t, const std::vector<Split>*>> interleaved;  // vpp >= 2
+    };
+
+    /// The layer maps of every vpp of `pp`, worked out once per pp (one lookup per call).
+    const Pipeline& pipeline(int64_t pp) {
+        auto it = pipelines_.find(pp);
+        if (it != pipelines_.end()) {
+            return it->second;
+        }
+        Pipeline pl;
+        pl.flat = &splits(pp, 1);
+        for (int64_t v = 2; pp > 1 && v * pp <= m_.layers + 2; ++v) {
+            const std::vector<Split>& s = splits(pp, v);
+            if (!s.empty()) {
+                pl.interleaved.emplace_back(v, &s);
+            }
+        }
+        return pipelines_.emplace(pp, std::move(pl)).first->second;
+    }
+
+    void schedules(Plan p, int64_t /*microbatches*/) {
+        const Pipeline& pl = pipeline(p.pp);
         p.vpp = 1;
         p.schedule = Schedule::one_f_one_b;
-        knobs(p);
+        if (schedule_free(p.schedule, 1) || (p.pp == 1 && schedule_free(Schedule::gpipe, 1))) {
+            layer_maps(p, *pl.flat);
+        }
         if (p.pp == 1) {
             return;  // a single stage has no schedule: 1f1b stands for all of them
         }
         p.schedule = Schedule::gpipe;
-        if (o_.heuristics) {
-            reject(RejectReason::heuristic, p);
-        } else {
-            knobs(p);
+        if (schedule_free(p.schedule, 1)) {
+            if (o_.heuristics) {
+                reject(RejectReason::heuristic, p);
+            } else {
+                layer_maps(p, *pl.flat);
+            }
         }
         p.schedule = Schedule::interleaved;
-        for (int64_t v = 2; v * p.pp <= m_.layers; ++v) {
-            if (m_.layers % (v * p.pp) != 0) {
+        for (const auto& [v, maps] : pl.interleaved) {
+            p.vpp = v;
+            if (!schedule_free(p.schedule, v)) {
                 continue;
             }
-            p.vpp = v;
-            if (microbatches % p.pp != 0) {
+            p.first_layers = maps->front().first;
+            p.last_layers = maps->front().last;
+            if (!keeps(Rule::interleave_microbatches, m_, job_, p)) {
                 reject(RejectReason::interleave, p);
             } else {
-                knobs(p);
+                layer_maps(p, *maps);
             }
         }
     }
@@ -412,12 +512,28 @@ private:
     void knobs(Plan p) {
         // ZeRO shards over the data-parallel ranks; with none, stages 1..3 equal stage 0.
         const bool shardable = p.dp * p.cp > 1;
-        const int zero_max = !shardable ? 0 : (p.pp == 1 ? 3 : 1);
-        const bool sp_ok = p.tp > 1 && divides(p.tp * p.cp, job_.seq_len);
+        Plan q = p;
+        q.zero = 2;
+        q.sp = true;
+        const int zero_max = !shardable ? 0 : (keeps(Rule::zero_pipeline, m_, job_, q) ? 3 : 1);
+        const bool sp_ok = keeps_all({Rule::sp_tp, Rule::sp_seq}, q);
+        const SearchOptions::Fixed& f = o_.fixed;
         for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
             p.recompute = rc;
+            if (f.recompute && *f.recompute != rc) {
+                continue;
+            }
+            const bool full = rc == Recompute::full;
+            p.recompute_layers = full ? f.recompute_layers : 0;
+            p.recompute_method = full ? f.recompute_method : RecomputeMethod::uniform;
+            if (full && !keeps(Rule::recompute_layers, m_, job_, p)) {
+                continue;  // the user's block does not fit this stage
+            }
             for (int sp = 0; sp <= (p.tp > 1 ? 1 : 0); ++sp) {
                 p.sp = sp == 1;
+                if (f.sp && *f.sp != p.sp) {
+                    continue;
+                }
                 if (p.sp && !sp_ok) {
                     p.zero = 0;
                     reject(RejectReason::seq, p, zero_max + 1);
@@ -425,9 +541,11 @@ private:
                 }
                 for (int z = 0; z <= zero_max; ++z) {
                     p.zero = z;
-                    evaluate(p);
+                    if (f.zero < 0 || f.zero == z) {
+                        evaluate(p);
+                    }
                 }
-                if (shardable && p.pp > 1) {
+                if (shardable && p.pp > 1 && (f.zero < 0 || f.zero >= 2)) {
                     p.zero = 2;
                     reject(RejectReason::zero_pipeline, p, 2);
                 }
@@ -456,6 +574,9 @@ private:
     void reject_memory(const Plan& p, const MemoryCheck& mc) {
         Rejection& rj = r_.rejected[static_cast<std::size_t>(RejectReason::memory)];
         ++rj.count;
+        if (mc.fits_without_headroom) {
+            ++r_.set_aside_for_headroom;
+        }
         if (!mc.complete || (rj.has_example && mc.peak > rj.estimate.memory.total)) {
             return;
         }
@@ -480,6 +601,9 @@ private:
     Sink& sink_;
     std::vector<int64_t> gpu_divs_;  // ascending
     std::vector<int64_t> gbs_divs_;  // ascending
+    SplitWeights weights_;
+    std::map<std::pair<int64_t, int64_t>, std::vector<Split>> splits_;  // node-stable
+    std::map<int64_t, Pipeline> pipelines_;
 };
 
 void check_options(const JobSpec& job, const SearchOptions& o) {
@@ -529,7 +653,12 @@ struct FnPrice {
 
     std::optional<Estimate> if_fits(const Plan& p, MemoryCheck& mc, Bytes /*stop_above*/) const {
         Estimate e = fn(m, c, job, p);
-        mc = {e.memory.total, e.peak_memory_stage, e.memory_usable, e.fits, true};
+        mc = {e.memory.total,
+              e.peak_memory_stage,
+              e.memory_usable,
+              e.fits,
+              e.memory.total <= e.memory_usable,
+              true};
         return e.fits ? std::optional<Estimate>(e) : std::nullopt;
     }
 };
@@ -624,6 +753,48 @@ int64_t rank_of(const ModelSpec& model,
     return sink.ahead + 1;
 }
 
+std::string fixed_flags(const SearchOptions::Fixed& f) {
+    std::string s;
+    const auto add = [&s](const char* flag, const std::string& v) {
+        s += (s.empty() ? "" : " ") + std::string(flag) + (v.empty() ? "" : " " + v);
+    };
+    const std::pair<const char*, int64_t> sizes[] = {{"--tp", f.tp},
+                                                     {"--pp", f.pp},
+                                                     {"--dp", f.dp},
+                                                     {"--cp", f.cp},
+                                                     {"--ep", f.ep},
+                                                     {"--mbs", f.mbs},
+                                                     {"--vpp", f.vpp}};
+    for (const auto& [flag, v] : sizes) {
+        if (v > 0) {
+            add(flag, std::to_string(v));
+        }
+    }
+    if (f.schedule) {
+        add("--schedule", to_string(*f.schedule));
+    }
+    if (f.recompute) {
+        add("--recompute", to_string(*f.recompute));
+    }
+    if (f.sp) {
+        add(*f.sp ? "--sp" : "--no-sp", "");
+    }
+    if (f.zero >= 0) {
+        add("--zero", std::to_string(f.zero));
+    }
+    if (f.recompute_layers > 0) {
+        add("--recompute-num-layers", std::to_string(f.recompute_layers));
+    }
+    if (f.recompute_method == RecomputeMethod::block) {
+        add("--recompute-method", "block");
+    }
+    if (f.layers) {
+        add("--first-stage-layers", std::to_string(f.first_layers));
+        add("--last-stage-layers", std::to_string(f.last_layers));
+    }
+    return s;
+}
+
 std::string plan_label(const Plan& p) {
     const std::string key = to_string(p);
     if (p.tp == 1 && p.pp == 1 && p.cp == 1 && p.ep == 1) {
@@ -678,6 +849,12 @@ std::string structural_why(const ModelSpec& model,
     }
     if (reason == RejectReason::heuristic) {
         return heuristic_why(model, job, p);
+    }
+    if (reason == RejectReason::layers) {
+        return "no split of layers=" + std::to_string(model.layers) +
+               " over pp=" + std::to_string(p.pp) +
+               " stages (first, equal middle, last) keeps the slowest stage within one layer of "
+               "the balanced share";
     }
     JobSpec j = job;
     j.gpus = r.gpus;

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,7 +35,7 @@ enum class RejectReason : uint8_t {
     batch,          // dp does not divide the global batch
     seq,            // 2*cp (ring attention) or tp*cp (sequence parallelism) does not divide seq
     experts,        // ep does not divide the experts
-    interleave,     // interleaved schedule: pp does not divide the micro-batches (Megatron)
+    interleave,     // interleaved schedule: fewer micro-batches than pp (Megatron)
     zero_pipeline,  // ZeRO-2/3 with pp > 1 (neither Megatron nor DeepSpeed can)
     tp_cross_node,  // TP group leaves the node while SearchOptions::allow_tp_cross_node is off
     heuristic,      // skipped by SearchOptions::heuristics (only when asked)
@@ -64,6 +65,23 @@ struct SearchOptions {
     /// CP only for sequences of 8192 tokens or more.
     bool heuristics = false;
 
+    /// Plan fields the user fixed (cleave plan --tp 8 ...): only plans with these values are
+    /// searched; what they leave out is not counted as rejected. 0 (or -1, or unset) = free.
+    struct Fixed {
+        int64_t dp = 0, tp = 0, pp = 0, cp = 0, ep = 0, mbs = 0, vpp = 0;
+        int zero = -1;
+        std::optional<Schedule> schedule;
+        std::optional<Recompute> recompute;
+        std::optional<bool> sp;
+        int64_t recompute_layers = 0;  // with full recomputation (0 = 1 uniform)
+        RecomputeMethod recompute_method = RecomputeMethod::uniform;
+        bool layers = false;  // first_layers / last_layers below are fixed
+        int64_t first_layers = 0;
+        int64_t last_layers = 0;
+
+        bool operator==(const Fixed&) const = default;
+    } fixed;
+
     bool operator==(const SearchOptions&) const = default;
 };
 
@@ -91,6 +109,9 @@ struct Rejection {
 struct SearchResult {
     int64_t candidates_evaluated = 0;  // plans priced: memory checked, the rest when they fit
     int64_t feasible = 0;              // priced plans that fit (and reach the target)
+    /// Plans that fit the usable memory but not under the job's memory headroom (counted among
+    /// the memory rejections too).
+    int64_t set_aside_for_headroom = 0;
     std::array<Rejection, reject_reason_count> rejected{};
     std::vector<RankedPlan> plans;             // best first, at most top_k
     std::vector<int64_t> gpu_counts_searched;  // job sizes searched (one unless objective gpus)
@@ -142,6 +163,9 @@ using SearchProgress = std::function<void(int64_t done, int64_t total)>;
 /// Writes to_string(p) into `buf` without allocating; returns the length. Same bytes as
 /// to_string(p) (tested), used for tie-breaks inside the search.
 std::size_t plan_key(const Plan& p, std::array<char, 128>& buf);
+
+/// The fixed fields as cleave's flags ("--tp 8 --pp 16"); empty when nothing is fixed.
+[[nodiscard]] std::string fixed_flags(const SearchOptions::Fixed& f);
 
 /// Short human name of a plan ("pure DP" when tp = pp = cp = 1 and zero = 0, else its key).
 [[nodiscard]] std::string plan_label(const Plan& p);

@@ -59,9 +59,9 @@ void validate_input(const SimInput& in) {
         bad(std::string(to_string(in.schedule)) + " runs one chunk per rank, got " +
             std::to_string(v) + " (use the interleaved schedule)");
     }
-    if (in.schedule == SimSchedule::interleaved && v > 1 && p > 0 && in.microbatches % p != 0) {
-        bad("interleaved schedule needs microbatches (" + std::to_string(in.microbatches) +
-            ") divisible by pp (" + std::to_string(p) + "), as Megatron-LM asserts");
+    if (in.schedule == SimSchedule::interleaved && v > 1 && p > 0 && in.microbatches < p) {
+        bad("interleaved schedule needs at least pp (" + std::to_string(p) +
+            ") micro-batches, got " + std::to_string(in.microbatches) + ", as Megatron-LM raises");
     }
     if (!ds.empty()) {
         throw ConfigError(std::move(ds));
@@ -390,18 +390,6 @@ const char* to_string(SimSchedule s) {
         return "zb-h1";
     }
     return "?";
-}
-
-SimSchedule sim_schedule(Schedule s) {
-    switch (s) {
-    case Schedule::gpipe:
-        return SimSchedule::gpipe;
-    case Schedule::interleaved:
-        return SimSchedule::interleaved;
-    case Schedule::one_f_one_b:
-        return SimSchedule::one_f_one_b;
-    }
-    return SimSchedule::one_f_one_b;
 }
 
 const char* to_string(SimStream s) {

@@ -12,6 +12,7 @@
 #include "core/job.hpp"
 #include "core/model.hpp"
 #include "core/plan.hpp"
+#include "core/schedule.hpp"
 #include "core/units.hpp"
 #include "costmodel/estimate.hpp"
 
@@ -20,17 +21,7 @@
 
 namespace cleave {
 
-enum class SimSchedule : uint8_t {
-    gpipe,        // all forwards, then all backwards (Huang et al. 2019)
-    one_f_one_b,  // PipeDream-flush / Megatron non-interleaved 1F1B
-    interleaved,  // Megatron interleaved 1F1B, vpp chunks per rank (Narayanan et al. 2021)
-    zb_h1         // zero-bubble ZB-H1: backward split into B (input grad) and W (weight grad)
-};
-
 [[nodiscard]] const char* to_string(SimSchedule s);  // "gpipe", "1f1b", "interleaved", "zb-h1"
-
-/// The simulator's schedule for a plan's schedule.
-[[nodiscard]] SimSchedule sim_schedule(Schedule s);
 
 /// Costs of one virtual chunk of one rank for one micro-batch.
 struct ChunkCost {

@@ -109,6 +109,126 @@ TEST_SUITE("costmodel") {
         CHECK(r.out.find("few_microbatches") == std::string::npos);     // m = 16/2 = 8 >= p = 4
     }
 
+    TEST_CASE("explain: an uneven layer map is priced per stage") {
+        // GPT-3 96 layers on pp 8 with 11 on the first and 13 on the last stage: the six middle
+        // stages hold (96 - 24) / 6 = 12 each.
+        const std::vector<std::string> base = {"explain",
+                                               gpt3,
+                                               "dgx-a100-80g",
+                                               "--gpus",
+                                               "64",
+                                               "--gbs",
+                                               "64",
+                                               "--tp",
+                                               "8",
+                                               "--pp",
+                                               "8",
+                                               "--format",
+                                               "json"};
+        std::vector<std::string> args = base;
+        for (const char* a : {"--first-stage-layers", "11", "--last-stage-layers", "13"}) {
+            args.emplace_back(a);
+        }
+        const Run r = run(args);
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        REQUIRE(j["stages"].size() == 8);
+        CHECK(j["stages"][0]["layers"] == 11);
+        CHECK(j["stages"][3]["layers"] == 12);
+        CHECK(j["stages"][7]["layers"] == 13);
+        CHECK(j["plan"]["first_stage_layers"] == 11);
+        // Stage time: (fwd + bwd) per micro-batch x m = 64 / (dp 1 x mbs 1) = 64 micro-batches.
+        const double m = 64.0;
+        CHECK(j["stages"][0]["time_s"].get<double>() ==
+              doctest::Approx(
+                  (j["stages"][0]["fwd_s"].get<double>() + j["stages"][0]["bwd_s"].get<double>()) *
+                  m));
+        // 11 layers cost less than 12: the first stage's weights are below a middle one's.
+        CHECK(j["stages"][0]["memory_gib"]["weights"].get<double>() <
+              j["stages"][3]["memory_gib"]["weights"].get<double>());
+        // The same map in Megatron's layout notation prices the same.
+        args = base;
+        args.emplace_back("--pipeline-layout");
+        args.emplace_back("Et*11|(t*12|)*6t*13L");
+        const Run l = run(args);
+        REQUIRE(l.code == 0);
+        CHECK(nlohmann::json::parse(l.out)["iteration_time_s"] == j["iteration_time_s"]);
+        // 11 + 14 leaves 71 for 6 stages: not even.
+        args = base;
+        for (const char* a : {"--first-stage-layers", "11", "--last-stage-layers", "14"}) {
+            args.emplace_back(a);
+        }
+        const Run bad = run(args);
+        CHECK(bad.code == 2);
+        CHECK(bad.err.find("leave 71 layers") != std::string::npos);
+    }
+
+    TEST_CASE("explain: memory headroom shown as spare memory") {
+        const Run r = run({"explain",
+                           gpt3,
+                           "dgx-a100-80g",
+                           "--gpus",
+                           "64",
+                           "--gbs",
+                           "64",
+                           "--tp",
+                           "8",
+                           "--pp",
+                           "8",
+                           "--memory-headroom",
+                           "10",
+                           "--format",
+                           "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j["memory_headroom_gib"].get<double>() == doctest::Approx(10.0));
+        CHECK(j["memory_spare_gib"].get<double>() ==
+              doctest::Approx(j["usable_memory_gib"].get<double>() - 10.0 -
+                              j["memory_gib"]["total"].get<double>()));
+        // 5% of an 80 GiB A100 (the default): 4 GiB.
+        const Run d = run({"explain",
+                           gpt3,
+                           "dgx-a100-80g",
+                           "--gpus",
+                           "64",
+                           "--gbs",
+                           "64",
+                           "--tp",
+                           "8",
+                           "--pp",
+                           "8",
+                           "--format",
+                           "json"});
+        CHECK(nlohmann::json::parse(d.out)["memory_headroom_gib"].get<double>() ==
+              doctest::Approx(0.05 * 80.0).epsilon(0.01));
+        // With full recomputation the plan fits: 12.9 GiB to spare (peak 57.6 + 4.0 of 74.5).
+        const Run t = run({"explain",
+                           gpt3,
+                           "dgx-a100-80g",
+                           "--gpus",
+                           "64",
+                           "--gbs",
+                           "64",
+                           "--tp",
+                           "8",
+                           "--pp",
+                           "8",
+                           "--recompute",
+                           "full"});
+        CHECK(t.out.find("fits with 12.9 GiB to spare") != std::string::npos);
+        const Run bad = run({"explain",
+                             gpt3,
+                             "dgx-a100-80g",
+                             "--gpus",
+                             "64",
+                             "--gbs",
+                             "64",
+                             "--memory-headroom",
+                             "120%"});
+        CHECK(bad.code == 2);
+        CHECK(bad.err.find("--memory-headroom") != std::string::npos);
+    }
+
     TEST_CASE("explain: inexpressible plans exit 2 naming the constraint") {
         // TP not dividing the heads: 96 % 7 != 0
         Run r = run({"explain", gpt3, "dgx-a100-80g", "--gpus", "56", "--gbs", "56", "--tp", "7"});

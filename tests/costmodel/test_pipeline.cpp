@@ -1,3 +1,4 @@
+#include "costmodel/estimate.hpp"
 #include "costmodel/pipeline.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
@@ -51,5 +52,53 @@ TEST_SUITE("costmodel") {
         Plan q = test::plan(1, 1, 2);
         CHECK(pipeline_time(q, 4, seconds(3), seconds(2)).value() ==
               doctest::Approx(3.0 + 3 * 2.0));
+    }
+}
+
+TEST_SUITE("partial recomputation") {
+    TEST_CASE("block and uniform --recompute-num-layers, Megatron's units") {
+        using namespace cleave;
+        using namespace cleave::test;
+        // GPT-3 on 64 A100s, tp 8, pp 8: 12 layers per stage; stage 1 of 1F1B holds p - s = 7
+        // micro-batches (m = 64). Per layer: N = activations kept without recompute, F = with
+        // full (the layer input). From the plain estimates:
+        //   none: 12 N * 7;   full (uniform 1): 12 F * 7 + (N - F) (one layer rematerialised).
+        // Block 2 checkpoints 2 of the 12 layers: (2 F + 10 N) * 7 + (N - F); uniform 3 keeps
+        // one input per group of 3 and rematerialises a group: 4 F * 7 + (3 N - F).
+        const ModelSpec m = gpt3();
+        const ClusterSpec c = dgx_a100();
+        const JobSpec j = job(64, 64);
+        Plan p = plan(1, 8, 8);
+        p.recompute = Recompute::none;
+        const Estimate none = estimate(m, c, j, p);
+        p.recompute = Recompute::full;
+        const Estimate full = estimate(m, c, j, p);
+        p.recompute_method = RecomputeMethod::block;
+        p.recompute_layers = 2;
+        REQUIRE(check_plan(m, j, p).empty());
+        const Estimate block = estimate(m, c, j, p);
+        p.recompute_method = RecomputeMethod::uniform;
+        p.recompute_layers = 3;
+        const Estimate uni = estimate(m, c, j, p);
+        const double an = to_gib(none.stage[1].memory.activations);
+        const double af = to_gib(full.stage[1].memory.activations);
+        const double n = an / 84.0;
+        const double f = (af - n) / 83.0;  // 84 F + N - F
+        CHECK(to_gib(block.stage[1].memory.activations) ==
+              doctest::Approx((2.0 * f + 10.0 * n) * 7.0 + (n - f)));
+        CHECK(to_gib(uni.stage[1].memory.activations) ==
+              doctest::Approx(4.0 * f * 7.0 + (3.0 * n - f)));
+        // Time: block recomputes 2 of 12 layers' forwards: bwd = none + 2/12 (full - none);
+        // uniform recomputes every layer, as full does.
+        const double bn = none.stage[1].bwd.value();
+        const double bf = full.stage[1].bwd.value();
+        CHECK(block.stage[1].bwd.value() == doctest::Approx(bn + (bf - bn) * 2.0 / 12.0));
+        CHECK(uni.stage[1].bwd.value() == doctest::Approx(bf));
+        // Selective takes no --recompute-num-layers; 13 layers is more than a stage holds.
+        p.recompute = Recompute::selective;
+        CHECK(plan_violations(m, j, p).front().rule == Rule::recompute_layers);
+        p.recompute = Recompute::full;
+        p.recompute_layers = 13;
+        CHECK(plan_violations(m, j, p).front().rule == Rule::recompute_layers);
     }
 }

@@ -135,6 +135,18 @@ TEST_SUITE("executor") {
     TEST_CASE("run: tp2 pp2 matches 1x1x1") {
         same_as_single_rank("tiny_gpt.toml", 4, "--tp 2 --pp 2");
     }
+    TEST_CASE("run: 7 layers on pp2, a first stage with the embedding and fewer layers") {
+        // 3 + 4: stage 0 holds the embedding and 3 layers, stage 1 4 layers and the loss.
+        same_as_single_rank("tiny_gpt7.toml", 2, "--pp 2 --first-stage-layers 3");
+        // The same map in Megatron's layout notation, interleaved: stage 0 chunks 1 + 2 (the
+        // embedding's chunk one short), stage 1 chunks 2 + 2.
+        same_as_single_rank("tiny_gpt7.toml", 2, "--pp 2 --pipeline-layout 'Et|tt|tt|ttL'");
+    }
+    TEST_CASE("run: interleaved with micro-batches not a multiple of pp matches 1x1x1") {
+        // 7 layers on pp 3 as 3 / 2 / 2 over vpp 2; gbs 4: m = 4 on pp 3, Megatron's one group
+        // of 4 micro-batches (interleave_group(3, 4) = 4).
+        same_as_single_rank("tiny_gpt7.toml", 3, "--pp 3 --vpp 2 --first-stage-layers 3");
+    }
     TEST_CASE("run: pp2 interleaved matches 1x1x1") {
         same_as_single_rank("tiny_gpt.toml", 2, "--pp 2 --vpp 2");
     }

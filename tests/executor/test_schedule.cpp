@@ -1,6 +1,8 @@
 // Pipeline schedules and rank layout, checked without MPI: every rank's step list covers each
 // (micro-batch, chunk) once forward and once backward, and the steps of all ranks, played with
 // non-blocking sends and blocking receives, never deadlock.
+#include "core/schedule.hpp"
+#include "costmodel/pipeline.hpp"
 #include "executor/schedule.hpp"
 
 #include <map>
@@ -135,6 +137,36 @@ TEST_SUITE("executor") {
                         check_cover(Schedule::interleaved, pp, vpp, m);
                         CHECK(plays_without_deadlock(Schedule::interleaved, pp, vpp, m));
                     }
+                }
+            }
+        }
+    }
+}
+
+TEST_SUITE("one schedule") {
+    TEST_CASE("executor steps hold what the cost model prices") {
+        // The executor's steps come from the one schedule; the forwards it holds whose backward
+        // has not run peak at the cost model's in-flight count x vpp.
+        using cleave::Schedule;
+        for (Schedule s : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved}) {
+            const int64_t v = s == Schedule::interleaved ? 2 : 1;
+            for (int64_t m : {4, 6, 9}) {
+                for (int64_t r = 0; r < 4; ++r) {
+                    int64_t held = 0;
+                    int64_t peak = 0;
+                    for (const auto& st : cleave::executor::pipeline_steps(s, 4, v, r, m)) {
+                        held += st.forward ? 1 : -1;
+                        peak = std::max(peak, held);
+                    }
+                    cleave::Plan p;
+                    p.pp = 4;
+                    p.vpp = v;
+                    p.schedule = s;
+                    CAPTURE(m);
+                    CAPTURE(r);
+                    CHECK(static_cast<double>(peak) ==
+                          doctest::Approx(cleave::inflight_microbatches(p, m, r) *
+                                          static_cast<double>(v)));
                 }
             }
         }

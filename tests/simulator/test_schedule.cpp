@@ -88,8 +88,11 @@ TEST_SUITE("simulator") {
                                           B(2, 0),
                                           B(3, 0)};
         CHECK(ops(SimSchedule::interleaved, 2, 2, 4, 1) == rank1);
-        // m == p: Megatron runs every forward first.
-        CHECK(detail::warmup_forwards(SimSchedule::interleaved, 4, 2, 4, 3) == 8);
+        // m == p: Megatron-Core today (schedules.py get_pp_rank_microbatches, d98e8a6) caps
+        // the warm-up at v m: rank 0 min(2*3 + 4, 8) = 8 runs every forward first, rank 3
+        // min(0 + 4, 8) = 4 does not (the old all-forwards case went in 4295be1a6c).
+        CHECK(detail::warmup_forwards(SimSchedule::interleaved, 4, 2, 4, 0) == 8);
+        CHECK(detail::warmup_forwards(SimSchedule::interleaved, 4, 2, 4, 3) == 4);
         CHECK(detail::warmup_forwards(SimSchedule::interleaved, 4, 3, 8, 0) == 14);
         // v = 1 is plain 1F1B.
         CHECK(ops(SimSchedule::interleaved, 4, 1, 6, 1) ==

@@ -192,13 +192,38 @@ TEST_SUITE("simulator") {
 
     TEST_CASE("simulate: unschedulable inputs throw ConfigError") {
         CHECK_THROWS_AS((void)simulate(SimInput{}), ConfigError);
-        auto in = uniform_input(SimSchedule::interleaved, 4, 6, 2, 1.0, 2.0);
-        CHECK_THROWS_AS((void)simulate(in), ConfigError);  // 6 % 4 != 0
+        auto in = uniform_input(SimSchedule::interleaved, 4, 3, 2, 1.0, 2.0);
+        CHECK_THROWS_AS((void)simulate(in), ConfigError);  // m = 3 < p = 4
         in = uniform_input(SimSchedule::one_f_one_b, 2, 4, 2, 1.0, 2.0);
         CHECK_THROWS_AS((void)simulate(in), ConfigError);  // 1F1B with 2 chunks
         in = uniform_input(SimSchedule::one_f_one_b, 2, 4, 1, -1.0, 2.0);
         CHECK_THROWS_AS((void)simulate(in), ConfigError);
         in = uniform_input(SimSchedule::one_f_one_b, 2, 0, 1, 1.0, 2.0);
         CHECK_THROWS_AS((void)simulate(in), ConfigError);
+    }
+}
+
+TEST_SUITE("one schedule") {
+    TEST_CASE("simulator and cost model hold the same peak per stage") {
+        // The simulator walks the one schedule's ops in time; the cost model reads the closed
+        // form (costmodel/pipeline.cpp inflight_microbatches via core peak_inflight_chunks).
+        for (SimSchedule s : {SimSchedule::gpipe,
+                              SimSchedule::one_f_one_b,
+                              SimSchedule::interleaved,
+                              SimSchedule::zb_h1}) {
+            for (int64_t v : {1, 2}) {
+                if (v > 1 && s != SimSchedule::interleaved) {
+                    continue;
+                }
+                for (int64_t m : {4, 5, 8}) {
+                    const auto r = simulate(uniform_input(s, 4, m, v, 1.0, 2.0));
+                    for (int64_t st = 0; st < 4; ++st) {
+                        CAPTURE(st);
+                        CHECK(r.stages[static_cast<size_t>(st)].peak_inflight_chunks ==
+                              cleave::peak_inflight_chunks(s, 4, v, m, st));
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,10 +1,22 @@
-#include "simulator/schedule.hpp"
+#include "core/schedule.hpp"
 
 #include "core/errors.hpp"
 
 #include <algorithm>
 
-namespace cleave::detail {
+namespace cleave {
+
+SimSchedule sim_schedule(Schedule s) {
+    switch (s) {
+    case Schedule::gpipe:
+        return SimSchedule::gpipe;
+    case Schedule::one_f_one_b:
+        return SimSchedule::one_f_one_b;
+    case Schedule::interleaved:
+        return SimSchedule::interleaved;
+    }
+    return SimSchedule::one_f_one_b;
+}
 
 namespace {
 
@@ -12,30 +24,45 @@ SimOp make_op(int64_t mb, int64_t chunk, OpKind kind) {
     return SimOp{static_cast<int32_t>(mb), static_cast<int16_t>(chunk), kind};
 }
 
-// Megatron-LM forward_backward_pipelining_with_interleaving, get_model_chunk_id: the k-th
-// forward of a rank runs chunk (k mod p v) / p; backwards walk the chunks in reverse. Each
-// chunk consumes its micro-batches in order, so the k-th op's micro-batch is the count of
-// earlier ops on that chunk: (k / (p v)) p + k mod p.
-SimOp interleaved_op(int64_t k, int64_t p, int64_t v, bool forward) {
-    const int64_t in_group = k % (p * v);
-    const int64_t chunk = forward ? in_group / p : v - 1 - in_group / p;
-    const int64_t mb = (k / (p * v)) * p + k % p;
-    return make_op(mb, chunk, forward ? OpKind::forward : OpKind::backward);
+// Megatron-LM schedules.py get_schedule_table (d98e8a6): micro-batches in groups of N; within
+// a group every chunk runs the group's micro-batches in order, chunk after chunk; the last group
+// takes what is left. The k-th forward runs table[k]; the k-th backward table[k] with the chunks
+// walked in reverse. With N = p and p | m this is Narayanan et al. 2021's order.
+std::vector<SimOp> schedule_table(int64_t v, int64_t m, int64_t n) {
+    std::vector<SimOp> table;
+    table.reserve(static_cast<std::size_t>(v * m));
+    for (int64_t g = 0; g < m; g += n) {
+        const int64_t end = g + n >= m ? m : g + n;
+        for (int64_t c = 0; c < v; ++c) {
+            for (int64_t mb = g; mb < end; ++mb) {
+                table.push_back(make_op(mb, c, OpKind::forward));
+            }
+        }
+    }
+    return table;
 }
 
 void append_interleaved(int64_t p, int64_t v, int64_t m, int64_t rank, std::vector<SimOp>& out) {
     const int64_t total = v * m;
     const int64_t warmup = warmup_forwards(SimSchedule::interleaved, p, v, m, rank);
     const int64_t steady = total - warmup;
+    const std::vector<SimOp> table = schedule_table(v, m, interleave_group(p, m));
+    const auto fwd = [&table](int64_t k) { return table[static_cast<std::size_t>(k)]; };
+    const auto bwd = [&table, v](int64_t k) {
+        SimOp op = table[static_cast<std::size_t>(k)];
+        op.chunk = static_cast<int16_t>(v - 1 - op.chunk);
+        op.kind = OpKind::backward;
+        return op;
+    };
     for (int64_t k = 0; k < warmup; ++k) {
-        out.push_back(interleaved_op(k, p, v, true));
+        out.push_back(fwd(k));
     }
     for (int64_t k = 0; k < steady; ++k) {
-        out.push_back(interleaved_op(warmup + k, p, v, true));
-        out.push_back(interleaved_op(k, p, v, false));
+        out.push_back(fwd(warmup + k));
+        out.push_back(bwd(k));
     }
     for (int64_t k = steady; k < total; ++k) {
-        out.push_back(interleaved_op(k, p, v, false));
+        out.push_back(bwd(k));
     }
 }
 
@@ -98,10 +125,7 @@ int64_t warmup_forwards(SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t 
         if (v == 1) {
             return std::min(p - rank - 1, m);
         }
-        if (m == p) {
-            return v * m;  // Megatron: all forwards first when m equals the pipeline depth
-        }
-        return std::min(2 * (p - rank - 1) + (v - 1) * p, v * m);
+        return std::min(2 * (p - rank - 1) + (v - 1) * interleave_group(p, m), v * m);
     }
     return m;
 }
@@ -133,11 +157,28 @@ void append_rank_ops(
         if (v == 1) {
             append_1f1b(p, m, rank, out);
         } else {
-            CLEAVE_ASSERT(m % p == 0, "interleaved needs microbatches divisible by pp");
+            CLEAVE_ASSERT(m >= p, "interleaved needs at least pp micro-batches");
             append_interleaved(p, v, m, rank, out);
         }
         return;
     }
 }
 
-}  // namespace cleave::detail
+int64_t interleave_group(int64_t p, int64_t m) {
+    for (int64_t n = p; n < m; ++n) {
+        if (m % n == 0 || m % n >= p) {
+            return n;
+        }
+    }
+    return std::max(p, m);
+}
+
+int64_t peak_inflight_chunks(SimSchedule s, int64_t p, int64_t v, int64_t m, int64_t rank) {
+    if (s == SimSchedule::gpipe) {
+        return v * m;
+    }
+    const int64_t vv = s == SimSchedule::interleaved ? v : 1;
+    return std::min(vv * m, warmup_forwards(s, p, vv, m, rank) + 1);
+}
+
+}  // namespace cleave

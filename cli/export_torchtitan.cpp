@@ -1,0 +1,92 @@
+#include "cli/export_torchtitan.hpp"
+
+#include <string>
+
+namespace cleave::cli {
+
+namespace {
+
+// torch.distributed.pipelining schedule names (torch/distributed/pipelining/schedules.py,
+// get_schedule_class) that torchtitan's pipeline_parallel_schedule takes.
+const char* schedule_name(const Plan& p) {
+    switch (p.schedule) {
+    case Schedule::gpipe:
+        return "GPipe";
+    case Schedule::interleaved:
+        return "Interleaved1F1B";
+    case Schedule::one_f_one_b:
+        return "1F1B";
+    }
+    return "1F1B";
+}
+
+/// One virtual stage's module names: torchtitan's Llama-style FQNs tok_embeddings, layers.i,
+/// norm, output.
+std::string model_part(const ModelSpec& m, const Plan& p, int64_t s, int64_t c) {
+    std::string out = "[";
+    const auto add = [&out](const std::string& name) {
+        out += (out.size() > 1 ? ", \"" : "\"") + name + "\"";
+    };
+    if (s == 0 && c == 0) {
+        add("tok_embeddings");
+    }
+    const int64_t first = chunk_first_layer(m.layers, p, s, c);
+    for (int64_t i = 0; i < chunk_layers(m.layers, p, s, c); ++i) {
+        add("layers." + std::to_string(first + i));
+    }
+    if (s == p.pp - 1 && c == p.vpp - 1) {
+        add("norm");
+        add("output");
+    }
+    return out + "]";
+}
+
+}  // namespace
+
+void print_torchtitan(std::ostream& os, const Inputs& in, const RankedPlan& best) {
+    const Plan& p = best.plan;
+    const JobSpec& job = in.job;
+    const int64_t m = num_microbatches(p, job);
+    os << "# torchtitan job configuration for " << to_string(p) << "\n";
+    os << "# Trainer.Config field paths at pytorch/torchtitan@b5bcd76c66 (config/configs.py); "
+          "torchtitan\n# also takes each as a --section.option flag. World size "
+       << plan_gpus(p) << ".\n";
+    if (p.zero == 1 || p.zero == 2) {
+        os << "# ZeRO-" << p.zero << ": FSDP2 without resharding after forward (torchtitan has "
+           << "no optimizer-only sharding)\n";
+    }
+    if (p.recompute != Recompute::none) {
+        os << "# activation checkpointing: activation_checkpoint = "
+           << (p.recompute == Recompute::full ? "FullAC" : "SelectiveAC")
+           << ".Config() (torchtitan/distributed/activation_checkpoint.py)\n";
+    }
+    os << "\n[training]\n";
+    os << "num_tokens_per_microbatch_per_dp_rank = " << p.mbs * job.seq_len << "\n";
+    os << "num_tokens_per_train_step = " << job.global_batch * job.seq_len << "\n";
+    os << "max_context_length = " << job.seq_len << "\n";
+    os << "\n[parallelism]\n";
+    const bool sharded = p.zero >= 1;
+    os << "data_parallel_replicate_degree = " << (sharded ? 1 : p.dp) << "\n";
+    os << "data_parallel_shard_degree = " << (sharded ? p.dp : 1) << "\n";
+    if (sharded) {
+        os << "fsdp_reshard_after_forward = \"" << (p.zero == 3 ? "always" : "never") << "\"\n";
+    }
+    os << "tensor_parallel_degree = " << p.tp << "\n";
+    os << "enable_sequence_parallel = " << (p.sp ? "true" : "false") << "\n";
+    os << "context_parallel_degree = " << p.cp << "\n";
+    os << "expert_parallel_degree = " << p.ep << "\n";
+    os << "pipeline_parallel_degree = " << p.pp << "\n";
+    if (p.pp > 1) {
+        os << "pipeline_parallel_schedule = \"" << schedule_name(p) << "\"\n";
+        os << "num_pp_microbatches = " << m << "\n";
+        os << "module_fqns_per_model_part = [\n";
+        for (int64_t c = 0; c < p.vpp; ++c) {
+            for (int64_t s = 0; s < p.pp; ++s) {
+                os << "  " << model_part(in.model, p, s, c) << ",\n";
+            }
+        }
+        os << "]\n";
+    }
+}
+
+}  // namespace cleave::cli

@@ -1,0 +1,120 @@
+#include "costmodel/splits.hpp"
+
+#include "costmodel/flops.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cleave {
+
+namespace {
+
+double d(int64_t x) {
+    return static_cast<double>(x);
+}
+
+/// The plan's stage-layer rules, for a pipeline of (pp, vpp) with split `s`.
+bool accepted(
+    const ModelSpec& m, const JobSpec& job, int64_t pp, int64_t vpp, Split s, bool even_chunks) {
+    Plan p;
+    p.pp = pp;
+    p.vpp = vpp;
+    p.schedule = vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+    p.first_layers = s.first;
+    p.last_layers = s.last;
+    if (!(keeps(Rule::sizes, m, job, p) && keeps(Rule::stage_split, m, job, p) &&
+          keeps(Rule::stage_layers, m, job, p) && keeps(Rule::vpp_chunks, m, job, p))) {
+        return false;
+    }
+    if (!even_chunks || vpp <= 1) {
+        return true;
+    }
+    const StageLayers sl = stage_layers(m.layers, p);
+    const auto end_ok = [vpp](int64_t n) { return n % vpp == 0 || (n + 1) % vpp == 0; };
+    return end_ok(sl.first) && end_ok(sl.last) && (pp <= 2 || sl.middle % vpp == 0);
+}
+
+/// The split with first / last set to the counts given, or the even split when they equal the
+/// middle share (so each map has one spelling).
+Split normal(int64_t layers, int64_t pp, Split s) {
+    Plan p;
+    p.pp = pp;
+    p.first_layers = s.first;
+    p.last_layers = s.last;
+    return uneven_stages(layers, p) ? s : Split{};
+}
+
+double load(int64_t layers, int64_t pp, Split s, SplitWeights w) {
+    Plan p;
+    p.pp = pp;
+    p.first_layers = s.first;
+    p.last_layers = s.last;
+    const StageLayers sl = stage_layers(layers, p);
+    const double ends = std::max(d(sl.first) + w.embedding, d(sl.last) + w.output);
+    return pp > 2 ? std::max(ends, d(sl.middle)) : ends;
+}
+
+}  // namespace
+
+SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
+    const int64_t n_moe = moe_layers_in(m, 0, m.layers);
+    const double g = (d(m.layers - n_moe) * gemm_params_active(m, false) +
+                      d(n_moe) * (n_moe > 0 ? gemm_params_active(m, true) : 0.0)) /
+                     d(std::max<int64_t>(1, m.layers));
+    const double attn =
+        4.0 * d(job.seq_len) * d(m.heads) * d(m.hidden / std::max<int64_t>(1, m.heads));
+    SplitWeights w;
+    w.output = 2.0 * d(m.hidden) * d(m.vocab) / (2.0 * g + attn);
+    return w;
+}
+
+std::vector<Split> balanced_splits(const ModelSpec& m,
+                                   const JobSpec& job,
+                                   int64_t pp,
+                                   int64_t vpp,
+                                   SplitWeights w,
+                                   bool even_chunks) {
+    std::vector<Split> out;
+    const int64_t layers = m.layers;
+    const double ideal = (d(layers) + w.embedding + w.output) / d(pp);
+    const auto add = [&](Split s) {
+        s = normal(layers, pp, s);
+        if (accepted(m, job, pp, vpp, s, even_chunks) && load(layers, pp, s, w) <= ideal + 1.0 &&
+            std::find(out.begin(), out.end(), s) == out.end()) {
+            out.push_back(s);
+        }
+    };
+    if (pp <= 1) {
+        add(Split{});
+        return out;
+    }
+    if (layers % pp == 0) {
+        add(Split{});
+    }
+    // The least slowest-stage load over middle shares near the ideal; ends within that share.
+    Split best;
+    double best_load = HUGE_VAL;
+    const auto lo = std::max<int64_t>(1, static_cast<int64_t>(std::floor(ideal)) - 1);
+    const auto hi = pp > 2 ? static_cast<int64_t>(std::ceil(ideal)) + 1 : lo;
+    for (int64_t mid = lo; mid <= hi; ++mid) {
+        const int64_t ends = layers - (pp - 2) * mid;
+        for (int64_t f = 1; f < ends; ++f) {
+            const Split s = normal(layers, pp, {f, ends - f});
+            const double l = load(layers, pp, s, w);
+            if (l < best_load && accepted(m, job, pp, vpp, s, even_chunks)) {
+                best_load = l;
+                best = s;
+            }
+        }
+    }
+    if (best_load < HUGE_VAL) {
+        add(best);
+    }
+    if ((layers + 2) % pp == 0) {
+        const int64_t share = (layers + 2) / pp;
+        add(Split{share - 1, share - 1});
+    }
+    return out;
+}
+
+}  // namespace cleave

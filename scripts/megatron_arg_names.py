@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Lists the command-line flags Megatron-LM's argument parser accepts, read statically (no torch)
+from a Megatron-LM git checkout: every literal '--flag' in megatron/training/arguments.py, plus
+the flags ArgumentGroupFactory derives from config dataclass fields (megatron/training/
+argument_utils.py: '--' + field name with '_' -> '-', '--no-'/'--disable-' for bool fields
+defaulting to True, argparse_meta arg_names when given; excluded and init=False fields left out).
+
+Usage: scripts/megatron_arg_names.py GIT_DIR COMMIT > tests/data/megatron_args.txt
+"""
+import ast
+import re
+import subprocess
+import sys
+
+
+def show(git_dir, commit, path):
+    return subprocess.run(["git", "--git-dir", git_dir, "show", f"{commit}:{path}"],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def grep_class(git_dir, commit, name):
+    out = subprocess.run(["git", "--git-dir", git_dir, "grep", "-l", f"^class {name}\\b", commit,
+                          "--", "megatron"], capture_output=True, text=True).stdout.split()
+    return [o.split(":", 1)[1] for o in out]
+
+
+def literal(node):
+    try:
+        return ast.literal_eval(node)
+    except Exception:
+        return None
+
+
+def class_fields(git_dir, commit, name, seen):
+    """(field name, default node, field() call node, annotation text) of dataclass `name` and
+    its bases, bases first."""
+    if name in seen:
+        return []
+    seen.add(name)
+    for path in grep_class(git_dir, commit, name):
+        tree = ast.parse(show(git_dir, commit, path))
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and node.name == name:
+                out = []
+                for base in node.bases:
+                    if isinstance(base, ast.Name):
+                        out += class_fields(git_dir, commit, base.id, seen)
+                for st in node.body:
+                    if isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name):
+                        ann = ast.unparse(st.annotation)
+                        if "ClassVar" in ann:
+                            continue
+                        out.append((st.target.id, st.value, ann))
+                return out
+    return []
+
+
+def flag(name, prefix=None):
+    return "--" + ((prefix + "_") if prefix else "") + name.replace("_", "-") if False else \
+        "--" + (prefix + "-" if prefix else "") + name.replace("_", "-")
+
+
+def field_flags(fname, value, ann):
+    default = value
+    init = True
+    if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("field"):
+        default = None
+        for kw in value.keywords:
+            if kw.arg == "default":
+                default = kw.value
+            if kw.arg == "init" and literal(kw.value) is False:
+                init = False
+            if kw.arg == "metadata" and isinstance(kw.value, ast.Dict):
+                for k, v in zip(kw.value.keys, kw.value.values):
+                    if literal(k) == "argparse_meta" and isinstance(v, ast.Dict):
+                        for k2, v2 in zip(v.keys, v.values):
+                            if literal(k2) == "arg_names":
+                                names = literal(v2)
+                                if names:
+                                    return init, list(names)
+    if ann in ("bool",) and default is not None and literal(default) is True:
+        return init, [flag(fname, "no"), flag(fname, "disable")]
+    return init, [flag(fname)]
+
+
+def main():
+    git_dir, commit = sys.argv[1], sys.argv[2]
+    src = show(git_dir, commit, "megatron/training/arguments.py")
+    names = set(re.findall(r"""['"](--[A-Za-z0-9][A-Za-z0-9_-]*)['"]""", src))
+    tree = ast.parse(src)
+    lists = {}  # variable name -> list of strings, last assignment wins
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            v = literal(node.value)
+            if isinstance(v, list):
+                lists[node.targets[0].id] = v
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "ArgumentGroupFactory":
+            cls = ast.unparse(node.args[0])
+            exclude = []
+            for kw in node.keywords:
+                if kw.arg == "exclude":
+                    exclude = literal(kw.value)
+                    if exclude is None and isinstance(kw.value, ast.Name):
+                        exclude = lists.get(kw.value.id, [])
+            for fname, value, ann in class_fields(git_dir, commit, cls, set()):
+                if fname.startswith("_") or fname in (exclude or []):
+                    continue
+                init, fl = field_flags(fname, value, ann)
+                if init:
+                    names.update(fl)
+    print(f"# Megatron-LM command-line flags at NVIDIA/Megatron-LM@{commit}")
+    print("# generated by scripts/megatron_arg_names.py (names only, no code)")
+    for n in sorted(names):
+        print(n)
+
+
+main()
