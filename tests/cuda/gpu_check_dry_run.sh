@@ -7,7 +7,13 @@ set -euo pipefail
 src="$1" build="$2" work="$3"
 rm -rf "$work"
 "$src/examples/gpu-bundle.sh" "$build" "$work/bundle"
-CLEAVE_BACKEND=cpu CLEAVE_BUNDLE="$work/bundle" "$src/examples/gpu-check.sh" "$work/out"
+# The dry run checks that every step runs and writes its files, not the accuracy of a CPU run on
+# a loaded machine (validate's --max-error is lifted there).
+if ! CLEAVE_BACKEND=cpu CLEAVE_BUNDLE="$work/bundle" "$src/examples/gpu-check.sh" "$work/out"; then
+    echo "gpu_check_dry_run: gpu-check.sh failed; its files:" >&2
+    tail -n 20 "$work/out"/*.txt >&2
+    exit 1
+fi
 for f in summary.txt tests.txt calibrate.txt calibrated.toml gemm.txt validate.txt table.txt \
     peer.txt peer.json; do
     [[ -s "$work/out/$f" ]] || { echo "gpu_check_dry_run: $f missing or empty" >&2; exit 1; }
