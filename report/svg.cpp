@@ -196,8 +196,10 @@ std::string limit_line(const Frame& f, double usable_gib, double headroom_gib) {
     const double y = f.y(usable_gib - headroom_gib);
     return "<line class=\"limit\" data-gib=\"" + num(usable_gib - headroom_gib, "%.6g") +
            "\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" + num(y) + "\" y2=\"" +
-           num(y) + "\" stroke=\"#CC79A7\" stroke-dasharray=\"2 3\"/><text x=\"" + num(f.left + 4) +
-           "\" y=\"" + num(y + 12) + "\" font-size=\"11\" fill=\"#CC79A7\">fit limit " +
+           num(y) + "\" stroke=\"#CC79A7\" stroke-dasharray=\"2 3\"/><text x=\"" +
+           num(f.right - 4) + "\" y=\"" + num(y + 12) +
+           "\" text-anchor=\"end\" font-size=\"11\" fill=\"#CC79A7\" paint-order=\"stroke\" "
+           "stroke=\"#fff\" stroke-width=\"3\">fit limit " +
            num(usable_gib - headroom_gib) + " GiB (" + num(headroom_gib) +
            " GiB headroom kept)</text>";
 }
@@ -259,7 +261,6 @@ scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib, doub
               "peak memory per GPU (GiB)",
               static_cast<int>(std::lround(ticks)),
               5);
-    s += usable_line(f, usable_memory_gib, true) + limit_line(f, usable_memory_gib, headroom_gib);
     const std::vector<std::size_t> front = pareto_front(points);
     std::vector<bool> on_front(points.size(), false);
     std::string line;
@@ -274,7 +275,9 @@ scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib, doub
     for (std::size_t i = 0; i < points.size(); ++i) {
         (points[i].chosen ? chosen : s) += point_svg(f, points[i], i, on_front[i]);
     }
-    s += chosen + "</g>";  // the chosen plan last, so on top
+    // the memory lines and their labels over the points, the chosen plan last, so on top
+    s += usable_line(f, usable_memory_gib, true) + limit_line(f, usable_memory_gib, headroom_gib);
+    s += chosen + "</g>";
     s += "<g class=\"legend\" font-size=\"11\"><circle cx=\"64\" cy=\"388\" r=\"3.5\" "
          "fill=\"#0072B2\"/><text x=\"72\" y=\"392\">feasible plan</text><circle cx=\"164\" "
          "cy=\"388\" r=\"3.5\" fill=\"#009E73\"/><text x=\"172\" y=\"392\">Pareto front (no plan "
