@@ -256,6 +256,7 @@ report::Section section_of(const ClusterRun& cr, int64_t top) {
                             i == 0});
     }
     s.usable_memory_gib = to_gib(e.memory_usable);
+    s.memory_headroom_gib = to_gib(e.memory_headroom);
     s.stages = stage_memories(best.plan, e);
     s.time_parts = time_parts(e.time);
     s.timeline = timeline(in, best, s.timeline_end_s);

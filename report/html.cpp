@@ -60,11 +60,11 @@ std::string section_html(const Section& s, std::size_t index) {
     }
     h += "<div class=\"grid\">";
     h += card("Every feasible plan: step time against peak memory",
-              scatter_svg(s.points, s.usable_memory_gib),
+              scatter_svg(s.points, s.usable_memory_gib, s.memory_headroom_gib),
               std::to_string(s.points.size()) + " of " + std::to_string(s.points_total) +
                   " feasible plans drawn; hover a point for its plan.");
     h += card("Memory per pipeline stage (chosen plan)",
-              stage_memory_svg(s.stages, s.usable_memory_gib),
+              stage_memory_svg(s.stages, s.usable_memory_gib, s.memory_headroom_gib),
               "Stacked parts per GPU of each stage against the usable memory; the dashed box "
               "is the headroom.");
     h += card("Where one step's time goes (chosen plan, slowest stage)",

@@ -57,6 +57,7 @@ struct Section {
     std::vector<PlanPoint> points;
     std::size_t points_total = 0;  // feasible plans in the search (points may be fewer)
     double usable_memory_gib = 0.0;
+    double memory_headroom_gib = 0.0;  // --memory-headroom: a plan fits below usable - this
     std::vector<StageMemory> stages;
     std::vector<Part> time_parts;  // where one step's time goes
     std::vector<TimelineEvent> timeline;
@@ -93,12 +94,15 @@ struct Page {
 /// <circle class="pt" data-i="index" data-time-s data-memory-gib cx cy> with a <title>; the frame
 /// carries data-x0/x1/y0/y1 (axis ranges) and data-left/right/top/bottom (pixels).
 [[nodiscard]] std::string scatter_svg(const std::vector<PlanPoint>& points,
-                                      double usable_memory_gib);
+                                      double usable_memory_gib,
+                                      double headroom_gib = 0.0);
 
 /// Stacked bar per stage (<rect class="seg" data-stage data-part data-gib>) and the usable
-/// memory as a line; the space left under it is drawn as headroom.
+/// memory as a line; the space left under it is drawn as headroom. With `headroom_gib` > 0
+/// (--memory-headroom) the fit limit, usable - headroom, is a second line (class "limit").
 [[nodiscard]] std::string stage_memory_svg(const std::vector<StageMemory>& stages,
-                                           double usable_memory_gib);
+                                           double usable_memory_gib,
+                                           double headroom_gib = 0.0);
 
 /// One horizontal stacked bar of a step's time (<rect class="seg" data-part data-s>).
 [[nodiscard]] std::string time_svg(const std::vector<Part>& parts);

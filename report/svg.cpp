@@ -188,6 +188,22 @@ std::string usable_line(const Frame& f, double gib, bool dashed) {
            " GiB</text>";
 }
 
+/// The fit limit with --memory-headroom: usable - headroom, a dotted line (nothing without one).
+std::string limit_line(const Frame& f, double usable_gib, double headroom_gib) {
+    if (!(headroom_gib > 0.0) || !(usable_gib > headroom_gib)) {
+        return "";
+    }
+    const double y = f.y(usable_gib - headroom_gib);
+    return "<line class=\"limit\" data-gib=\"" + num(usable_gib - headroom_gib, "%.6g") +
+           "\" x1=\"" + num(f.left) + "\" x2=\"" + num(f.right) + "\" y1=\"" + num(y) + "\" y2=\"" +
+           num(y) + "\" stroke=\"#CC79A7\" stroke-dasharray=\"2 3\"/><text x=\"" +
+           num(f.right - 4) + "\" y=\"" + num(y + 12) +
+           "\" text-anchor=\"end\" font-size=\"11\" fill=\"#CC79A7\" paint-order=\"stroke\" "
+           "stroke=\"#fff\" stroke-width=\"3\">fit limit " +
+           num(usable_gib - headroom_gib) + " GiB (" + num(headroom_gib) +
+           " GiB headroom kept)</text>";
+}
+
 /// The scatter's frame: x fitted to the plans' times (nice_step), y from 0 past the largest
 /// memory or the usable line.
 Frame scatter_frame(const std::vector<PlanPoint>& points, double usable_memory_gib, double& step) {
@@ -233,7 +249,8 @@ std::string point_svg(const Frame& f, const PlanPoint& p, std::size_t i, bool on
 
 }  // namespace
 
-std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib) {
+std::string
+scatter_svg(const std::vector<PlanPoint>& points, double usable_memory_gib, double headroom_gib) {
     double step = 1.0;
     const Frame f = scatter_frame(points, usable_memory_gib, step);
     std::string s = svg_open("scatter", 720, 400);
@@ -244,7 +261,6 @@ std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memo
               "peak memory per GPU (GiB)",
               static_cast<int>(std::lround(ticks)),
               5);
-    s += usable_line(f, usable_memory_gib, true);
     const std::vector<std::size_t> front = pareto_front(points);
     std::vector<bool> on_front(points.size(), false);
     std::string line;
@@ -259,7 +275,9 @@ std::string scatter_svg(const std::vector<PlanPoint>& points, double usable_memo
     for (std::size_t i = 0; i < points.size(); ++i) {
         (points[i].chosen ? chosen : s) += point_svg(f, points[i], i, on_front[i]);
     }
-    s += chosen + "</g>";  // the chosen plan last, so on top
+    // the memory lines and their labels over the points, the chosen plan last, so on top
+    s += usable_line(f, usable_memory_gib, true) + limit_line(f, usable_memory_gib, headroom_gib);
+    s += chosen + "</g>";
     s += "<g class=\"legend\" font-size=\"11\"><circle cx=\"64\" cy=\"388\" r=\"3.5\" "
          "fill=\"#0072B2\"/><text x=\"72\" y=\"392\">feasible plan</text><circle cx=\"164\" "
          "cy=\"388\" r=\"3.5\" fill=\"#009E73\"/><text x=\"172\" y=\"392\">Pareto front (no plan "
@@ -323,7 +341,9 @@ std::string stage_bar(const Frame& f,
 
 }  // namespace
 
-std::string stage_memory_svg(const std::vector<StageMemory>& stages, double usable_memory_gib) {
+std::string stage_memory_svg(const std::vector<StageMemory>& stages,
+                             double usable_memory_gib,
+                             double headroom_gib) {
     Frame f;
     f.top = 30.0;
     f.bottom = 300.0;
@@ -362,7 +382,8 @@ std::string stage_memory_svg(const std::vector<StageMemory>& stages, double usab
         s += "<text x=\"" + num((f.left + f.right) / 2) + "\" y=\"" + num(f.bottom + 28) +
              "\" text-anchor=\"middle\" font-size=\"11\">pipeline stage</text>";
     }
-    s += usable_line(f, usable_memory_gib, false) + "</g>" + legend(names, colours, f.left, 350.0);
+    s += usable_line(f, usable_memory_gib, false) + limit_line(f, usable_memory_gib, headroom_gib) +
+         "</g>" + legend(names, colours, f.left, 350.0);
     return s + "</svg>";
 }
 

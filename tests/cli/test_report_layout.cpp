@@ -162,6 +162,18 @@ TEST_SUITE("report") {
         CHECK(attr(head[1], "data-gib") == doctest::Approx(10.0));  // 70 - 60
     }
 
+    TEST_CASE("report: --memory-headroom draws the fit limit below the usable memory") {
+        const std::vector<StageMemory> st = {{"stage 0", {{"weights", 10.0}}}};
+        const std::string svg = stage_memory_svg(st, 70.0, 3.5);
+        const std::vector<std::string> limit = tags(svg, "line", "limit");
+        REQUIRE(limit.size() == 1);
+        // 70 - 3.5 = 66.5 GiB: y = 300 - 66.5 / 100 * 270 = 120.45
+        CHECK(attr(limit[0], "data-gib") == doctest::Approx(66.5));
+        CHECK(attr(limit[0], "y1") == doctest::Approx(120.45).epsilon(1e-3));
+        CHECK(tags(stage_memory_svg(st, 70.0), "line", "limit").empty());
+        CHECK(tags(scatter_svg(plans(), 74.5, 3.7), "line", "limit").size() == 1);
+    }
+
     TEST_CASE("report: the step's time as one stacked bar") {
         const std::string svg = time_svg({{"compute", 3.0}, {"bubble", 1.0}});
         const std::vector<std::string> segs = tags(svg, "rect", "seg");
