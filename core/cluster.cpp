@@ -30,7 +30,7 @@ int64_t nvlink_domain(const NodeSpec& n) {
 }
 
 Bytes usable_memory(const GpuSpec& gpu) {
-    return gpu.memory - gpu.reserved_memory;
+    return gpu.memory;
 }
 
 namespace {

@@ -148,7 +148,9 @@ struct ClusterSpec {
 /// Dense peak of `gpu` for `d`; 0 when the GPU has no such path.
 [[nodiscard]] FlopsPerSecond peak_flops(const GpuSpec& gpu, Dtype d);
 
-/// Memory the model may use: capacity minus reserved.
+/// Memory a plan's peak must fit in: the GPU's capacity. The profile's reserved memory (context,
+/// allocator fragmentation) is part of every MemoryBreakdown::total, so it is not subtracted here
+/// as well (it was, before 2026-12-01: the reserved memory was counted twice).
 [[nodiscard]] Bytes usable_memory(const GpuSpec& gpu);
 
 /// GEMM efficiency at `size` FLOPs from the profile's curve (log-linear interpolation,
