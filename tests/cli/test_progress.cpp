@@ -19,7 +19,7 @@ TEST_SUITE("report") {
         CHECK(progress_line("x", 4, 4, 8.0, "") == "# x: 4/4 (100%), 8.0 s, ETA 0.0 s");
     }
 
-    TEST_CASE("progress: nothing when disabled or not a terminal; one line when enabled") {
+    TEST_CASE("progress: nothing when disabled or not a terminal, one line when enabled") {
         std::ostringstream quiet;
         CHECK_FALSE(is_terminal(quiet));
         {

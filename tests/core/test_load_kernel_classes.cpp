@@ -76,7 +76,7 @@ TEST_SUITE("core") {
         CHECK(c.node.collective_bw.send_recv.value() == 0.0);
     }
 
-    TEST_CASE("load: node.sync_wait_us is read in microseconds; a negative one is an error") {
+    TEST_CASE("load: node.sync_wait_us is read in microseconds, a negative one is an error") {
         std::string text = profile("");
         const std::string at = "pcie_bandwidth_gbps = 20\n";
         text.replace(text.find(at), at.size(), at + "sync_wait_us = 120\n");

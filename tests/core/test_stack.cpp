@@ -153,7 +153,7 @@ TEST_SUITE("core") {
         CHECK_FALSE(load_stack("deepspeed-zero3-2021").fsdp_prefetch);
     }
 
-    TEST_CASE("stack: an unknown name lists the shipped stacks; [job] stack loads one") {
+    TEST_CASE("stack: an unknown name lists the shipped stacks, [job] stack loads one") {
         CHECK_THROWS_WITH_AS((void)load_stack("nope"),
                              doctest::Contains("unknown software stack 'nope'"),
                              ConfigError);

@@ -94,7 +94,7 @@ TEST_SUITE("costmodel") {
         CHECK(to_us(c.bwd) == doctest::Approx(1270.0));
     }
 
-    TEST_CASE("attention: fused keeps no scores, only the log-sum-exp; no masks without dropout") {
+    TEST_CASE("attention: fused keeps no scores, only the log-sum-exp, no masks without dropout") {
         const ModelSpec m = model_4k();
         JobSpec legacy = test::job(8, 8, 4096);
         JobSpec fused = legacy;

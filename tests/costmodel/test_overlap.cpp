@@ -20,7 +20,7 @@ TEST_SUITE("costmodel") {
         CHECK(to_ms(exposed_bucketed(ms(5), ms(10), ms(200), true)) == doctest::Approx(5.0));
     }
 
-    TEST_CASE("overlap: FSDP prefetch exposes the first unit's traffic; without it every gather") {
+    TEST_CASE("overlap: FSDP prefetch exposes the first unit's traffic, without it every gather") {
         // gathers 80 ms + reduce-scatters 40 ms over 10 units behind 100 ms of backward:
         // first = 120 / 10 = 12 ms; 12 + max(0, 120 - 12 - 100) = 20 ms.
         CHECK(to_ms(fsdp_exposed(ms(80), ms(40), ms(100), 10.0, true)) == doctest::Approx(20.0));

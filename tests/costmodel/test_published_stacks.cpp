@@ -178,7 +178,7 @@ TEST_SUITE("costmodel") {
         CHECK(b[0].stack == "megatron-core");
     }
 
-    TEST_CASE("published: the 2025 CSV is read; rows without a profile or layout say why") {
+    TEST_CASE("published: the 2025 CSV is read, rows without a profile or layout say why") {
         std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_2025.csv");
         std::stringstream ss;
         ss << in.rdbuf();

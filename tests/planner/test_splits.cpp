@@ -113,7 +113,7 @@ TEST_SUITE("planner splits") {
         CHECK(balanced_splits(m, j, 128, 1, w).empty());
     }
 
-    TEST_CASE("search: every plan priced passes check_plan; rejections name their rule") {
+    TEST_CASE("search: every plan priced passes check_plan, rejections name their rule") {
         broken_priced = 0;
         SearchOptions o;
         o.top_k = 5;
