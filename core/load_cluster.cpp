@@ -165,11 +165,6 @@ void read_network(TableReader& r, NetworkSpec& n) {
     }
 }
 
-bool is_toml_file(const fs::path& p) {
-    std::error_code ec;
-    return p.extension() == ".toml" && fs::is_regular_file(p, ec);
-}
-
 }  // namespace
 
 ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source_name) {
@@ -208,28 +203,12 @@ ClusterSpec parse_cluster_toml(std::string_view text, const std::string& source_
 }
 
 std::vector<fs::path> hwprofile_dirs() {
-    std::vector<fs::path> dirs;
-    if (const char* env = std::getenv("CLEAVE_HWPROFILES"); env != nullptr && *env != '\0') {
-        dirs.emplace_back(env);
-    }
-    dirs.emplace_back(CLEAVE_SOURCE_HWPROFILES);
-    dirs.emplace_back(CLEAVE_INSTALL_HWPROFILES);
-    return dirs;
+    return detail::data_dirs(
+        "CLEAVE_HWPROFILES", CLEAVE_SOURCE_HWPROFILES, CLEAVE_INSTALL_HWPROFILES);
 }
 
 std::vector<std::string> shipped_profiles() {
-    std::vector<std::string> names;
-    for (const auto& dir : hwprofile_dirs()) {
-        std::error_code ec;
-        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-            if (is_toml_file(it->path())) {
-                names.push_back(it->path().stem().string());
-            }
-        }
-    }
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    return names;
+    return detail::toml_stems(hwprofile_dirs());
 }
 
 ClusterSpec load_cluster(const std::string& name_or_path) {
@@ -248,7 +227,7 @@ ClusterSpec load_cluster_uncalibrated(const std::string& name_or_path) {
     }
     for (const auto& dir : hwprofile_dirs()) {
         const fs::path candidate = dir / (name_or_path + ".toml");
-        if (is_toml_file(candidate)) {
+        if (detail::is_toml_file(candidate)) {
             return parse_cluster_toml(detail::read_text_file(candidate), candidate.string());
         }
     }

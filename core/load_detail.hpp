@@ -153,4 +153,15 @@ struct ModelProblem {
 /// Every problem with the values of `m` (sizes > 0, heads | hidden, kv_heads | heads, MoE).
 [[nodiscard]] std::vector<ModelProblem> model_problems(const ModelSpec& m);
 
+/// Folders searched for shipped data files (hardware profiles, stacks): $env_var when it is set
+/// and not empty, then the source tree's folder, then the installed one.
+[[nodiscard]] std::vector<std::filesystem::path>
+data_dirs(const char* env_var, const char* source_dir, const char* install_dir);
+
+/// True for an existing regular file whose name ends in ".toml".
+[[nodiscard]] bool is_toml_file(const std::filesystem::path& p);
+
+/// The stems of the *.toml files in `dirs` (missing folders skipped), sorted, each name once.
+[[nodiscard]] std::vector<std::string> toml_stems(const std::vector<std::filesystem::path>& dirs);
+
 }  // namespace cleave::detail

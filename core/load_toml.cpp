@@ -2,6 +2,7 @@
 #include "core/load_detail.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -287,6 +288,38 @@ std::string read_text_file(const std::filesystem::path& file) {
     std::ostringstream buffer;
     buffer << in.rdbuf();
     return buffer.str();
+}
+
+std::vector<std::filesystem::path>
+data_dirs(const char* env_var, const char* source_dir, const char* install_dir) {
+    std::vector<std::filesystem::path> dirs;
+    if (const char* env = std::getenv(env_var); env != nullptr && *env != '\0') {
+        dirs.emplace_back(env);
+    }
+    dirs.emplace_back(source_dir);
+    dirs.emplace_back(install_dir);
+    return dirs;
+}
+
+bool is_toml_file(const std::filesystem::path& p) {
+    std::error_code ec;
+    return p.extension() == ".toml" && std::filesystem::is_regular_file(p, ec);
+}
+
+std::vector<std::string> toml_stems(const std::vector<std::filesystem::path>& dirs) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> names;
+    for (const auto& dir : dirs) {
+        std::error_code ec;
+        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+            if (is_toml_file(it->path())) {
+                names.push_back(it->path().stem().string());
+            }
+        }
+    }
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    return names;
 }
 
 }  // namespace cleave::detail

@@ -177,11 +177,6 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
     }
 }
 
-bool is_toml_file(const fs::path& p) {
-    std::error_code ec;
-    return p.extension() == ".toml" && fs::is_regular_file(p, ec);
-}
-
 }  // namespace
 
 const char* to_string(StackFramework f) {
@@ -220,28 +215,11 @@ SoftwareStack parse_stack_toml(std::string_view text, const std::string& source_
 }
 
 std::vector<fs::path> stack_dirs() {
-    std::vector<fs::path> dirs;
-    if (const char* env = std::getenv("CLEAVE_STACKS"); env != nullptr && *env != '\0') {
-        dirs.emplace_back(env);
-    }
-    dirs.emplace_back(CLEAVE_SOURCE_STACKS);
-    dirs.emplace_back(CLEAVE_INSTALL_STACKS);
-    return dirs;
+    return detail::data_dirs("CLEAVE_STACKS", CLEAVE_SOURCE_STACKS, CLEAVE_INSTALL_STACKS);
 }
 
 std::vector<std::string> shipped_stacks() {
-    std::vector<std::string> names;
-    for (const auto& dir : stack_dirs()) {
-        std::error_code ec;
-        for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-            if (is_toml_file(it->path())) {
-                names.push_back(it->path().stem().string());
-            }
-        }
-    }
-    std::sort(names.begin(), names.end());
-    names.erase(std::unique(names.begin(), names.end()), names.end());
-    return names;
+    return detail::toml_stems(stack_dirs());
 }
 
 SoftwareStack load_stack(const std::string& name_or_path) {
@@ -252,7 +230,7 @@ SoftwareStack load_stack(const std::string& name_or_path) {
     }
     for (const auto& dir : stack_dirs()) {
         const fs::path candidate = dir / (name_or_path + ".toml");
-        if (is_toml_file(candidate)) {
+        if (detail::is_toml_file(candidate)) {
             return parse_stack_toml(detail::read_text_file(candidate), candidate.string());
         }
     }
