@@ -1,12 +1,14 @@
 // --tokens and friends through the command line (explain, plan, compare, report): the JSON
 // fields of DESIGN section 3 against the hand formulas of costmodel/train_cost.hpp.
 #include "cli/app.hpp"
+#include "tests/cli_run.hpp"
 
 #include <fstream>
 #include <iterator>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -16,26 +18,10 @@ using namespace cleave;
 
 namespace {
 
-struct Run {
-    int code = -1;
-    std::string out;
-    std::string err;
-};
+using Run = cleave::test::CliRun;
 
 Run run(std::vector<std::string> args) {
-    args.insert(args.begin(), "cleave");
-    std::vector<const char*> argv;
-    for (const auto& a : args) {
-        argv.push_back(a.c_str());
-    }
-    std::ostringstream out;
-    std::ostringstream err;
-    cli::CliContext ctx{out, err};
-    Run r;
-    r.code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
+    return cleave::test::run_cleave(std::move(args));
 }
 
 const std::string seed = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/seed-13b.toml";

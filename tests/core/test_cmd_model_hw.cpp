@@ -1,9 +1,11 @@
 // `cleave model` and `cleave hw` run in process through make_app / run_cli (STYLE S7.4).
 #include "cli/app.hpp"
+#include "tests/cli_run.hpp"
 
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -11,23 +13,10 @@
 
 namespace {
 
-struct Run {
-    int code = 0;
-    std::string out;
-    std::string err;
-};
+using Run = cleave::test::CliRun;
 
 Run cleave_cli(std::vector<std::string> args) {
-    args.insert(args.begin(), "cleave");
-    std::vector<const char*> argv;
-    for (const auto& a : args) {
-        argv.push_back(a.c_str());
-    }
-    std::ostringstream out;
-    std::ostringstream err;
-    cleave::cli::CliContext ctx{out, err};
-    const int code = cleave::cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
-    return {code, out.str(), err.str()};
+    return cleave::test::run_cleave(std::move(args));
 }
 
 std::string data(const std::string& rel) {

@@ -1,9 +1,11 @@
 // cleave explain and cleave published, driven in process through make_app() (STYLE S7.4).
 #include "cli/app.hpp"
+#include "tests/cli_run.hpp"
 
 #include <cstdio>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -13,26 +15,10 @@ using namespace cleave;
 
 namespace {
 
-struct Run {
-    int code = -1;
-    std::string out;
-    std::string err;
-};
+using Run = cleave::test::CliRun;
 
 Run run(std::vector<std::string> args) {
-    args.insert(args.begin(), "cleave");
-    std::vector<const char*> argv;
-    for (const auto& a : args) {
-        argv.push_back(a.c_str());
-    }
-    std::ostringstream out;
-    std::ostringstream err;
-    cli::CliContext ctx{out, err};
-    Run r;
-    r.code = cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
-    r.out = out.str();
-    r.err = err.str();
-    return r;
+    return cleave::test::run_cleave(std::move(args));
 }
 
 const std::string gpt3 = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/gpt3-175b.toml";

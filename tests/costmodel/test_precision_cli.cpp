@@ -1,9 +1,11 @@
 // The precision flags through the CLI: Megatron-LM's spelling in exports, clear errors for a
 // precision the GPU lacks, and `cleave compare` saying what it assumed on every profile.
 #include "cli/app.hpp"
+#include "tests/cli_run.hpp"
 
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -11,23 +13,10 @@
 
 namespace {
 
-struct Run {
-    int code = 0;
-    std::string out;
-    std::string err;
-};
+using Run = cleave::test::CliRun;
 
 Run cli(std::vector<std::string> args) {
-    args.insert(args.begin(), "cleave");
-    std::vector<const char*> argv;
-    for (const auto& a : args) {
-        argv.push_back(a.c_str());
-    }
-    std::ostringstream out;
-    std::ostringstream err;
-    cleave::cli::CliContext ctx{out, err};
-    const int code = cleave::cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
-    return {code, out.str(), err.str()};
+    return cleave::test::run_cleave(std::move(args));
 }
 
 const std::string tiny = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/tiny.toml";

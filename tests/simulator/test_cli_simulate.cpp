@@ -1,9 +1,11 @@
 #include "cli/app.hpp"
+#include "tests/cli_run.hpp"
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -27,23 +29,10 @@ std::string seed_model() {
     return tmp.string();
 }
 
-struct Run {
-    int code = 0;
-    std::string out;
-    std::string err;
-};
+using Run = cleave::test::CliRun;
 
 Run run(std::vector<std::string> args) {
-    std::ostringstream out;
-    std::ostringstream err;
-    cleave::cli::CliContext ctx{out, err};
-    args.insert(args.begin(), "cleave");
-    std::vector<const char*> argv;
-    for (const auto& a : args) {
-        argv.push_back(a.c_str());
-    }
-    const int code = cleave::cli::run_cli(static_cast<int>(argv.size()), argv.data(), ctx);
-    return {code, out.str(), err.str()};
+    return cleave::test::run_cleave(std::move(args));
 }
 
 }  // namespace
