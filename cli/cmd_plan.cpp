@@ -262,7 +262,11 @@ void print_why_not(std::ostream& os,
         const Estimate& e = r.baseline.estimate;
         os << "#   baseline pure DP (dp" << r.baseline.plan.dp
            << ", mbs 1, no recompute, no ZeRO): needs " << f("%.1f", to_gib(e.memory.total))
-           << " GiB per GPU, has " << f("%.1f", to_gib(e.memory_usable)) << "\n";
+           << " GiB per GPU";
+        if (e.memory_headroom.value() > 0.0) {
+            os << " + " << f("%.1f", to_gib(e.memory_headroom)) << " GiB headroom";
+        }
+        os << ", has " << f("%.1f", to_gib(e.memory_usable)) << "\n";
     }
     for (std::size_t i = 0; i < reject_reason_count; ++i) {
         const auto why = static_cast<RejectReason>(i);

@@ -877,8 +877,10 @@ std::string describe_rejection(const ModelSpec& model,
     }
     const std::string label = plan_label(r.example);
     if (reason == RejectReason::memory && r.priced) {
-        return label + ": needs " + fmt("%.1f", to_gib(r.estimate.memory.total)) +
-               " GiB per GPU, has " + fmt("%.1f", to_gib(r.estimate.memory_usable));
+        const double headroom = to_gib(r.estimate.memory_headroom);
+        return label + ": needs " + fmt("%.1f", to_gib(r.estimate.memory.total)) + " GiB per GPU" +
+               (headroom > 0.0 ? " + " + fmt("%.1f", headroom) + " GiB headroom" : "") + ", has " +
+               fmt("%.1f", to_gib(r.estimate.memory_usable));
     }
     if (reason == RejectReason::target && r.priced) {
         return label + " on " + std::to_string(r.gpus) + " GPUs: reaches " +

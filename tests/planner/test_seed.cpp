@@ -51,6 +51,14 @@ TEST_SUITE("planner") {
         const std::string why = describe_rejection(
             s.model, s.job, o, RejectReason::memory, r.rejection(RejectReason::memory));
         CHECK(why.find("GiB per GPU, has") != std::string::npos);
+        // With a headroom the line names it, so "needs 76.1, has 80.0" does not read as a fit:
+        // 5% of the A100's 80 GiB is 4.0 GiB.
+        Seed h = seed_on("dgx-a100-80g");
+        h.job.memory_headroom = gib(4.0);
+        const SearchResult rh = search(h.model, h.cluster, h.job, o);
+        const std::string why_h = describe_rejection(
+            h.model, h.job, o, RejectReason::memory, rh.rejection(RejectReason::memory));
+        CHECK(why_h.find(" GiB per GPU + 4.0 GiB headroom, has 80.0") != std::string::npos);
         // tp = 16 does not divide 40 heads
         CHECK(r.rejection(RejectReason::tp_split).count > 0);
     }
