@@ -220,24 +220,12 @@ ClusterSpec load_cluster(const std::string& name_or_path) {
 }
 
 ClusterSpec load_cluster_uncalibrated(const std::string& name_or_path) {
-    const fs::path p(name_or_path);
-    std::error_code ec;
-    if (fs::exists(p, ec) || p.extension() == ".toml" || p.has_parent_path()) {
-        return parse_cluster_toml(detail::read_text_file(p), p.string());
-    }
-    for (const auto& dir : hwprofile_dirs()) {
-        const fs::path candidate = dir / (name_or_path + ".toml");
-        if (detail::is_toml_file(candidate)) {
-            return parse_cluster_toml(detail::read_text_file(candidate), candidate.string());
-        }
-    }
-    std::string names;
-    for (const auto& n : shipped_profiles()) {
-        names += (names.empty() ? "" : ", ") + n;
+    if (const auto path = detail::find_toml(name_or_path, hwprofile_dirs())) {
+        return parse_cluster_toml(detail::read_text_file(*path), path->string());
     }
     throw ConfigError("unknown hardware profile '" + name_or_path +
-                      "': not a file, and not one of " + "the shipped profiles (" +
-                      (names.empty() ? "none found" : names) +
+                      "': not a file, and not one of the shipped profiles (" +
+                      detail::comma_list(shipped_profiles(), "none found") +
                       "); set CLEAVE_HWPROFILES to a folder of profiles");
 }
 

@@ -164,4 +164,13 @@ data_dirs(const char* env_var, const char* source_dir, const char* install_dir);
 /// The stems of the *.toml files in `dirs` (missing folders skipped), sorted, each name once.
 [[nodiscard]] std::vector<std::string> toml_stems(const std::vector<std::filesystem::path>& dirs);
 
+/// The file `name_or_path` names: itself when it exists, ends in ".toml" or has a folder part
+/// (a path the user gave), else `<dir>/<name>.toml` in the first of `dirs` that holds one;
+/// nullopt when neither.
+[[nodiscard]] std::optional<std::filesystem::path>
+find_toml(const std::string& name_or_path, const std::vector<std::filesystem::path>& dirs);
+
+/// "a, b, c", or `none` when `names` is empty.
+[[nodiscard]] std::string comma_list(const std::vector<std::string>& names, const char* none);
+
 }  // namespace cleave::detail

@@ -322,4 +322,29 @@ std::vector<std::string> toml_stems(const std::vector<std::filesystem::path>& di
     return names;
 }
 
+std::optional<std::filesystem::path> find_toml(const std::string& name_or_path,
+                                               const std::vector<std::filesystem::path>& dirs) {
+    namespace fs = std::filesystem;
+    const fs::path p(name_or_path);
+    std::error_code ec;
+    if (fs::exists(p, ec) || p.extension() == ".toml" || p.has_parent_path()) {
+        return p;
+    }
+    for (const auto& dir : dirs) {
+        fs::path candidate = dir / (name_or_path + ".toml");
+        if (is_toml_file(candidate)) {
+            return candidate;
+        }
+    }
+    return std::nullopt;
+}
+
+std::string comma_list(const std::vector<std::string>& names, const char* none) {
+    std::string out;
+    for (const auto& n : names) {
+        out += (out.empty() ? "" : ", ") + n;
+    }
+    return out.empty() ? std::string(none) : out;
+}
+
 }  // namespace cleave::detail

@@ -223,24 +223,12 @@ std::vector<std::string> shipped_stacks() {
 }
 
 SoftwareStack load_stack(const std::string& name_or_path) {
-    const fs::path p(name_or_path);
-    std::error_code ec;
-    if (fs::exists(p, ec) || p.extension() == ".toml" || p.has_parent_path()) {
-        return parse_stack_toml(detail::read_text_file(p), p.string());
-    }
-    for (const auto& dir : stack_dirs()) {
-        const fs::path candidate = dir / (name_or_path + ".toml");
-        if (detail::is_toml_file(candidate)) {
-            return parse_stack_toml(detail::read_text_file(candidate), candidate.string());
-        }
-    }
-    std::string names;
-    for (const auto& n : shipped_stacks()) {
-        names += (names.empty() ? "" : ", ") + n;
+    if (const auto path = detail::find_toml(name_or_path, stack_dirs())) {
+        return parse_stack_toml(detail::read_text_file(*path), path->string());
     }
     throw ConfigError("unknown software stack '" + name_or_path +
                       "': not a file, and not one of the shipped stacks (" +
-                      (names.empty() ? "none found" : names) +
+                      detail::comma_list(shipped_stacks(), "none found") +
                       "); set CLEAVE_STACKS to a folder of stacks");
 }
 
