@@ -81,7 +81,8 @@ std::string to_string(const Plan& p) {
            (p.first_layers > 0 ? " first" + std::to_string(p.first_layers) : "") +
            (p.last_layers > 0 ? " last" + std::to_string(p.last_layers) : "") +
            (p.recompute_layers > 0 ? " rl" + std::to_string(p.recompute_layers) : "") +
-           (p.recompute_method == RecomputeMethod::block ? " block" : "");
+           (p.recompute_method == RecomputeMethod::block ? " block" : "") +
+           (p.etp > 0 ? " etp" + std::to_string(p.etp) : "");
 }
 
 std::string to_flags(const Plan& p) {
@@ -92,6 +93,9 @@ std::string to_flags(const Plan& p) {
     }
     if (p.ep > 1) {
         s += " --ep " + std::to_string(p.ep);
+    }
+    if (p.etp > 0) {
+        s += " --etp " + std::to_string(p.etp);
     }
     s += " --mbs " + std::to_string(p.mbs);
     if (p.vpp > 1) {

@@ -22,8 +22,13 @@ struct Plan {
     int64_t dp = 1;
     int64_t tp = 1;
     int64_t pp = 1;
-    int64_t cp = 1;   // context parallel (ring attention)
-    int64_t ep = 1;   // expert parallel; carved out of dp * cp (Megatron), divides experts
+    int64_t cp = 1;  // context parallel (ring attention)
+    int64_t ep = 1;  // expert parallel; carved out of dp * cp (Megatron), divides experts
+    /// Expert tensor parallel (Megatron-Core --expert-tensor-parallel-size); 0 = not set: the
+    /// dense layers' tp, Megatron-Core's default (arguments.py). The expert grid etp x ep x edp
+    /// folds over the dense tp x cp x dp ranks ("parallel folding", Liu et al. 2025, MoE
+    /// Parallel Folding, arXiv:2504.14960 section 3).
+    int64_t etp = 0;
     int64_t vpp = 1;  // virtual stages per pipeline rank (interleaved schedule)
     int64_t mbs = 1;  // micro-batch size in sequences
     Schedule schedule = Schedule::one_f_one_b;
@@ -98,6 +103,16 @@ void apply_layout(const std::string& layout, int64_t layers, Plan& p);
 to_string(Dtype d);  // "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4"
 [[nodiscard]] const char* to_string(Fp8Recipe r);  // "delayed", "tensorwise", "blockwise"
 
+/// The expert tensor-parallel size the plan runs: etp, or tp when etp is not set.
+[[nodiscard]] inline int64_t expert_tp(const Plan& p) {
+    return p.etp > 0 ? p.etp : p.tp;
+}
+
+/// Expert data-parallel size: the ranks of one pipeline stage, tp * cp * dp, over etp * ep.
+[[nodiscard]] inline int64_t expert_dp(const Plan& p) {
+    return p.tp * p.cp * p.dp / (expert_tp(p) * p.ep);
+}
+
 /// Stable, human-readable key, e.g. "dp4 tp2 pp4 cp1 ep1 vpp1 mbs1 1f1b none sp0 zero1".
 /// Used for deterministic tie-breaks.
 [[nodiscard]] std::string to_string(const Plan& p);
@@ -119,7 +134,7 @@ enum class Rule : uint8_t {
     recompute_layers,         // --recompute-num-layers / method only with full recomputation
     ep_moe,                   // ep > 1 needs experts
     ep_experts,               // ep divides the experts
-    ep_dp,                    // ep divides dp * cp
+    ep_dp,                    // ep * etp divides tp * cp * dp (etp unset: ep divides dp * cp)
     interleave_pp,            // interleaved needs pp > 1
     interleave_vpp,           // interleaved needs vpp > 1
     interleave_microbatches,  // interleaved: pp divides the micro-batches

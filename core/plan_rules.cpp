@@ -25,8 +25,8 @@ struct Ctx {
 };
 
 bool sizes_ok(const Plan& p) {
-    return p.dp >= 1 && p.tp >= 1 && p.pp >= 1 && p.cp >= 1 && p.ep >= 1 && p.vpp >= 1 &&
-           p.mbs >= 1 && p.first_layers >= 0 && p.last_layers >= 0;
+    return p.dp >= 1 && p.tp >= 1 && p.pp >= 1 && p.cp >= 1 && p.ep >= 1 && p.etp >= 0 &&
+           p.vpp >= 1 && p.mbs >= 1 && p.first_layers >= 0 && p.last_layers >= 0;
 }
 
 /// The map adds up: set ends leave a non-negative remainder the open stages share evenly.
@@ -144,9 +144,15 @@ const std::array<Entry, rule_count> table{{
     {Rule::ep_experts, {"ep_experts", "each EP rank holds experts / ep experts (Megatron MoE)"},
      [](const Ctx& x) { return x.p.ep == 1 || !x.m.moe.enabled() || divides(x.p.ep, x.m.moe.experts); },
      [](const Ctx& x) { return n("ep", x.p.ep) + " does not divide " + n("experts", x.m.moe.experts); }},
-    {Rule::ep_dp, {"ep_dp", "Megatron carves the EP group out of the DP x CP ranks"},
-     [](const Ctx& x) { return x.p.ep == 1 || divides(x.p.ep, x.p.dp * x.p.cp); },
-     [](const Ctx& x) { return n("ep", x.p.ep) + " does not divide dp*cp=" + std::to_string(x.p.dp * x.p.cp); }},
+    {Rule::ep_dp, {"ep_dp", "Megatron-Core folds the expert grid etp x ep x edp over the tp x cp x dp ranks (parallel folding)"},
+     [](const Ctx& x) { return divides(x.p.ep * expert_tp(x.p), x.p.tp * x.p.cp * x.p.dp); },
+     [](const Ctx& x) {
+         if (x.p.etp == 0) {  // etp = tp: the same as ep dividing dp * cp
+             return n("ep", x.p.ep) + " does not divide dp*cp=" + std::to_string(x.p.dp * x.p.cp);
+         }
+         return n("ep", x.p.ep) + " x " + n("etp", x.p.etp) + " does not divide tp*cp*dp=" +
+                std::to_string(x.p.tp * x.p.cp * x.p.dp);
+     }},
     {Rule::interleave_pp, {"interleave_pp", "the interleaved schedule runs virtual stages across pipeline ranks"},
      [](const Ctx& x) { return x.p.schedule != Schedule::interleaved || x.p.pp > 1; },
      [](const Ctx&) { return std::string("the interleaved schedule needs pp > 1"); }},

@@ -149,6 +149,41 @@ TEST_SUITE("plan layers") {
 }
 
 TEST_SUITE("one schedule") {
+    TEST_CASE("expert grid: etp x ep folds over tp x cp x dp") {
+        // 8 experts, 4 layers, 16 GPUs as tp 2 x dp 8. etp unset = tp 2: ep 8 needs ep | dp*cp = 8
+        // (2 x 8 = 16 = tp*dp), edp = 16 / 16 = 1; ep 16 breaks (16 does not divide 8).
+        ModelSpec m = model_of(4);
+        m.moe.experts = 16;
+        m.moe.top_k = 2;
+        m.moe.expert_ffn_hidden = 128;
+        Plan p;
+        p.tp = 2;
+        p.dp = 8;
+        p.ep = 8;
+        CHECK(expert_tp(p) == 2);
+        CHECK(expert_dp(p) == 1);
+        CHECK(plan_violations(m, job_of(16, 16), p).empty());
+        p.ep = 16;
+        auto v = plan_violations(m, job_of(16, 16), p);
+        REQUIRE(v.size() == 1);
+        CHECK(v[0].rule == Rule::ep_dp);
+        CHECK(v[0].message == "ep=16 does not divide dp*cp=8");
+        // etp 1 (Megatron-Bridge's Qwen3 / DeepSeek recipes): ep 16 x etp 1 = 16 = tp*dp, edp 1.
+        p.etp = 1;
+        CHECK(expert_dp(p) == 1);
+        CHECK(plan_violations(m, job_of(16, 16), p).empty());
+        CHECK(to_string(p).ends_with(" etp1"));
+        // ep 4 x etp 1: edp = 16 / 4 = 4.
+        p.ep = 4;
+        CHECK(expert_dp(p) == 4);
+        // ep 16 x etp 2 = 32 does not divide 16.
+        p.ep = 16;
+        p.etp = 2;
+        v = plan_violations(m, job_of(16, 16), p);
+        REQUIRE(v.size() == 1);
+        CHECK(v[0].message == "ep=16 x etp=2 does not divide tp*cp*dp=16");
+    }
+
     TEST_CASE("peak in flight: closed form equals the op order's peak") {
         // Forwards whose backward has not run, at their most, walking each rank's ops.
         for (SimSchedule s : {SimSchedule::gpipe,
