@@ -189,8 +189,7 @@ JobSpec job_of(const Reader& r, std::string& notes) {
         j.compute = pc->compute;
         j.fp8_recipe = pc->fp8_recipe;
         notes += "precision '" + prec + "' priced as " + to_string(j.compute) +
-                 (j.compute == Dtype::fp8 ? std::string(" ") + to_string(j.fp8_recipe) : "") +
-                 "; ";
+                 (j.compute == Dtype::fp8 ? std::string(" ") + to_string(j.fp8_recipe) : "") + "; ";
     }
     const std::string& fw = r.str("framework");
     if (contains(fw, "2020") || contains(fw, "2021")) {
