@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ SearchOptions::Fixed fixed_from(const CLI::App& sub, const PlanFlags& g, const I
     f.dp = given("--dp") ? g.dp : 0;
     f.cp = given("--cp") ? g.cp : 0;
     f.ep = given("--ep") ? g.ep : 0;
+    f.etp = given("--etp") ? g.etp : 0;
     f.mbs = given("--mbs") ? g.mbs : 0;
     f.vpp = given("--vpp") ? g.vpp : 0;
     f.zero = given("--zero") ? g.zero : -1;
@@ -490,6 +492,26 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
         if (m.moe.layer_freq != 1) {
             arg(os, "--moe-layer-freq", std::to_string(m.moe.layer_freq));
         }
+        // The stack's [moe] table (Megatron-Core transformer_config.py @d98e8a64, whose fields
+        // arguments.py turns into flags): deepep is the flex
+        // dispatcher with the DeepEP backend.
+        const SoftwareStack& st = job.stack;
+        const bool flex = st.moe_dispatcher == MoeDispatcher::deepep;
+        arg(os, "--moe-token-dispatcher-type", flex ? "flex" : to_string(st.moe_dispatcher));
+        if (flex) {
+            arg(os, "--moe-flex-dispatcher-backend", "deepep");
+        }
+        if (st.moe_grouped_gemm) {
+            arg(os, "--moe-grouped-gemm");
+        }
+        if (st.moe_a2a_overlap) {
+            arg(os, "--overlap-moe-expert-parallel-comm");
+        }
+        if (job.moe_capacity > 0.0) {
+            std::ostringstream c;
+            c << job.moe_capacity;
+            arg(os, "--moe-expert-capacity-factor", c.str());
+        }
     }
 }
 
@@ -552,6 +574,8 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     arg(os, "--context-parallel-size", std::to_string(p.cp));
     if (m.moe.enabled()) {
         arg(os, "--expert-model-parallel-size", std::to_string(p.ep));
+        // Megatron-Core arguments.py: --expert-tensor-parallel-size (default: tp).
+        arg(os, "--expert-tensor-parallel-size", std::to_string(expert_tp(p)));
     }
     megatron_layout_args(os, m, p);
     megatron_group_args(os, job, p);
