@@ -126,6 +126,10 @@ const char* risk_code(RiskKind k) {
         return "bubble";
     case RiskKind::shared_communicator:
         return "sharedcomm";
+    case RiskKind::ep_cross_domain:
+        return "epnic";
+    case RiskKind::moe_imbalance:
+        return "moeimb";
     case RiskKind::count:
         break;
     }

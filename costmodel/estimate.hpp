@@ -85,6 +85,8 @@ enum class RiskKind : uint8_t {
     few_microbatches,     // m < p
     large_bubble,         // bubble > 30 %
     shared_communicator,  // pipeline and data-parallel traffic would share one communicator
+    ep_cross_domain,      // the EP all-to-all leaves the NVLink domain
+    moe_imbalance,        // busiest expert > 1.5 x average with no capacity factor
     count
 };
 

@@ -189,8 +189,7 @@ JobSpec job_of(const Reader& r, std::string& notes) {
         j.compute = pc->compute;
         j.fp8_recipe = pc->fp8_recipe;
         notes += "precision '" + prec + "' priced as " + to_string(j.compute) +
-                 (j.compute == Dtype::fp8 ? std::string(" ") + to_string(j.fp8_recipe) : "") +
-                 "; ";
+                 (j.compute == Dtype::fp8 ? std::string(" ") + to_string(j.fp8_recipe) : "") + "; ";
     }
     const std::string& fw = r.str("framework");
     if (contains(fw, "2020") || contains(fw, "2021")) {
@@ -297,6 +296,12 @@ PublishedCase case_of(const Reader& r) {
     c.job = job_of(r, notes);
     const std::string stack = stack_for_framework(r.str("framework"));
     c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
+    if (c.model.moe.enabled() && c.source_key.rfind("MBRIDGE", 0) == 0) {
+        // The CSV has no etp column; its notes give ETP=1 for every Megatron-Bridge MoE row
+        // (the recipes' expert_tensor_parallel_size = 1).
+        c.plan.etp = 1;
+        notes += "etp=1 (the notes' ETP=1 for Megatron-Bridge MoE rows; no etp column); ";
+    }
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
                                                   : PublishedMetric::iteration_time;
