@@ -219,8 +219,17 @@ std::string stage_column(const ModelSpec& m, const Plan& p) {
            std::to_string(sl.last);
 }
 
+std::string etp_cell(const Plan& p) {
+    std::array<char, 16> b{};
+    std::snprintf(b.data(), b.size(), " %3lld", static_cast<long long>(expert_tp(p)));
+    return b.data();
+}
+
 void print_rows(std::ostream& os, const ModelSpec& m, const SearchResult& r) {
-    os << "#  #    dp tp  pp cp ep  v mbs sched rc   sp z  iter(s)     tok/s  MFU%  mem(GiB) bub% "
+    // MoE models get an etp column (the expert grid's tensor-parallel size) after ep.
+    const bool moe = m.moe.enabled();
+    os << "#  #    dp tp  pp cp ep" << (moe ? " etp" : "")
+       << "  v mbs sched rc   sp z  iter(s)     tok/s  MFU%  mem(GiB) bub% "
           "layers   risks\n";
     int rank = 0;
     for (const RankedPlan& rp : r.plans) {
@@ -229,14 +238,15 @@ void print_rows(std::ostream& os, const ModelSpec& m, const SearchResult& r) {
         std::array<char, 160> b{};
         std::snprintf(b.data(),
                       b.size(),
-                      "%4d %5lld %2lld %3lld %2lld %2lld %2lld %3lld %-5s %-4s %2d %1d %8.3f %9.0f "
-                      "%5.1f %9.1f %4.1f ",
+                      "%4d %5lld %2lld %3lld %2lld %2lld%s %2lld %3lld %-5s %-4s %2d %1d %8.3f "
+                      "%9.0f %5.1f %9.1f %4.1f ",
                       ++rank,
                       static_cast<long long>(p.dp),
                       static_cast<long long>(p.tp),
                       static_cast<long long>(p.pp),
                       static_cast<long long>(p.cp),
                       static_cast<long long>(p.ep),
+                      moe ? etp_cell(p).c_str() : "",
                       static_cast<long long>(p.vpp),
                       static_cast<long long>(p.mbs),
                       short_schedule(p.schedule),
@@ -440,7 +450,7 @@ nlohmann::json plan_result_json(const Inputs& in,
 void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
     os << "rank,dp,tp,pp,cp,ep,vpp,mbs,schedule,recompute,sp,zero,iteration_time_s,tokens_per_s,"
           "tflops_per_gpu,mfu,bubble_ratio,memory_gib,usable_memory_gib,risks,"
-          "simulated_iteration_time_s,first_stage_layers,last_stage_layers\n";
+          "simulated_iteration_time_s,first_stage_layers,last_stage_layers,etp\n";
     std::size_t rank = 0;
     for (const RankedPlan& rp : r.plans) {
         const Plan& p = rp.plan;
@@ -453,7 +463,7 @@ void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
            << f("%.9g", e.tflops_per_gpu) << "," << f("%.9g", e.mfu) << ","
            << f("%.9g", e.bubble_ratio) << "," << f("%.9g", to_gib(e.memory.total)) << ","
            << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "," << sim << ","
-           << p.first_layers << "," << p.last_layers << "\n";
+           << p.first_layers << "," << p.last_layers << "," << expert_tp(p) << "\n";
     }
 }
 
