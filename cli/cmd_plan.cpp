@@ -364,7 +364,9 @@ void print_table(std::ostream& os,
            << "\n";
     }
     os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
-          "bubble(>30%) sharedcomm\n";
+          "bubble(>30%) sharedcomm"
+       << (in.model.moe.enabled() ? " epnic(EP all-to-all through NICs) moeimb(imbalance>1.5)" : "")
+       << "\n";
     print_rows(os, in.model, r);
     print_sim_rows(os, r, sims);
     print_top_risks(os, in, r);

@@ -238,10 +238,16 @@ void add_tp(LayerCost& lc,
             const JobSpec& job,
             const Plan& p,
             const PlanLinks& links,
-            const Seconds gemm[4]) {
+            const Seconds gemm[4],
+            bool moe) {
     if (p.tp <= 1) {
         return;
     }
+    // An MoE layer's MLP block has no dense-TP collectives: its token dispatcher moves the SP
+    // shards (all-to-all over EP, all-gather over ETP; add_ep), so only the attention block's
+    // count here (Megatron-Core MoELayer: the dispatcher takes the sequence-parallel input).
+    const int blocks = moe ? 1 : 2;
+    const double nb = static_cast<double>(blocks);
     const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.hidden) * activation_bytes(job));
     const Seconds ar = collective(Collective::all_reduce, s, p.tp, links.tp);
     const Seconds ag = collective(Collective::all_gather, s, p.tp, links.tp);
@@ -268,29 +274,29 @@ void add_tp(LayerCost& lc,
         // Transformer Engine userbuffers: each all-gather pipelined with the column-parallel GEMM
         // it feeds, each reduce-scatter with the row-parallel GEMM before it (fwd), and the
         // row-parallel layers' output-gradient all-gathers with their dgrad GEMMs (bwd).
-        lc.tp_fwd = 4.0 * w;
-        bwd = 6.0 * w;
-        for (int k = 0; k < 2; ++k) {
+        lc.tp_fwd = 2.0 * nb * w;
+        bwd = 3.0 * nb * w;
+        for (int k = 0; k < blocks; ++k) {
             lc.tp_fwd += exposed_behind_gemm(agq, gemm[2 * k], true) +
                          exposed_behind_gemm(rs, gemm[2 * k + 1], true);
             bwd += exposed_behind_gemm(ag, gemm[2 * k + 1], true) +
                    max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
     } else if (p.sp) {
-        lc.tp_fwd = 2.0 * (agq + rs) + 4.0 * w;
-        bwd = 2.0 * ag + 6.0 * w;  // row-parallel layers: all-gather of the output gradient
-        for (int k = 0; k < 2; ++k) {
+        lc.tp_fwd = nb * (agq + rs) + 2.0 * nb * w;
+        bwd = nb * ag + 3.0 * nb * w;  // row-parallel layers: all-gather of the output gradient
+        for (int k = 0; k < blocks; ++k) {
             bwd += max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
     } else {
-        lc.tp_fwd = 2.0 * ar + 2.0 * w;
-        bwd = 2.0 * w;
-        for (int k = 0; k < 2; ++k) {
+        lc.tp_fwd = nb * ar + nb * w;
+        bwd = nb * w;
+        for (int k = 0; k < blocks; ++k) {
             bwd += max(Seconds{}, ar - col_gemm[k]);
         }
-        lc.tp_bytes = ar_b * (4.0 + 2.0 * redo);
+        lc.tp_bytes = ar_b * (nb * (2.0 + redo));
     }
     lc.tp_bwd = bwd + lc.tp_fwd * redo;
 }
@@ -489,7 +495,7 @@ LayerCost layer_cost(const ModelSpec& m,
     lc.flops_fwd = forward_flops(g);
     // One GEMM of each layer (a data- or weight-gradient GEMM has the forward's FLOPs).
     const Seconds gemms[4] = {t_qkv, t_proj, t_in, t_out};
-    add_tp(lc, m, job, p, links, gemms);
+    add_tp(lc, m, job, p, links, gemms, moe);
     add_cp(lc, m, job, p, links, core, core_bwd);
     if (moe) {
         add_ep(lc, m, job, p, links);

@@ -158,6 +158,28 @@ TEST_SUITE("costmodel") {
               4);  // stride 2: 4 per host
     }
 
+    TEST_CASE("moe: an MoE layer's MLP block has no dense-TP collectives, its dispatcher moves") {
+        const ModelSpec m = moe16();
+        const ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(16, 64, 4096);
+        // tp 2 + SP, etp 1, ep 8: only the attention block's all-gather + reduce-scatter:
+        // half the dense layer's TP bytes; the experts' tokens move by the EP all-to-all alone.
+        const Plan p = ep_plan(8, 2, 8, 1);
+        const LayerCost dense = layer_cost(m, c, j, p, plan_links(c, p), false);
+        const LayerCost moe = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(moe.tp_bytes.value() == doctest::Approx(dense.tp_bytes.value() / 2.0));
+        // Dispatched per GPU: 4096 / tp 2 tokens x 2 x 4096 x 2 B = 33,554,432 B; EP 8 in
+        // one host: 4 all-to-alls x 7/8 of it = 117,440,512 B, all NVLink.
+        CHECK(moe.ep_bytes.value() == doctest::Approx(117440512.0));
+        CHECK(moe.ep_nic_bytes.value() == 0.0);
+        // etp = tp 2: the received copies are all-gathered over ETP as well: per dispatch
+        // S x etp = 67,108,864 gathered, 1/2 of it sent: + 4 x 33,554,432 = 134,217,728 more.
+        const Plan q = ep_plan(8, 2, 4);
+        const LayerCost folded = layer_cost(m, c, j, q, plan_links(c, q), true);
+        // EP 4 with stride 2 inside one host: 4 x S x 3/4 = 100,663,296, + ETP 134,217,728.
+        CHECK(folded.ep_bytes.value() == doctest::Approx(100663296.0 + 134217728.0));
+    }
+
     TEST_CASE("moe: imbalance and capacity set the busiest expert's load") {
         JobSpec j = test::job(16, 64, 4096);
         const ModelSpec m = moe16();
