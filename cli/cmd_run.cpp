@@ -44,6 +44,7 @@ struct RunOptions {
     bool kernel_profile = false;
     uint64_t seed = 1234;
     double lr = 1e-4;
+    double moe_aux_loss_coeff = 0.01;  // issue 16: Switch load-balancing loss coefficient
     // Scale the model down for small machines (0 = the model's value).
     int64_t layers = 0;
     int64_t hidden = 0;
@@ -120,6 +121,12 @@ void add_flags(CLI::App& sub, RunOptions& o) {
                    "Start each layer's DP gradient all-reduce as soon as the backward has passed "
                    "it (auto: on with --backend cuda, which overlaps them with the backward)")
         ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
+    sub.add_option("--moe-aux-loss-coeff",
+                   o.moe_aux_loss_coeff,
+                   "MoE models: coefficient of the load-balancing loss (Switch Transformers, "
+                   "Fedus et al. 2021 eq. 4) added to the loss")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub.add_option(
            "--timeout",
@@ -320,6 +327,7 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"pp_wait", p.pp_wait_s},
             {"dp_comm", p.dp_comm_s},
             {"dp_exposed", p.dp_exposed_s},
+            {"ep_comm", p.ep_comm_s},
             {"optimizer", p.optimizer_s}};
 }
 
@@ -456,6 +464,7 @@ void run(RunOptions& o, CliContext& ctx) {
         ro.warmup = o.warmup;
         ro.seed = o.seed;
         ro.lr = static_cast<float>(o.lr);
+        ro.moe_aux_loss_coeff = static_cast<float>(o.moe_aux_loss_coeff);
         ro.trace = !o.trace.empty();
         ro.overlap_dp = o.dp_overlap == "on" || (o.dp_overlap == "auto" && o.backend == "cuda");
         ro.on_step = fault_hook(o, mpi.rank(), ctx.err);

@@ -51,10 +51,10 @@ void Collector::record(int64_t it,
 
 namespace {
 
-// a: the phases, then the hidden DP time. dp_comm is all DP communication (blocking + hidden),
-// dp_exposed the part that blocked the step.
+// a: the phases (Phase order), then the hidden DP time. dp_comm is all DP communication
+// (blocking + hidden), dp_exposed the part that blocked the step.
 PhaseTimes to_phases(const std::array<double, phase_count + 1>& a) {
-    return {a[0], a[1], a[2], a[3] + a[5], a[4], a[3]};
+    return {a[0], a[1], a[2], a[3] + a[6], a[4], a[3], a[5]};
 }
 
 std::string serialize(const std::vector<TraceEvent>& events) {
@@ -104,7 +104,7 @@ std::vector<char> gather_text(const std::string& local, int rank, int size) {
 }
 
 void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
-    const char* threads[] = {"compute", "pp forward", "pp backward", "dp", "tp", "optimizer"};
+    const char* threads[] = {"compute", "pp forward", "pp backward", "dp", "tp", "optimizer", "ep"};
     for (const auto& r : ranks) {
         t.tracks.push_back({r.world_rank,
                             -1,
@@ -112,7 +112,7 @@ void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
                                 std::to_string(r.at.pp_rank) + ", dp " +
                                 std::to_string(r.at.dp_rank) + ", tp " +
                                 std::to_string(r.at.tp_rank) + ")"});
-        for (int64_t tid = 0; tid < 6; ++tid) {
+        for (int64_t tid = 0; tid < 7; ++tid) {
             t.tracks.push_back({r.world_rank, tid, threads[tid]});
         }
     }
@@ -174,7 +174,8 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
                                              med[2],
                                              med[3],
                                              med[4],
-                                             med[5]};
+                                             med[5],
+                                             med[6]};
     std::vector<double> all(static_cast<size_t>(rank == 0 ? fields * size : 0));
     CLEAVE_MPI_CHECK(MPI_Gather(
         mine.data(), fields, MPI_DOUBLE, all.data(), fields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -186,7 +187,7 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
             static_cast<int64_t>(f[1]), static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3])};
         rr.iteration_time_s = f[4];
         rr.peak_memory_B = static_cast<int64_t>(f[5]);
-        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10], f[11]});
+        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10], f[11], f[12]});
         m.ranks.push_back(rr);
     }
     if (rec.tracing()) {

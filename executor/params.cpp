@@ -35,16 +35,20 @@ int64_t Params::add(const ParamInfo& info) {
 }
 
 void Params::allocate(Backend& be, int64_t shards, uint64_t seed) {
+    // Three classes in order: TP-replicated, other dense, expert (issue 16).
+    const auto klass = [](const ParamInfo& p) { return p.expert ? 2 : p.tp_replicated ? 0 : 1; };
     int64_t offset = 0;
-    for (const bool replicated : {true, false}) {
+    for (const int k : {0, 1, 2}) {
         for (auto& p : infos_) {
-            if (p.tp_replicated == replicated) {
+            if (klass(p) == k) {
                 p.offset = offset;
                 offset += p.size();
             }
         }
-        if (replicated) {
+        if (k == 0) {
             replicated_ = offset;
+        } else if (k == 1) {
+            expert_begin_ = offset;
         }
     }
     count_ = offset;
