@@ -120,7 +120,8 @@ void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
 
 }  // namespace
 
-Measurement Collector::finish(double checksum_part, const RankCoords& at, Recorder& rec) {
+Measurement
+Collector::finish(double checksum_part, double probe_part, const RankCoords& at, Recorder& rec) {
     const int rank = be_.world_rank();
     const int size = be_.world_size();
     Measurement m;
@@ -134,6 +135,8 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
     m.loss = m.losses.empty() ? 0.0 : m.losses.back();
     CLEAVE_MPI_CHECK(
         MPI_Allreduce(&checksum_part, &m.weights_checksum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    CLEAVE_MPI_CHECK(
+        MPI_Allreduce(&probe_part, &m.weights_probe, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
     m.iteration_times_s.resize(times_.size());
     CLEAVE_MPI_CHECK(MPI_Allreduce(times_.data(),
                                    m.iteration_times_s.data(),

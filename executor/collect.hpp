@@ -27,7 +27,8 @@ public:
                 int64_t peak_B);
 
     /// Reduces everything over the world; per-rank reports and the trace land on rank 0.
-    [[nodiscard]] Measurement finish(double checksum_part, const RankCoords& at, Recorder& rec);
+    [[nodiscard]] Measurement
+    finish(double checksum_part, double probe_part, const RankCoords& at, Recorder& rec);
 
 private:
     Backend& be_;

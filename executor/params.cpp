@@ -97,4 +97,26 @@ double Params::checksum(Backend& be) const {
     return sum;
 }
 
+double Params::probe(Backend& be) const {
+    std::vector<float> host(static_cast<size_t>(w_.size()));
+    be.download(host, w_.view());
+    constexpr uint64_t probe_seed = 0x70726f6265ULL;  // "probe"
+    double sum = 0.0;
+    for (const auto& p : infos_) {
+        if (!p.counted) {
+            continue;
+        }
+        const uint64_t id = tensor_id(p.name);
+        for (int64_t r = 0; r < p.rows; ++r) {
+            for (int64_t c = 0; c < p.cols; ++c) {
+                const auto index =
+                    static_cast<uint64_t>((p.row_begin + r) * p.global_cols + p.col_begin + c);
+                sum += static_cast<double>(host[static_cast<size_t>(p.offset + r * p.cols + c)]) *
+                       uniform_pm1(probe_seed, id, index);
+            }
+        }
+    }
+    return sum;
+}
+
 }  // namespace cleave::executor

@@ -260,6 +260,37 @@ TEST_SUITE("executor") {
         check_uninit("tiny_moe.toml", Recompute::full);
     }
 
+    TEST_CASE("check_executable: MoE plans the executor does not run are named") {
+        const ModelSpec m =
+            load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/executor/data/tiny_moe.toml");
+        JobSpec job;
+        job.global_batch = 4;
+        job.seq_len = 16;
+        Plan p;
+        p.tp = 2;
+        p.dp = 2;
+        p.ep = 2;
+        p.zero = 1;
+        try {
+            check_executable(m, job, p, 4);
+            FAIL("expected a ConfigError");
+        } catch (const ConfigError& e) {
+            const std::string what = e.what();
+            CHECK(what.find("sequence parallelism (--sp)") != std::string::npos);
+            CHECK(what.find("ZeRO with MoE") != std::string::npos);
+        }
+        p.sp = true;
+        p.zero = 0;
+        check_executable(m, job, p, 4);  // tp2 sp dp2 ep2 (etp = tp = 2) runs
+        p.ep = 4;
+        try {
+            check_executable(m, job, p, 4);
+            FAIL("expected a ConfigError");
+        } catch (const ConfigError& e) {
+            CHECK(std::string(e.what()).find("ep*etp=8 must divide tp*dp=4") != std::string::npos);
+        }
+    }
+
     TEST_CASE("check_executable: names the constraint the executor cannot run") {
         ModelSpec m;
         m.layers = 4;
