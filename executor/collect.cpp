@@ -118,10 +118,36 @@ void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
     }
 }
 
+// Per-tensor probes over ranks: the total on every rank, the per-tensor sums on rank 0.
+void gather_probes(const std::vector<std::pair<std::string, double>>& probes,
+                   int rank,
+                   int size,
+                   Measurement& m) {
+    double part = 0.0;
+    std::ostringstream os;
+    os.precision(17);
+    for (const auto& [name, value] : probes) {
+        part += value;
+        os << name << '\t' << value << '\n';
+    }
+    CLEAVE_MPI_CHECK(
+        MPI_Allreduce(&part, &m.weights_probe, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    const std::vector<char> text = gather_text(os.str(), rank, size);
+    std::istringstream is(std::string(text.begin(), text.end()));
+    std::string name;
+    double value = 0.0;
+    while (std::getline(is, name, '\t') && is >> value) {
+        m.weights_probes[name] += value;
+        is.ignore(1);
+    }
+}
+
 }  // namespace
 
-Measurement
-Collector::finish(double checksum_part, double probe_part, const RankCoords& at, Recorder& rec) {
+Measurement Collector::finish(double checksum_part,
+                              const std::vector<std::pair<std::string, double>>& probes,
+                              const RankCoords& at,
+                              Recorder& rec) {
     const int rank = be_.world_rank();
     const int size = be_.world_size();
     Measurement m;
@@ -135,8 +161,7 @@ Collector::finish(double checksum_part, double probe_part, const RankCoords& at,
     m.loss = m.losses.empty() ? 0.0 : m.losses.back();
     CLEAVE_MPI_CHECK(
         MPI_Allreduce(&checksum_part, &m.weights_checksum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
-    CLEAVE_MPI_CHECK(
-        MPI_Allreduce(&probe_part, &m.weights_probe, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    gather_probes(probes, rank, size, m);
     m.iteration_times_s.resize(times_.size());
     CLEAVE_MPI_CHECK(MPI_Allreduce(times_.data(),
                                    m.iteration_times_s.data(),

@@ -97,15 +97,16 @@ double Params::checksum(Backend& be) const {
     return sum;
 }
 
-double Params::probe(Backend& be) const {
+std::vector<std::pair<std::string, double>> Params::probes(Backend& be) const {
     std::vector<float> host(static_cast<size_t>(w_.size()));
     be.download(host, w_.view());
     constexpr uint64_t probe_seed = 0x70726f6265ULL;  // "probe"
-    double sum = 0.0;
+    std::vector<std::pair<std::string, double>> out;
     for (const auto& p : infos_) {
         if (!p.counted) {
             continue;
         }
+        double sum = 0.0;
         const uint64_t id = tensor_id(p.name);
         for (int64_t r = 0; r < p.rows; ++r) {
             for (int64_t c = 0; c < p.cols; ++c) {
@@ -115,8 +116,9 @@ double Params::probe(Backend& be) const {
                        uniform_pm1(probe_seed, id, index);
             }
         }
+        out.emplace_back(p.name, sum);
     }
-    return sum;
+    return out;
 }
 
 }  // namespace cleave::executor

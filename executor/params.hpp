@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cleave::executor {
@@ -75,11 +76,12 @@ public:
     /// Sum of this rank's counted weights, in double.
     [[nodiscard]] double checksum(Backend& be) const;
 
-    /// Sum of this rank's counted weights, each times a fixed pseudo-random number in [-1, 1)
-    /// drawn from its tensor name and global index (issue 16): the same for every split of the
-    /// model, and, unlike the plain sum, not dominated by the norm gains near 1, so that one
-    /// weight off by one Adam step shows at the tests' 1e-5 relative tolerance.
-    [[nodiscard]] double probe(Backend& be) const;
+    /// Per tensor (name, value): the sum of this rank's counted part of it, each weight times a
+    /// fixed pseudo-random number in [-1, 1) drawn from the tensor name and global index (issue
+    /// 16). Summed over ranks it is the same for every split of the model; unlike the plain
+    /// sum it is not dominated by the norm gains near 1, and per tensor one weight off by an
+    /// Adam step (~lr) moves it by ~lr/2 against the tests' 1e-5 tolerance.
+    [[nodiscard]] std::vector<std::pair<std::string, double>> probes(Backend& be) const;
 
 private:
     std::vector<ParamInfo> infos_;

@@ -433,7 +433,7 @@ Measurement run_training(Backend& be,
                        (at.tp_rank == 0 ? aux : 0.0),
                    be.peak_bytes());
     }
-    return col.finish(s.params.checksum(be), s.params.probe(be), at, rec);
+    return col.finish(s.params.checksum(be), s.params.probes(be), at, rec);
 }
 
 }  // namespace cleave::executor

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace cleave::executor {
@@ -60,8 +62,9 @@ struct Measurement {
                         // MoE load-balancing loss (mean over micro-batches, summed over layers)
     std::vector<double> losses;     // every iteration, warm-up included
     double weights_checksum = 0.0;  // sum of every weight after the last update, counted once
-    double weights_probe = 0.0;     // Params::probe summed over ranks (issue 16)
-    double iteration_time_s = 0.0;  // median over measured iterations of the slowest rank
+    double weights_probe = 0.0;     // Params::probes summed over tensors and ranks (issue 16)
+    std::map<std::string, double> weights_probes;  // per tensor, world rank 0 only
+    double iteration_time_s = 0.0;          // median over measured iterations of the slowest rank
     std::vector<double> iteration_times_s;  // measured iterations, slowest rank each
     PhaseTimes phases;                      // mean over ranks of each rank's medians
     int64_t peak_memory_B = 0;              // max over ranks

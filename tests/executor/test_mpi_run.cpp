@@ -71,10 +71,10 @@ void same_as_single_rank(const std::string& model, int ranks, const std::string&
     CHECK(got["ranks"].size() == static_cast<size_t>(ranks));
 }
 
-// Issue 16: as same_as_single_rank, and every weight: the probe (Params::probe) weighs each
-// weight by its own pseudo-random number, so a wrong expert update shows even where the plain
-// sum (dominated by the norm gains near 1) would hide it. Returns the split run's JSON.
-nlohmann::json moe_same_as_single_rank(int ranks, const std::string& flags) {
+// Issue 16: as same_as_single_rank, and every tensor: its probe (Params::probes) weighs each
+// weight by its own pseudo-random number, so one weight of a tensor off by an Adam step shows
+// even where the plain sum (dominated by the norm gains near 1) would hide it.
+void moe_same_as_single_rank(int ranks, const std::string& flags) {
     const nlohmann::json ref = run_json("tiny_moe.toml", 1, "");
     const nlohmann::json got = run_json("tiny_moe.toml", ranks, flags);
     CAPTURE(flags);
@@ -86,9 +86,18 @@ nlohmann::json moe_same_as_single_rank(int ranks, const std::string& flags) {
     CHECK(got["weights_checksum"].get<double>() ==
           doctest::Approx(ref["weights_checksum"].get<double>()).epsilon(1e-5));
     CHECK(got["weights_probe"].get<double>() == doctest::Approx(probe).epsilon(1e-5));
+    // 4 layers: 4 norm pairs, q k v o; layer 0 gate up down; layers 1-3 a router and 4
+    // experts x 3 matrices; embedding, output, final norm = 4 * 6 + 3 + 3 * 13 + 3 = 69.
+    CHECK(ref["weights_probes"].size() == 69);
+    CHECK(got["weights_probes"].size() == ref["weights_probes"].size());
+    for (const auto& [name, value] : ref["weights_probes"].items()) {
+        CAPTURE(name);
+        REQUIRE(got["weights_probes"].contains(name));
+        CHECK(got["weights_probes"][name].get<double>() ==
+              doctest::Approx(value.get<double>()).epsilon(1e-5));
+    }
     CHECK(got["world_size"].get<int>() == ranks);
     CHECK(got["phases_s"]["ep_comm"].get<double>() > 0.0);
-    return got;
 }
 
 }  // namespace
