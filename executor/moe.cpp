@@ -83,30 +83,16 @@ void route_row(const float* logits,
     }
 }
 
-}  // namespace
-
-// Router GEMM, softmax and top-k on the host, and the load-balancing loss of Switch
-// Transformers (Fedus et al. 2021, eq. 4, with top-k as Megatron-Core's
-// switch_load_balancing_loss_func, moe_utils.py at d98e8a64):
-//   aux = alpha * E * sum_e f_e * P_e,  f_e = C_e / (T k),  P_e = S_e / T
-// over the micro-batch's T tokens: C_e routed slots of expert e, S_e the sum of its softmax
-// probabilities. With SP the rows are split over TP, so C and S are summed over the TP group.
-void Transformer::moe_route(const LayerHandles& l, View x, MoeCache& mc) {
-    const MoeDims& m = d_.moe;
-    const int64_t E = m.experts;
-    const int64_t K = m.top_k;
-    const int64_t n = d_.local_tokens();
-    mc.tokens = n;
-    Buffer logits = buf(n * E);
-    be_.gemm(Trans::no, Trans::no, n, E, d_.hidden, 1.0f, x, params_.ref(l.router).w, 0.0f, logits);
-    std::vector<float> host(at(n * E));
-    be_.download(host, logits);
+// Routes every row of `logits` (n x E) into mc; returns the micro-batch statistics of this
+// rank's rows: C_e (routed slots of expert e), then S_e (sum of its probabilities).
+std::vector<float>
+route_rows(const std::vector<float>& logits, int64_t n, int64_t E, int64_t K, MoeCache& mc) {
     mc.probs.assign(at(n * E), 0.0f);
     mc.chosen.assign(at(n * K), 0);
     mc.gates.assign(at(n * K), 0.0f);
-    std::vector<float> stats(at(2 * E), 0.0f);  // C_e, then S_e
+    std::vector<float> stats(at(2 * E), 0.0f);
     for (int64_t t = 0; t < n; ++t) {
-        route_row(&host[at(t * E)],
+        route_row(&logits[at(t * E)],
                   E,
                   K,
                   &mc.probs[at(t * E)],
@@ -119,39 +105,30 @@ void Transformer::moe_route(const LayerHandles& l, View x, MoeCache& mc) {
             stats[at(E + e)] += mc.probs[at(t * E + e)];
         }
     }
-    if (d_.sp) {
-        Buffer s = buf(2 * E);
-        be_.upload(s, stats);
-        rec_.timed(Phase::tp_comm, Stream::tp, "tp all_reduce router statistics", [&] {
-            be_.all_reduce(groups_.tp, s, ReduceOp::sum);
-        });
-        be_.download(stats, s);
-    }
-    mc.expert_load.assign(stats.begin(), stats.begin() + E);
-    if (!recomputing_ && m.aux_coeff > 0.0f) {
-        const auto T = static_cast<double>(d_.tokens());
-        double fp = 0.0;
-        for (int64_t e = 0; e < E; ++e) {
-            fp += static_cast<double>(stats[at(e)]) * stats[at(E + e)];
-        }
-        aux_sum_ += m.aux_coeff * static_cast<double>(E) * fp / (static_cast<double>(K) * T * T);
-    }
+    return stats;
 }
 
-// The dispatch order and the counts: slots in send order (destination rank, its local expert,
-// token), the counts exchanged by a first all-to-all, and the expert-major receive order.
-void Transformer::moe_plan(MoeCache& mc) {
-    const MoeDims& m = d_.moe;
+// aux = alpha E sum_e (C_e / (T k)) (S_e / T) over the micro-batch's T tokens.
+double aux_loss(const std::vector<float>& stats, int64_t E, int64_t K, double T, float alpha) {
+    double fp = 0.0;
+    for (int64_t e = 0; e < E; ++e) {
+        fp += static_cast<double>(stats[at(e)]) * stats[at(E + e)];
+    }
+    return alpha * static_cast<double>(E) * fp / (static_cast<double>(K) * T * T);
+}
+
+// Slots in send order (destination rank q, its local expert, then slot t * k + j, so tokens in
+// order) and the row counts per (q, local expert), as floats for the counts all-to-all.
+std::vector<float> send_order(const MoeDims& m, MoeCache& mc) {
     const int64_t P = m.group_size();
     const int64_t El = m.local_experts();
-    const int64_t K = m.top_k;
     std::vector<float> send_le(at(P * El), 0.0f);
     mc.send_rows.clear();
     mc.send_counts.assign(at(P), 0);
     for (int64_t q = 0; q < P; ++q) {
         for (int64_t le = 0; le < El; ++le) {
-            const int32_t e = static_cast<int32_t>((q / m.etp) * El + le);
-            for (int64_t slot = 0; slot < mc.tokens * K; ++slot) {
+            const auto e = static_cast<int32_t>((q / m.etp) * El + le);
+            for (int64_t slot = 0; slot < mc.tokens * m.top_k; ++slot) {
                 if (mc.chosen[at(slot)] == e) {
                     mc.send_rows.push_back(slot);
                     send_le[at(q * El + le)] += 1.0f;
@@ -160,15 +137,15 @@ void Transformer::moe_plan(MoeCache& mc) {
             mc.send_counts[at(q)] += static_cast<int64_t>(send_le[at(q * El + le)]);
         }
     }
-    Buffer s = buf(P * El);
-    Buffer r = buf(P * El);
-    be_.upload(s, send_le);
-    const std::vector<int64_t> fixed(at(P), El);
-    rec_.timed(Phase::ep_comm, Stream::ep, "ep all_to_all counts", [&] {
-        be_.all_to_all_v(groups_.ep, s, fixed, r, fixed);
-    });
-    std::vector<float> recv_le(at(P * El));
-    be_.download(recv_le, r);
+    return send_le;
+}
+
+// From the received counts per (source p, local expert): rows per source, rows per expert,
+// and the permutation between the receive order (p, expert, token) and the expert-major one
+// (expert, p, token): an expert's rows by source rank, then token.
+void receive_order(const MoeDims& m, const std::vector<float>& recv_le, MoeCache& mc) {
+    const int64_t P = m.group_size();
+    const int64_t El = m.local_experts();
     mc.recv_counts.assign(at(P), 0);
     mc.expert_rows.assign(at(El), 0);
     std::vector<int64_t> block_begin(at(P * El), 0);
@@ -195,6 +172,82 @@ void Transformer::moe_plan(MoeCache& mc) {
     for (size_t i = 0; i < mc.to_expert_major.size(); ++i) {
         mc.to_received[at(mc.to_expert_major[i])] = static_cast<int64_t>(i);
     }
+}
+
+// The combine: each slot's output is the sum of its etp partials (in send order, so in etp
+// rank order), kept for the backward; y_t = sum_k gate_tk * slot_out_tk.
+std::vector<float> combine(const std::vector<float>& rows, int64_t h, int64_t K, MoeCache& mc) {
+    mc.slot_out.assign(at(mc.tokens * K * h), 0.0f);
+    for (size_t i = 0; i < mc.send_rows.size(); ++i) {
+        float* dst = &mc.slot_out[at(mc.send_rows[i] * h)];
+        const float* src = &rows[i * at(h)];
+        for (int64_t c = 0; c < h; ++c) {
+            dst[c] += src[c];
+        }
+    }
+    std::vector<float> out(at(mc.tokens * h), 0.0f);
+    for (int64_t t = 0; t < mc.tokens; ++t) {
+        for (int64_t k = 0; k < K; ++k) {
+            const float g = mc.gates[at(t * K + k)];
+            const float* src = &mc.slot_out[at((t * K + k) * h)];
+            for (int64_t c = 0; c < h; ++c) {
+                out[at(t * h + c)] += g * src[c];
+            }
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+// Router GEMM, softmax and top-k on the host, and the load-balancing loss of Switch
+// Transformers (Fedus et al. 2021, eq. 4, with top-k as Megatron-Core's
+// switch_load_balancing_loss_func, moe_utils.py at d98e8a64):
+//   aux = alpha * E * sum_e f_e * P_e,  f_e = C_e / (T k),  P_e = S_e / T
+// over the micro-batch's T tokens: C_e routed slots of expert e, S_e the sum of its softmax
+// probabilities. With SP the rows are split over TP, so C and S are summed over the TP group.
+void Transformer::moe_route(const LayerHandles& l, View x, MoeCache& mc) {
+    const MoeDims& m = d_.moe;
+    const int64_t E = m.experts;
+    const int64_t K = m.top_k;
+    const int64_t n = d_.local_tokens();
+    mc.tokens = n;
+    Buffer logits = buf(n * E);
+    be_.gemm(Trans::no, Trans::no, n, E, d_.hidden, 1.0f, x, params_.ref(l.router).w, 0.0f, logits);
+    std::vector<float> host(at(n * E));
+    be_.download(host, logits);
+    std::vector<float> stats = route_rows(host, n, E, K, mc);
+    if (d_.sp) {
+        Buffer s = buf(2 * E);
+        be_.upload(s, stats);
+        rec_.timed(Phase::tp_comm, Stream::tp, "tp all_reduce router statistics", [&] {
+            be_.all_reduce(groups_.tp, s, ReduceOp::sum);
+        });
+        be_.download(stats, s);
+    }
+    mc.expert_load.assign(stats.begin(), stats.begin() + E);
+    if (!recomputing_ && m.aux_coeff > 0.0f) {
+        aux_sum_ += aux_loss(stats, E, K, static_cast<double>(d_.tokens()), m.aux_coeff);
+    }
+}
+
+// The dispatch order and the counts: slots in send order (destination rank, its local expert,
+// token), the counts exchanged by a first all-to-all, and the expert-major receive order.
+void Transformer::moe_plan(MoeCache& mc) {
+    const MoeDims& m = d_.moe;
+    const int64_t P = m.group_size();
+    const int64_t El = m.local_experts();
+    const std::vector<float> send_le = send_order(m, mc);
+    Buffer s = buf(P * El);
+    Buffer r = buf(P * El);
+    be_.upload(s, send_le);
+    const std::vector<int64_t> fixed(at(P), El);
+    rec_.timed(Phase::ep_comm, Stream::ep, "ep all_to_all counts", [&] {
+        be_.all_to_all_v(groups_.ep, s, fixed, r, fixed);
+    });
+    std::vector<float> recv_le(at(P * El));
+    be_.download(recv_le, r);
+    receive_order(m, recv_le, mc);
 }
 
 // to_experts: rows in send order -> the experts' rows in expert-major order; otherwise the
@@ -277,25 +330,7 @@ Buffer Transformer::moe_fwd(const LayerHandles& l, View x, MoeCache& mc) {
     Buffer back = moe_exchange(yr, mc, false, "ep all_to_all combine");
     std::vector<float> rows(at(n_send * h));
     be_.download(rows, back);
-    // Each slot's output: the sum of its etp partials, in send order (etp rank order).
-    mc.slot_out.assign(at(mc.tokens * K * h), 0.0f);
-    for (size_t i = 0; i < mc.send_rows.size(); ++i) {
-        float* dst = &mc.slot_out[at(mc.send_rows[i] * h)];
-        const float* src = &rows[i * at(h)];
-        for (int64_t c = 0; c < h; ++c) {
-            dst[c] += src[c];
-        }
-    }
-    std::vector<float> out(at(mc.tokens * h), 0.0f);
-    for (int64_t t = 0; t < mc.tokens; ++t) {
-        for (int64_t k = 0; k < K; ++k) {
-            const float g = mc.gates[at(t * K + k)];
-            const float* src = &mc.slot_out[at((t * K + k) * h)];
-            for (int64_t c = 0; c < h; ++c) {
-                out[at(t * h + c)] += g * src[c];
-            }
-        }
-    }
+    const std::vector<float> out = combine(rows, h, K, mc);
     Buffer y = buf(mc.tokens * h);
     be_.upload(y, out);
     return y;

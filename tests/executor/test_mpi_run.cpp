@@ -222,8 +222,10 @@ TEST_SUITE("executor") {
         // group (ranks 0+2 and 1+3), dense ones over all four.
         moe_same_as_single_rank(4, "--dp 4 --ep 2");
     }
-    TEST_CASE("run: MoE ep2 x pp2 (dp2) matches 1x1x1") {
-        moe_same_as_single_rank(4, "--dp 2 --pp 2 --ep 2");
+    TEST_CASE("run: MoE ep2 x pp2 (dp2) with full recompute matches 1x1x1") {
+        // The backward re-runs each MoE layer's forward (routing, both all-to-alls) without
+        // adding its load-balancing term to the loss a second time.
+        moe_same_as_single_rank(4, "--dp 2 --pp 2 --ep 2 --recompute full");
     }
     TEST_CASE("run: MoE ep2 x etp2 (tp2 sp dp2) matches 1x1x1") {
         // etp unset = tp = 2 (Megatron-Core's default): each expert's gate / up columns and
