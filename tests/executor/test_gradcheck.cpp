@@ -260,6 +260,53 @@ TEST_SUITE("executor") {
         check_uninit("tiny_moe.toml", Recompute::full);
     }
 
+    TEST_CASE("MoE layout: expert grid coordinates and the experts a rank holds") {
+        // Parallel folding: the stage-local index dp_rank * tp + tp_rank read as
+        // (edp_rank * ep + ep_rank) * etp + etp_rank.
+        const ModelSpec m =
+            load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/executor/data/tiny_moe.toml");
+        Plan p;
+        p.tp = 2;
+        p.dp = 4;
+        p.ep = 2;
+        p.etp = 1;
+        // tp rank 1, dp rank 2: local 2 * 2 + 1 = 5 = (2 * 2 + 1) * 1 + 0; edp = 8 / 2 = 4.
+        MoeDims d = make_moe_dims(m, p, {1, 2, 0}, 0.01f, 8);
+        CHECK(d.etp_rank == 0);
+        CHECK(d.ep_rank == 1);
+        CHECK(d.edp_rank == 2);
+        CHECK(d.edp == 4);
+        CHECK(d.microbatch_weight == doctest::Approx(1.0 / 8.0));
+        p.dp = 2;
+        p.etp = 0;  // etp = tp = 2: local 1 * 2 + 1 = 3 = (0 * 2 + 1) * 2 + 1; edp = 4 / 4 = 1.
+        d = make_moe_dims(m, p, {1, 1, 0}, 0.01f, 8);
+        CHECK(d.etp_rank == 1);
+        CHECK(d.ep_rank == 1);
+        CHECK(d.edp_rank == 0);
+        CHECK(d.edp == 1);
+        CHECK(d.ffn_local() == 16);  // expert_ffn_hidden 32 over etp 2
+        // That rank registers experts 2 and 3 of each MoE layer (4 experts over ep 2), the
+        // second half of the gate / up columns and of the down rows.
+        Params params;
+        Dims dims = make_dims(m, 16, 1, p, 1);
+        dims.moe = d;
+        const auto chunks = build_chunks(params, m, dims, p, {1, 1, 0});
+        const LayerHandles& l1 = chunks[0].layers[1];
+        CHECK(chunks[0].layers[0].router == -1);  // layer 0 dense
+        REQUIRE(l1.experts.size() == 2);
+        const ParamInfo& gate = params.info(l1.experts[0].w1);
+        CHECK(gate.name == "layer1.expert2.gate.w");
+        CHECK(gate.col_begin == 16);
+        CHECK(gate.cols == 16);
+        CHECK(gate.expert);
+        CHECK(gate.counted);  // edp rank 0
+        const ParamInfo& down = params.info(l1.experts[1].w2);
+        CHECK(down.name == "layer1.expert3.down.w");
+        CHECK(down.row_begin == 16);
+        CHECK(down.rows == 16);
+        CHECK(params.info(l1.router).tp_replicated);
+    }
+
     TEST_CASE("check_executable: MoE plans the executor does not run are named") {
         const ModelSpec m =
             load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/executor/data/tiny_moe.toml");
