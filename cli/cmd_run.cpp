@@ -44,6 +44,7 @@ struct RunOptions {
     bool kernel_profile = false;
     uint64_t seed = 1234;
     double lr = 1e-4;
+    double moe_aux_loss_coeff = 0.01;  // issue 16: Switch load-balancing loss coefficient
     // Scale the model down for small machines (0 = the model's value).
     int64_t layers = 0;
     int64_t hidden = 0;
@@ -120,6 +121,12 @@ void add_flags(CLI::App& sub, RunOptions& o) {
                    "Start each layer's DP gradient all-reduce as soon as the backward has passed "
                    "it (auto: on with --backend cuda, which overlaps them with the backward)")
         ->check(CLI::IsMember({"auto", "on", "off"}))
+        ->capture_default_str();
+    sub.add_option("--moe-aux-loss-coeff",
+                   o.moe_aux_loss_coeff,
+                   "MoE models: coefficient of the load-balancing loss (Switch Transformers, "
+                   "Fedus et al. 2021 eq. 4) added to the loss")
+        ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub.add_option(
            "--timeout",
@@ -320,6 +327,7 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"pp_wait", p.pp_wait_s},
             {"dp_comm", p.dp_comm_s},
             {"dp_exposed", p.dp_exposed_s},
+            {"ep_comm", p.ep_comm_s},
             {"optimizer", p.optimizer_s}};
 }
 
@@ -344,6 +352,8 @@ nlohmann::json to_json(const Inputs& in,
     return {{"loss", m.loss},
             {"losses", m.losses},
             {"weights_checksum", m.weights_checksum},
+            {"weights_probe", m.weights_probe},
+            {"weights_probes", m.weights_probes},
             {"iteration_time_s", m.iteration_time_s},
             {"iteration_times_s", m.iteration_times_s},
             {"phases_s", phases_json(m.phases)},
@@ -354,6 +364,7 @@ nlohmann::json to_json(const Inputs& in,
               {"tp_comm", t.tp_comm.value()},
               {"pp_wait", t.pp_comm.value() + t.bubble.value()},
               {"dp_comm", t.dp_comm.value()},
+              {"ep_comm", t.ep_comm.value()},
               {"optimizer", t.optimizer.value()}}},
             {"backend", o.backend},
             {"dtype", o.job.dtype},
@@ -456,6 +467,7 @@ void run(RunOptions& o, CliContext& ctx) {
         ro.warmup = o.warmup;
         ro.seed = o.seed;
         ro.lr = static_cast<float>(o.lr);
+        ro.moe_aux_loss_coeff = static_cast<float>(o.moe_aux_loss_coeff);
         ro.trace = !o.trace.empty();
         ro.overlap_dp = o.dp_overlap == "on" || (o.dp_overlap == "auto" && o.backend == "cuda");
         ro.on_step = fault_hook(o, mpi.rank(), ctx.err);

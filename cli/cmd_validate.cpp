@@ -130,6 +130,7 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"tp_comm", p.tp_comm_s},
             {"pp_wait", p.pp_wait_s},
             {"dp_comm", p.dp_comm_s},
+            {"ep_comm", p.ep_comm_s},
             {"optimizer", p.optimizer_s}};
 }
 

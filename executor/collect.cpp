@@ -51,10 +51,10 @@ void Collector::record(int64_t it,
 
 namespace {
 
-// a: the phases, then the hidden DP time. dp_comm is all DP communication (blocking + hidden),
-// dp_exposed the part that blocked the step.
+// a: the phases (Phase order), then the hidden DP time. dp_comm is all DP communication
+// (blocking + hidden), dp_exposed the part that blocked the step.
 PhaseTimes to_phases(const std::array<double, phase_count + 1>& a) {
-    return {a[0], a[1], a[2], a[3] + a[5], a[4], a[3]};
+    return {a[0], a[1], a[2], a[3] + a[6], a[4], a[3], a[5]};
 }
 
 std::string serialize(const std::vector<TraceEvent>& events) {
@@ -104,7 +104,7 @@ std::vector<char> gather_text(const std::string& local, int rank, int size) {
 }
 
 void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
-    const char* threads[] = {"compute", "pp forward", "pp backward", "dp", "tp", "optimizer"};
+    const char* threads[] = {"compute", "pp forward", "pp backward", "dp", "tp", "optimizer", "ep"};
     for (const auto& r : ranks) {
         t.tracks.push_back({r.world_rank,
                             -1,
@@ -112,15 +112,42 @@ void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
                                 std::to_string(r.at.pp_rank) + ", dp " +
                                 std::to_string(r.at.dp_rank) + ", tp " +
                                 std::to_string(r.at.tp_rank) + ")"});
-        for (int64_t tid = 0; tid < 6; ++tid) {
+        for (int64_t tid = 0; tid < 7; ++tid) {
             t.tracks.push_back({r.world_rank, tid, threads[tid]});
         }
     }
 }
 
+// Per-tensor probes over ranks: the total on every rank, the per-tensor sums on rank 0.
+void gather_probes(const std::vector<std::pair<std::string, double>>& probes,
+                   int rank,
+                   int size,
+                   Measurement& m) {
+    double part = 0.0;
+    std::ostringstream os;
+    os.precision(17);
+    for (const auto& [name, value] : probes) {
+        part += value;
+        os << name << '\t' << value << '\n';
+    }
+    CLEAVE_MPI_CHECK(
+        MPI_Allreduce(&part, &m.weights_probe, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    const std::vector<char> text = gather_text(os.str(), rank, size);
+    std::istringstream is(std::string(text.begin(), text.end()));
+    std::string name;
+    double value = 0.0;
+    while (std::getline(is, name, '\t') && is >> value) {
+        m.weights_probes[name] += value;
+        is.ignore(1);
+    }
+}
+
 }  // namespace
 
-Measurement Collector::finish(double checksum_part, const RankCoords& at, Recorder& rec) {
+Measurement Collector::finish(double checksum_part,
+                              const std::vector<std::pair<std::string, double>>& probes,
+                              const RankCoords& at,
+                              Recorder& rec) {
     const int rank = be_.world_rank();
     const int size = be_.world_size();
     Measurement m;
@@ -134,6 +161,7 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
     m.loss = m.losses.empty() ? 0.0 : m.losses.back();
     CLEAVE_MPI_CHECK(
         MPI_Allreduce(&checksum_part, &m.weights_checksum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    gather_probes(probes, rank, size, m);
     m.iteration_times_s.resize(times_.size());
     CLEAVE_MPI_CHECK(MPI_Allreduce(times_.data(),
                                    m.iteration_times_s.data(),
@@ -174,7 +202,8 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
                                              med[2],
                                              med[3],
                                              med[4],
-                                             med[5]};
+                                             med[5],
+                                             med[6]};
     std::vector<double> all(static_cast<size_t>(rank == 0 ? fields * size : 0));
     CLEAVE_MPI_CHECK(MPI_Gather(
         mine.data(), fields, MPI_DOUBLE, all.data(), fields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -186,7 +215,7 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
             static_cast<int64_t>(f[1]), static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3])};
         rr.iteration_time_s = f[4];
         rr.peak_memory_B = static_cast<int64_t>(f[5]);
-        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10], f[11]});
+        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10], f[11], f[12]});
         m.ranks.push_back(rr);
     }
     if (rec.tracing()) {

@@ -27,7 +27,11 @@ public:
                 int64_t peak_B);
 
     /// Reduces everything over the world; per-rank reports and the trace land on rank 0.
-    [[nodiscard]] Measurement finish(double checksum_part, const RankCoords& at, Recorder& rec);
+    /// `probes`: this rank's Params::probes, summed per tensor over the ranks.
+    [[nodiscard]] Measurement finish(double checksum_part,
+                                     const std::vector<std::pair<std::string, double>>& probes,
+                                     const RankCoords& at,
+                                     Recorder& rec);
 
 private:
     Backend& be_;

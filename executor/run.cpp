@@ -59,7 +59,7 @@ MicroBatch make_microbatch(const RankState& s, int64_t iteration, int64_t mb) {
     return out;
 }
 
-Groups make_groups(Backend& be, const Plan& plan, const RankCoords& at) {
+Groups make_groups(Backend& be, const Plan& plan, const RankCoords& at, const MoeDims& m) {
     const int world = be.world_rank();
     const auto i = [](int64_t v) { return static_cast<int>(v); };
     Groups g;
@@ -72,6 +72,13 @@ Groups make_groups(Backend& be, const Plan& plan, const RankCoords& at) {
         be.create_group(ends ? i(at.dp_rank * plan.tp + at.tp_rank) : i(plan.dp * plan.tp) + world,
                         i(at.pp_rank),
                         "embedding");
+    if (m.enabled()) {
+        // Issue 16: the expert grid of this stage (executor/moe.hpp).
+        const int64_t expert_model = m.ep_rank * m.etp + m.etp_rank;
+        g.ep = be.create_group(i(at.pp_rank * m.edp + m.edp_rank), i(expert_model), "ep");
+        g.edp =
+            be.create_group(i(at.pp_rank * m.group_size() + expert_model), i(m.edp_rank), "edp");
+    }
     return g;
 }
 
@@ -182,6 +189,20 @@ void start_layer_bucket(RankState& s, Recorder& rec, DpBuckets& b, const LayerHa
 // buckets started during the backward, then the wait for all of them.
 void reduce_dp(RankState& s, Recorder& rec, DpBuckets* buckets) {
     View g = s.params.grads();
+    if (s.d.moe.enabled()) {
+        // Issue 16: dense gradients over DP, expert gradients over expert-DP (the ranks that
+        // hold the same expert shards).
+        const int64_t e0 = s.params.expert_begin();
+        rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce", [&] {
+            if (s.plan.dp > 1) {
+                s.be.all_reduce(s.groups.dp, g.slice(0, e0), ReduceOp::sum);
+            }
+            if (s.d.moe.edp > 1) {
+                s.be.all_reduce(s.groups.edp, g.slice(e0, g.size - e0), ReduceOp::sum);
+            }
+        });
+        return;
+    }
     if (buckets == nullptr) {
         rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce", [&] {
             s.be.all_reduce(s.groups.dp, g, ReduceOp::sum);
@@ -223,7 +244,7 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     }
     const auto lr = s.opt.lr;
     if (s.plan.zero == 0 || s.plan.dp == 1) {
-        if (s.plan.dp > 1) {
+        if (s.plan.dp > 1 || s.d.moe.edp > 1) {
             reduce_dp(s, rec, buckets);
         }
         rec.timed(Phase::optimizer, Stream::optimizer, "adam", [&] {
@@ -267,6 +288,30 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     });
 }
 
+// Issue 16: what the executor's MoE layer runs (executor/moe.cpp).
+void check_moe(std::vector<Diagnostic>& out, const ModelSpec& model, const Plan& plan) {
+    const int64_t etp = expert_tp(plan);
+    need(out,
+         plan.tp == 1 || plan.sp,
+         "MoE with tp > 1 runs with sequence parallelism (--sp), as Megatron-Core requires");
+    need(out,
+         plan.ep > 0 && etp > 0 && (plan.tp * plan.dp) % (plan.ep * etp) == 0,
+         "ep*etp=" + std::to_string(plan.ep * etp) +
+             " must divide tp*dp=" + std::to_string(plan.tp * plan.dp));
+    need(out,
+         plan.ep > 0 && model.moe.experts % plan.ep == 0,
+         "ep=" + std::to_string(plan.ep) +
+             " must divide experts=" + std::to_string(model.moe.experts));
+    need(out,
+         etp > 0 && model.moe.expert_ffn_hidden % etp == 0,
+         "etp=" + std::to_string(etp) +
+             " must divide expert_ffn_hidden=" + std::to_string(model.moe.expert_ffn_hidden));
+    need(out, !model.linear_bias, "MoE experts with biases (linear_bias) are not executed");
+    need(out,
+         plan.zero == 0 || plan.ep * etp == plan.tp,
+         "ZeRO with MoE is executed only when expert-DP equals DP (ep*etp == tp)");
+}
+
 }  // namespace
 
 void check_executable(const ModelSpec& model,
@@ -280,7 +325,9 @@ void check_executable(const ModelSpec& model,
          "dp*tp*pp=" + std::to_string(ranks) + " but " + std::to_string(world_size) +
              " ranks were launched (mpirun -np N)");
     need(out, plan.cp == 1, "context parallelism (--cp) is not executed");
-    need(out, plan.ep == 1 && !model.moe.enabled(), "MoE / expert parallelism is not executed");
+    if (model.moe.enabled()) {
+        check_moe(out, model, plan);
+    }
     need(out, plan.zero <= 2, "ZeRO-3 is not executed (use --zero 0, 1 or 2)");
     need(out,
          plan.recompute_layers <= 1 && plan.recompute_method == RecomputeMethod::uniform,
@@ -324,7 +371,8 @@ Measurement run_training(Backend& be,
                 false,
                 -1,
                 {}};
-    s.groups = make_groups(be, plan, at);
+    s.d.moe = make_moe_dims(model, plan, at, opt.moe_aux_loss_coeff, job.global_batch);
+    s.groups = make_groups(be, plan, at, s.d.moe);
     const Group world = be.create_group(0, be.world_rank(), "world");
     s.chunks = build_chunks(s.params, model, s.d, plan, at);
     s.params.allocate(be, plan.zero > 0 ? plan.dp : 1, opt.seed);
@@ -343,7 +391,8 @@ Measurement run_training(Backend& be,
     const auto steps = pipeline_steps(plan.schedule, plan.pp, plan.vpp, at.pp_rank, s.microbatches);
     const bool counts_loss = s.chunks.back().last && at.tp_rank == 0;
     // Issue 17: DP gradient buckets during the backward (whole-buffer all-reduce, no ZeRO).
-    const bool buckets_on = opt.overlap_dp && plan.zero == 0 && plan.dp > 1;
+    // MoE: dense and expert gradients go to different groups; reduced whole (reduce_dp).
+    const bool buckets_on = opt.overlap_dp && plan.zero == 0 && plan.dp > 1 && !model.moe.enabled();
     DpBuckets buckets(s.params.padded_size());
     const std::vector<size_t> last_bwd = last_backward(steps, s.chunks.size());
 
@@ -374,14 +423,17 @@ Measurement run_training(Backend& be,
         update(s, rec, it + 1, buckets_on ? &buckets : nullptr);
         be.synchronize();
         const double end = rec.now_s();
+        // MoE load-balancing terms: each TP group's rank 0 adds its micro-batches' and layers'.
+        const double aux = tf.take_aux_loss() * s.d.moe.microbatch_weight;
         col.record(it,
                    it >= opt.warmup,
                    end - rec.iteration_start_s(),
                    rec,
-                   counts_loss ? loss_sum * static_cast<double>(loss_scale) : 0.0,
+                   (counts_loss ? loss_sum * static_cast<double>(loss_scale) : 0.0) +
+                       (at.tp_rank == 0 ? aux : 0.0),
                    be.peak_bytes());
     }
-    return col.finish(s.params.checksum(be), at, rec);
+    return col.finish(s.params.checksum(be), s.params.probes(be), at, rec);
 }
 
 }  // namespace cleave::executor

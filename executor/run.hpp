@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 namespace cleave::executor {
@@ -24,6 +26,9 @@ struct RunOptions {
     /// the chunk's last backward has passed it, and wait for them after the backward (no ZeRO,
     /// dp > 1). A GPU backend overlaps them with the backward; the CPU backend runs them at once.
     bool overlap_dp = false;
+    /// Issue 16: coefficient of the MoE load-balancing loss (Switch Transformers' alpha, Fedus
+    /// et al. 2021 eq. 4; they use 1e-2), added to the loss and its gradient.
+    float moe_aux_loss_coeff = 0.01f;
     /// Called before every pipeline step with (iteration, step index); a test hook (fault
     /// injection). May throw, exit or block.
     std::function<void(int64_t, int64_t)> on_step;
@@ -37,6 +42,7 @@ struct PhaseTimes {
                                 // it: the blocking part and what ran hidden behind the backward)
     double optimizer_s = 0.0;   // Adam
     double dp_exposed_s = 0.0;  // the part of dp_comm_s that blocked the step (issue 17)
+    double ep_comm_s = 0.0;     // MoE dispatch / combine all-to-alls on the EP group (issue 16)
 
     bool operator==(const PhaseTimes&) const = default;
 };
@@ -52,10 +58,13 @@ struct RankReport {
 };
 
 struct Measurement {
-    double loss = 0.0;              // mean token loss of the last iteration (before its update)
+    double loss = 0.0;  // mean token loss of the last iteration (before its update), plus the
+                        // MoE load-balancing loss (mean over micro-batches, summed over layers)
     std::vector<double> losses;     // every iteration, warm-up included
     double weights_checksum = 0.0;  // sum of every weight after the last update, counted once
-    double iteration_time_s = 0.0;  // median over measured iterations of the slowest rank
+    double weights_probe = 0.0;     // Params::probes summed over tensors and ranks (issue 16)
+    std::map<std::string, double> weights_probes;  // per tensor, world rank 0 only
+    double iteration_time_s = 0.0;          // median over measured iterations of the slowest rank
     std::vector<double> iteration_times_s;  // measured iterations, slowest rank each
     PhaseTimes phases;                      // mean over ranks of each rank's medians
     int64_t peak_memory_B = 0;              // max over ranks
@@ -64,8 +73,9 @@ struct Measurement {
 };
 
 /// Throws ConfigError when the executor cannot run `plan` for this model and job on
-/// `world_size` ranks (beyond check_plan: cp, ep and MoE are not executed, ZeRO-3 is not
-/// executed, dp * tp * pp must equal the rank count, TP must divide vocab and the kv heads).
+/// `world_size` ranks (beyond check_plan: cp is not executed, ZeRO-3 is not executed, dp * tp *
+/// pp must equal the rank count, TP must divide vocab and the kv heads; MoE needs SP with tp > 1,
+/// ep * etp dividing tp * dp, no expert biases, and no ZeRO when expert-DP is not DP).
 void check_executable(const ModelSpec& model,
                       const JobSpec& job,
                       const Plan& plan,
