@@ -10,8 +10,9 @@
 
 namespace cleave::executor {
 
-enum class Phase { compute, tp_comm, pp_wait, dp_comm, optimizer };
-inline constexpr int phase_count = 5;
+// dp_wait: a DP rank waiting for the slowest one before the gradient reduction (issue 18).
+enum class Phase { compute, tp_comm, pp_wait, dp_comm, optimizer, dp_wait };
+inline constexpr int phase_count = 6;
 
 /// Trace threads, aligned with the simulator's streams (0 compute, 1 PP forward direction, 2 PP
 /// backward direction, 3 DP) plus the executor's own TP and optimizer streams.
