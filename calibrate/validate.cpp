@@ -138,6 +138,8 @@ void add_scaled(executor::PhaseTimes& sum, const executor::PhaseTimes& p, double
     sum.dp_comm_s += w * p.dp_comm_s;
     sum.optimizer_s += w * p.optimizer_s;
     sum.ep_comm_s += w * p.ep_comm_s;
+    sum.dp_exposed_s += w * p.dp_exposed_s;
+    sum.dp_wait_s += w * p.dp_wait_s;
 }
 
 }  // namespace
@@ -191,6 +193,7 @@ ValidationReport validate_plans(executor::Backend& be,
             p.measured_memory_B =
                 std::max(p.measured_memory_B, static_cast<double>(m.peak_memory_B));
             p.loss = m.loss;
+            p.warmup_iterations = std::max(p.warmup_iterations, m.warmup_iterations);
         }
         p.measured_s = executor::median(measured);
         if (!iterations.empty()) {

@@ -52,7 +52,8 @@ struct RunOptions {
     int64_t kv_heads = 0;
     int64_t ffn = 0;
     int64_t vocab = 0;
-    // Hidden test flags: rank fault_rank stops at step fault_step of iteration fault_iter.
+    // Hidden test flags: rank fault_rank stops at step fault_step of iteration fault_iter
+    // (exit, hang), or sleeps 0.3 s at step fault_step of every iteration (delay).
     int64_t fault_rank = -1;
     int64_t fault_iter = 0;
     int64_t fault_step = 1;
@@ -157,7 +158,9 @@ void add_flags(CLI::App& sub, RunOptions& o) {
     sub.add_option("--fault-rank", o.fault_rank)->group("");
     sub.add_option("--fault-at-iter", o.fault_iter)->group("");
     sub.add_option("--fault-at-step", o.fault_step)->group("");
-    sub.add_option("--fault-mode", o.fault_mode)->check(CLI::IsMember({"exit", "hang"}))->group("");
+    sub.add_option("--fault-mode", o.fault_mode)
+        ->check(CLI::IsMember({"exit", "hang", "delay"}))
+        ->group("");
 }
 
 void apply_overrides(const RunOptions& o, ModelSpec& m) {
@@ -210,6 +213,12 @@ std::function<void(int64_t, int64_t)> fault_hook(const RunOptions& o, int rank, 
         return {};
     }
     return [&o, rank, &err](int64_t it, int64_t step) {
+        if (o.fault_mode == "delay") {  // issue 18's test of dp_wait: this rank runs late
+            if (step == o.fault_step) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            }
+            return;
+        }
         if (it != o.fault_iter || step != o.fault_step) {
             return;
         }
@@ -302,7 +311,7 @@ void print_table(std::ostream& os,
     os << std::fixed << std::setprecision(6) << "# loss " << m.loss << "  weights_checksum "
        << std::setprecision(6) << m.weights_checksum << "\n";
     os << "# rank stage  dp  tp   iter(ms) compute(ms) tp_comm(ms) pp_wait(ms) dp_comm(ms) "
-          "optimizer(ms)  peak(MiB)\n";
+          "optimizer(ms)  peak(MiB) dp_wait(ms)\n";
     const auto row = [&os](const executor::PhaseTimes& ph, double iter_s) {
         os << std::setw(10) << ms(iter_s) << std::setw(12) << ms(ph.compute_s) << std::setw(12)
            << ms(ph.tp_comm_s) << std::setw(12) << ms(ph.pp_wait_s) << std::setw(12)
@@ -313,10 +322,12 @@ void print_table(std::ostream& os,
         os << std::setw(6) << r.world_rank << std::setw(6) << r.at.pp_rank << std::setw(4)
            << r.at.dp_rank << std::setw(4) << r.at.tp_rank << " ";
         row(r.phases, r.iteration_time_s);
-        os << std::setw(11) << mib(r.peak_memory_B) << "\n";
+        os << std::setw(11) << mib(r.peak_memory_B) << std::setw(12) << ms(r.phases.dp_wait_s)
+           << "\n";
     }
     os << "#  mean             ";
     row(m.phases, m.iteration_time_s);
+    os << std::setw(11) << "" << std::setw(12) << ms(m.phases.dp_wait_s);
     os << "\n# measured iteration (median, slowest rank): " << ms(m.iteration_time_s)
        << " ms; predicted for " << in.cluster.name << ": " << ms(predicted_s) << " ms\n";
 }
@@ -328,6 +339,7 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"dp_comm", p.dp_comm_s},
             {"dp_exposed", p.dp_exposed_s},
             {"ep_comm", p.ep_comm_s},
+            {"dp_wait", p.dp_wait_s},
             {"optimizer", p.optimizer_s}};
 }
 

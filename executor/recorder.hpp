@@ -11,8 +11,9 @@
 namespace cleave::executor {
 
 // ep_comm: the MoE token dispatch and combine all-to-alls on the expert-parallel group (issue 16).
-enum class Phase { compute, tp_comm, pp_wait, dp_comm, optimizer, ep_comm };
-inline constexpr int phase_count = 6;
+// dp_wait: a DP rank waiting for the slowest one before the gradient reduction (issue 18).
+enum class Phase { compute, tp_comm, pp_wait, dp_comm, optimizer, ep_comm, dp_wait };
+inline constexpr int phase_count = 7;
 
 /// Trace threads, aligned with the simulator's streams (0 compute, 1 PP forward direction, 2 PP
 /// backward direction, 3 DP) plus the executor's own TP, optimizer and expert-parallel streams.

@@ -38,6 +38,7 @@ struct RankState {
     bool tied_copy = false;  // holds a tied embedding that must be synced across PP
     int64_t tied_handle = -1;
     Buffer flush_cell;  // one float: the first and last stage meet on it (tied_copy only)
+    Buffer dp_cell;     // one float: the DP ranks meet on it before the reduction (dp > 1)
 };
 
 MicroBatch make_microbatch(const RankState& s, int64_t iteration, int64_t mb) {
@@ -218,6 +219,16 @@ void reduce_dp(RankState& s, Recorder& rec, DpBuckets* buckets) {
     buckets->reset();
 }
 
+// Issue 18: the DP ranks meet (a one-element all-reduce) before the gradient reduction, timed
+// as dp_wait, so that the reduction after it times the transfer alone: a rank that finished
+// its backward first waited for the other inside the all-reduce, and that skew was read as
+// communication.
+void meet_dp(RankState& s, Recorder& rec) {
+    rec.timed(Phase::dp_wait, Stream::dp, "dp wait: ranks meet", [&] {
+        s.be.all_reduce(s.groups.dp, s.dp_cell, ReduceOp::sum);
+    });
+}
+
 // Gradient synchronisation and the Adam step. `buckets`: the DP buckets started during the
 // backward (null: the gradients are reduced here, whole).
 void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
@@ -245,6 +256,9 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     const auto lr = s.opt.lr;
     if (s.plan.zero == 0 || s.plan.dp == 1) {
         if (s.plan.dp > 1 || s.d.moe.edp > 1) {
+            if (buckets == nullptr && s.plan.dp > 1) {
+                meet_dp(s, rec);  // with buckets, most of the reduction already ran
+            }
             reduce_dp(s, rec, buckets);
         }
         rec.timed(Phase::optimizer, Stream::optimizer, "adam", [&] {
@@ -266,6 +280,7 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     const int64_t shard = p.padded_size() / s.plan.dp;
     const int64_t begin = s.at.dp_rank * shard;
     Buffer g_shard(be, shard);
+    meet_dp(s, rec);
     rec.timed(Phase::dp_comm, Stream::dp, "dp reduce_scatter", [&] {
         be.reduce_scatter(s.groups.dp, p.grads(), g_shard);
     });
@@ -370,6 +385,7 @@ Measurement run_training(Backend& be,
                 num_microbatches(plan, job),
                 false,
                 -1,
+                {},
                 {}};
     s.d.moe = make_moe_dims(model, plan, at, opt.moe_aux_loss_coeff, job.global_batch);
     s.groups = make_groups(be, plan, at, s.d.moe);
@@ -385,6 +401,9 @@ Measurement run_training(Backend& be,
     if (s.tied_copy) {
         s.flush_cell = Buffer(be, 1);
     }
+    if (plan.dp > 1) {
+        s.dp_cell = Buffer(be, 1);
+    }
     Recorder rec(be, opt.trace, be.world_rank());
     const float loss_scale = 1.0f / static_cast<float>(job.global_batch * job.seq_len);
     Transformer tf(be, rec, s.d, s.groups, s.params, plan.recompute, loss_scale);
@@ -399,7 +418,8 @@ Measurement run_training(Backend& be,
     Collector col(be, world, opt.iters + opt.warmup);
     col.barrier();
     rec.set_origin(rec.now_s());
-    for (int64_t it = 0; it < opt.warmup + opt.iters; ++it) {
+    // One iteration: its wall time on this rank.
+    const auto iteration = [&](int64_t it, bool measured) {
         col.barrier();
         be.reset_peak();
         rec.start_iteration();
@@ -422,18 +442,40 @@ Measurement run_training(Backend& be,
         rec.timed(Phase::pp_wait, Stream::pp_fwd, "pp flush", [&] { be.synchronize(); });
         update(s, rec, it + 1, buckets_on ? &buckets : nullptr);
         be.synchronize();
-        const double end = rec.now_s();
+        const double time_s = rec.now_s() - rec.iteration_start_s();
         // MoE load-balancing terms: each TP group's rank 0 adds its micro-batches' and layers'.
         const double aux = tf.take_aux_loss() * s.d.moe.microbatch_weight;
         col.record(it,
-                   it >= opt.warmup,
-                   end - rec.iteration_start_s(),
+                   measured,
+                   time_s,
                    rec,
                    (counts_loss ? loss_sum * static_cast<double>(loss_scale) : 0.0) +
                        (at.tp_rank == 0 ? aux : 0.0),
                    be.peak_bytes());
+        return time_s;
+    };
+    // Warm-up: `warmup` iterations, then on until stable (every rank decides alike: the
+    // slowest rank's times), at most warmup_max.
+    const bool until_stable = opt.warmup_max > opt.warmup;
+    const int64_t warmup_cap = until_stable ? opt.warmup_max : opt.warmup;
+    std::vector<double> warm_s;
+    int64_t it = 0;
+    while (it < warmup_cap) {
+        const double t = iteration(it++, false);
+        if (until_stable) {
+            warm_s.push_back(col.max(t));
+        }
+        if (it >= opt.warmup && (!until_stable || warmed_up(warm_s, opt.stable_tolerance))) {
+            break;
+        }
     }
-    return col.finish(s.params.checksum(be), s.params.probes(be), at, rec);
+    const int64_t warmup_run = it;
+    for (int64_t k = 0; k < opt.iters; ++k) {
+        (void)iteration(it++, true);
+    }
+    Measurement m = col.finish(s.params.checksum(be), s.params.probes(be), at, rec);
+    m.warmup_iterations = warmup_run;
+    return m;
 }
 
 }  // namespace cleave::executor

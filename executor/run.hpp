@@ -19,6 +19,11 @@ namespace cleave::executor {
 struct RunOptions {
     int64_t iters = 3;   // measured iterations
     int64_t warmup = 1;  // iterations run first and not measured
+    /// Issue 18: above `warmup`, warm up until the iteration time is stable (warmed_up in
+    /// collect.hpp: the last two warm-up iterations within `stable_tolerance`), at most this
+    /// many warm-up iterations in all; at or below `warmup`, exactly `warmup` of them.
+    int64_t warmup_max = 0;
+    double stable_tolerance = 0.05;
     uint64_t seed = 1234;
     float lr = 1e-4f;  // Adam: beta1 0.9, beta2 0.95, eps 1e-8 (Megatron GPT defaults)
     bool trace = false;
@@ -43,6 +48,10 @@ struct PhaseTimes {
     double optimizer_s = 0.0;   // Adam
     double dp_exposed_s = 0.0;  // the part of dp_comm_s that blocked the step (issue 17)
     double ep_comm_s = 0.0;     // MoE dispatch / combine all-to-alls on the EP group (issue 16)
+    // Issue 18: waiting for the slowest DP rank before the gradient reduction (a one-element
+    // all-reduce over the DP group just before it, timed apart), so that dp_comm_s is the
+    // reduction alone. Rank skew, not communication: not part of dp_comm_s.
+    double dp_wait_s = 0.0;
 
     bool operator==(const PhaseTimes&) const = default;
 };
@@ -61,6 +70,7 @@ struct Measurement {
     double loss = 0.0;  // mean token loss of the last iteration (before its update), plus the
                         // MoE load-balancing loss (mean over micro-batches, summed over layers)
     std::vector<double> losses;     // every iteration, warm-up included
+    int64_t warmup_iterations = 0;  // warm-up iterations run (RunOptions::warmup_max)
     double weights_checksum = 0.0;  // sum of every weight after the last update, counted once
     double weights_probe = 0.0;     // Params::probes summed over tensors and ranks (issue 16)
     std::map<std::string, double> weights_probes;  // per tensor, world rank 0 only
@@ -81,7 +91,8 @@ void check_executable(const ModelSpec& model,
                       const Plan& plan,
                       int64_t world_size);
 
-/// Runs warmup + iters training iterations. Collective over MPI_COMM_WORLD (used only to set up
+/// Runs the warm-up iterations (RunOptions::warmup, or until stable up to warmup_max), then
+/// iters measured training iterations. Collective over MPI_COMM_WORLD (used only to set up
 /// groups and to collect the results; all training traffic goes over per-group communicators).
 /// Returns loss, checksum and times on every rank; per-rank reports and the trace on rank 0.
 /// Throws ConfigError (see check_executable), BackendError / CommTimeout on failures.
