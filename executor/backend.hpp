@@ -53,6 +53,17 @@ struct Group {
     int id = -1;
 };
 
+/// A receive posted by Backend::recv_start() and completed by Backend::recv_wait() (issue 17:
+/// pipeline receives posted a step early). `id` is the backend's handle (-1: nothing posted, the
+/// wait runs a plain recv()).
+struct PendingRecv {
+    Group group;
+    View x;
+    int peer = 0;
+    int tag = 0;
+    int64_t id = -1;
+};
+
 /// Thrown when a collective or transfer does not complete within BackendOptions::timeout_s. The
 /// message names the world rank, the group, the operation and the peer; the caller (cleave run)
 /// prints it and aborts the whole job (MPI_Abort). Before throwing, a GPU backend aborts its
@@ -346,6 +357,21 @@ public:
     virtual void send(Group g, View x, int peer, int tag) = 0;
     /// Receives into x from group rank `peer` with `tag`; blocks (bounded by the timeout).
     virtual void recv(Group g, View x, int peer, int tag) = 0;
+
+    /// Posts a receive into x from group rank `peer` with `tag` and returns at once (issue 17:
+    /// the pipeline posts the next step's receive before the current step's compute). x must
+    /// not be touched until recv_wait(). Receives from one peer of one group are waited for in
+    /// the order they were posted, and no plain recv() from that peer is issued in between. A
+    /// GPU backend runs the receive on a stream of its own; the default only records the call.
+    [[nodiscard]] virtual PendingRecv recv_start(Group g, View x, int peer, int tag) {
+        return {g, x, peer, tag, -1};
+    }
+
+    /// Completes a recv_start(): work issued after this call sees the received data. A GPU
+    /// backend makes its compute stream wait for the receive (the host does not wait; a wrong
+    /// tag or a timeout is reported by the next call that waits on the host). The default runs
+    /// recv() now (blocks, bounded by the timeout).
+    virtual void recv_wait(const PendingRecv& r) { recv(r.group, r.x, r.peer, r.tag); }
 
     /// Starts an in-place sum all-reduce of x over g that may overlap with the work issued
     /// after it (issue 17: DP gradient buckets during the backward). A GPU backend runs it on a

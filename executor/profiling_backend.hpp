@@ -90,6 +90,12 @@ public:
 
     void recv(Group g, View x, int peer, int tag) override;
 
+    [[nodiscard]] PendingRecv recv_start(Group g, View x, int peer, int tag) override {
+        return be_.recv_start(g, x, peer, tag);
+    }
+
+    void recv_wait(const PendingRecv& r) override;
+
     void all_reduce_start(Group g, View x) override { be_.all_reduce_start(g, x); }
 
     double all_reduce_wait() override { return be_.all_reduce_wait(); }

@@ -87,7 +87,8 @@ CudaBackend::CudaBackend(const BackendOptions& options)
         // Keep freed blocks in the pool instead of returning them at every synchronisation.
         uint64_t keep_B = UINT64_MAX;
         CLEAVE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_B));
-        CLEAVE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_tag_), sizeof(float)));
+        CLEAVE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_tag_),
+                                         sizeof(float) * static_cast<size_t>(tag_slots)));
     } catch (...) {
         release();
         throw;
@@ -131,6 +132,9 @@ void CudaBackend::release() noexcept {
         idle = idle && cudaEventQuery(s.done) == cudaSuccess;
     }
     idle = idle && (dp_stream_ == nullptr || cudaStreamQuery(dp_stream_) == cudaSuccess);
+    for (const auto& r : posted_) {
+        idle = idle && cudaEventQuery(r.done) == cudaSuccess;
+    }
     const auto close = [idle](ncclComm_t& comm) {
         if (comm == nullptr) {
             return;
@@ -160,6 +164,7 @@ void CudaBackend::release() noexcept {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(s.done));
     }
     sends_.clear();
+    release_posted();
     release_async();
     if (dp_stream_ != nullptr) {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaStreamDestroy(dp_stream_));

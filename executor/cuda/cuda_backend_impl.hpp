@@ -3,8 +3,10 @@
 // collectives. Included only by executor/cuda/*.cpp (it includes CUDA headers).
 //
 // Execution model: one CUDA stream ("compute") carries every kernel, GEMM, copy, collective and
-// receive, in issue order. Communication calls wait on the host for their own completion, bounded
-// by the timeout, like the CPU backend's MPI calls; sends do not (see send()).
+// blocking receive, in issue order. Communication calls wait on the host for their own
+// completion, bounded by the timeout, like the CPU backend's MPI calls; sends do not (see
+// send()), nor do posted receives (recv_start / recv_wait, cuda_p2p.cpp: the receive runs on its
+// channel's stream and the compute stream waits for it on the device).
 //
 // Memory comes from the device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync on the
 // compute stream), so free() never blocks the host: a plain cudaFree synchronises the device
@@ -200,6 +202,8 @@ public:
     void broadcast(Group g, View x, int root) override;
     void send(Group g, View x, int peer, int tag) override;
     void recv(Group g, View x, int peer, int tag) override;
+    [[nodiscard]] PendingRecv recv_start(Group g, View x, int peer, int tag) override;
+    void recv_wait(const PendingRecv& r) override;
     void all_reduce_start(Group g, View x) override;
     double all_reduce_wait() override;
 
@@ -212,7 +216,7 @@ private:
         int peer = 0;
         bool outgoing = false;
         ncclComm_t comm = nullptr;
-        cudaStream_t stream = nullptr;  // sending side only
+        cudaStream_t stream = nullptr;  // sends (outgoing) or posted receives (incoming)
     };
 
     // A message a rank sent to itself (groups of one); staged in device memory.
@@ -234,6 +238,21 @@ private:
         Group group;
         int peer = 0;
         int tag = 0;
+    };
+
+    // One recv_start() (cuda_p2p.cpp): the message lands in `staged` on the channel's stream,
+    // its trailing tag in pinned_tag_[slot]; `done` marks both. recv_wait() makes the compute
+    // stream wait for `done`; the tag is checked by the next host wait (check_received_tags).
+    struct PostedRecv {
+        int64_t id = 0;
+        Group group;
+        int peer = 0;
+        int tag = 0;
+        int64_t count = 0;
+        float* staged = nullptr;
+        cudaEvent_t done = nullptr;
+        int slot = 0;
+        bool waited = false;
     };
 
     // One all_reduce_start(): `ready` on the compute stream, `begin` and `end` around the
@@ -309,6 +328,13 @@ private:
     /// Destroys the events of async_ and clears it.
     void release_async() noexcept;
     void send_to_self(Group g, View x, int tag);
+    /// Checks the tags of the waited-for posted receives that are done, and forgets them;
+    /// throws BackendError on a mismatch (cuda_p2p.cpp).
+    void check_received_tags();
+    /// " (waiting for: ...)" naming the posted receives not done yet, for timeout messages.
+    [[nodiscard]] std::string pending_recv_note() const;
+    /// Destroys the events of posted_ and clears it.
+    void release_posted() noexcept;
     void recv_from_self(Group g, View x, int tag);
 
     detail::MpiGroups groups_;
@@ -323,7 +349,11 @@ private:
     cublasHandle_t cublas_ = nullptr;
     void* cublas_workspace_ = nullptr;
     cudaMemPool_t pool_ = nullptr;
-    float* pinned_tag_ = nullptr;   // host landing place of a received message's tag
+    // Host landing places of received messages' tags: [0] for recv(), the rest a ring of slots
+    // for posted receives.
+    float* pinned_tag_ = nullptr;
+    std::vector<PostedRecv> posted_;  // in posting order
+    int64_t next_recv_id_ = 0;
     std::vector<CommGroup> comms_;  // indexed by Group::id
     std::vector<PendingSend> sends_;
     cudaStream_t dp_stream_ = nullptr;  // all_reduce_start's stream (created on first use)
@@ -334,6 +364,10 @@ private:
     int64_t peak_B_ = 0;
     bool aborted_ = false;
 };
+
+/// Pinned tag slots: [0] for recv(), [1, tag_slots) a ring for posted receives, so at most
+/// tag_slots - 1 posted receives may be outstanding (the pipeline posts one ahead).
+inline constexpr int tag_slots = 64;
 
 /// Element count as the int that cuBLAS takes; throws BackendError when it does not fit.
 [[nodiscard]] int blas_int(int64_t n);
