@@ -125,6 +125,17 @@ public:
     /// free(). The default zero-fills (alloc()).
     [[nodiscard]] virtual View alloc_uninit(int64_t count) { return alloc(count); }
 
+    /// Stores the activation x, a whole allocation kept for the backward, in the backend's
+    /// activation type (issue 17): a GPU backend running bf16 / fp16 GEMMs rounds it to 16 bits
+    /// and returns a new allocation of x.size 2-byte elements (x is freed). A packed view may be
+    /// passed only to unpack_activation() and free(). Packing a packed view, or any view on a
+    /// backend that stores fp32 (the default, and the CPU backend), returns it unchanged.
+    [[nodiscard]] virtual View pack_activation(View x) { return x; }
+
+    /// The inverse of pack_activation(): a new fp32 allocation holding the (rounded) values; the
+    /// packed one is freed. A view that is not packed is returned unchanged.
+    [[nodiscard]] virtual View unpack_activation(View x) { return x; }
+
     /// Releases a view returned by alloc() (the whole view, not a slice). Null views are ignored.
     /// Must not throw: it runs in destructors (a GPU backend uses its _NOEXCEPT check, S4.3).
     virtual void free(View v) = 0;
@@ -440,6 +451,21 @@ public:
     [[nodiscard]] View view() const { return view_; }
 
     [[nodiscard]] int64_t size() const { return view_.size; }
+
+    /// Backend::pack_activation() of this buffer (issue 17: saved activations in 16 bits
+    /// between the forward and the backward). Until unpack(), only the destructor may use it.
+    void pack() {
+        if (backend_ != nullptr && view_.data != nullptr) {
+            view_ = backend_->pack_activation(view_);
+        }
+    }
+
+    /// Backend::unpack_activation(): fp32 again.
+    void unpack() {
+        if (backend_ != nullptr && view_.data != nullptr) {
+            view_ = backend_->unpack_activation(view_);
+        }
+    }
 
     operator View() const { return view_; }  // NOLINT(google-explicit-constructor)
 

@@ -90,6 +90,10 @@ public:
 
     void recv(Group g, View x, int peer, int tag) override;
 
+    [[nodiscard]] View pack_activation(View x) override { return be_.pack_activation(x); }
+
+    [[nodiscard]] View unpack_activation(View x) override { return be_.unpack_activation(x); }
+
     [[nodiscard]] PendingRecv recv_start(Group g, View x, int peer, int tag) override {
         return be_.recv_start(g, x, peer, tag);
     }

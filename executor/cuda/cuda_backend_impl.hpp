@@ -36,6 +36,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace cleave::executor::gpu {
@@ -62,6 +63,8 @@ public:
 
     [[nodiscard]] View alloc(int64_t count) override;
     void free(View v) override;
+    [[nodiscard]] View pack_activation(View x) override;
+    [[nodiscard]] View unpack_activation(View x) override;
 
     [[nodiscard]] int64_t bytes_in_use() const override { return in_use_B_; }
 
@@ -276,6 +279,8 @@ private:
     void release() noexcept;
 
     // ---- device memory helpers (cuda_backend.cpp) ----
+    /// cudaMallocAsync on the compute stream, tracked (bytes_in_use, peak); OOM is BackendError.
+    [[nodiscard]] float* tracked_alloc(int64_t bytes);
     [[nodiscard]] void* temp_alloc(int64_t bytes);
     void temp_free(void* p);
     /// Copies host ints to a temporary device buffer (freed with temp_free).
@@ -360,6 +365,7 @@ private:
     std::vector<AsyncReduce> async_;
     double async_waited_s_ = 0.0;  // host time all_reduce_start spent waiting for buckets
     std::unordered_map<const float*, int64_t> allocations_;
+    std::unordered_set<const float*> packed_;  // allocations holding 16-bit activations
     int64_t in_use_B_ = 0;
     int64_t peak_B_ = 0;
     bool aborted_ = false;

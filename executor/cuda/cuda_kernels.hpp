@@ -35,6 +35,11 @@ cudaError_t launch_swiglu_bwd(const float* gate,
                               int64_t n,
                               cudaStream_t stream);
 
+/// 16-bit activation storage (issue 17): y[i] = x[i] rounded to nearest-even in bf16 (or fp16
+/// when `fp16`), stored as 2-byte elements; and back to fp32 (exact).
+cudaError_t launch_pack16(const float* x, void* y, int64_t n, bool fp16, cudaStream_t stream);
+cudaError_t launch_unpack16(const void* x, float* y, int64_t n, bool fp16, cudaStream_t stream);
+
 /// Adam hyper-parameters; c1 = 1 - beta1^step and c2 = 1 - beta2^step are computed by the host.
 struct AdamArgs {
     float lr = 0;
