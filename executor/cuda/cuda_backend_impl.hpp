@@ -338,6 +338,7 @@ private:
     void check_received_tags();
     /// " (waiting for: ...)" naming the posted receives not done yet, for timeout messages.
     [[nodiscard]] std::string pending_recv_note() const;
+    [[nodiscard]] int free_tag_slot() const;
     /// Destroys the events of posted_ and clears it.
     void release_posted() noexcept;
     void recv_from_self(Group g, View x, int tag);
@@ -354,8 +355,8 @@ private:
     cublasHandle_t cublas_ = nullptr;
     void* cublas_workspace_ = nullptr;
     cudaMemPool_t pool_ = nullptr;
-    // Host landing places of received messages' tags: [0] for recv(), the rest a ring of slots
-    // for posted receives.
+    // Host landing places of received messages' tags: [0] for recv(), the rest slots for
+    // posted receives (tag_slots of them).
     float* pinned_tag_ = nullptr;
     std::vector<PostedRecv> posted_;  // in posting order
     int64_t next_recv_id_ = 0;
@@ -371,8 +372,8 @@ private:
     bool aborted_ = false;
 };
 
-/// Pinned tag slots: [0] for recv(), [1, tag_slots) a ring for posted receives, so at most
-/// tag_slots - 1 posted receives may be outstanding (the pipeline posts one ahead).
+/// Pinned tag slots: [0] for recv(), [1, tag_slots) for posted receives (each takes a free one),
+/// so at most tag_slots - 1 posted receives may be outstanding (the pipeline posts one ahead).
 inline constexpr int tag_slots = 64;
 
 /// Element count as the int that cuBLAS takes; throws BackendError when it does not fit.

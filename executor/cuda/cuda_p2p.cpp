@@ -10,6 +10,19 @@
 
 namespace cleave::executor::gpu {
 
+// A pinned tag slot no posted receive holds ([0] is recv()'s).
+int CudaBackend::free_tag_slot() const {
+    for (int slot = 1; slot < tag_slots; ++slot) {
+        const bool used = std::any_of(
+            posted_.begin(), posted_.end(), [slot](const PostedRecv& r) { return r.slot == slot; });
+        if (!used) {
+            return slot;
+        }
+    }
+    throw BackendError("cuda backend: more than " + std::to_string(tag_slots - 1) +
+                       " posted receives outstanding");
+}
+
 PendingRecv CudaBackend::recv_start(Group g, View x, int peer, int tag) {
     CLEAVE_ASSERT(tag >= 0 && tag < 32768, "recv_start: tag out of range");
     require_live();
@@ -17,15 +30,13 @@ PendingRecv CudaBackend::recv_start(Group g, View x, int peer, int tag) {
         return {g, x, peer, tag, -1};  // a message to itself: recv_wait copies it (recv())
     }
     const Channel& ch = channel(g, peer, false);
-    CLEAVE_ASSERT(posted_.size() + 1 < static_cast<size_t>(tag_slots),
-                  "recv_start: too many posted receives");
     PostedRecv r;
     r.id = next_recv_id_++;
     r.group = g;
     r.peer = peer;
     r.tag = tag;
     r.count = x.size;
-    r.slot = 1 + static_cast<int>(r.id % (tag_slots - 1));
+    r.slot = free_tag_slot();
     // Staged on the channel's stream: the receive depends on nothing issued before it.
     void* staged = nullptr;
     CLEAVE_CUDA_CHECK(cudaMallocAsync(&staged, static_cast<size_t>(x.size + 1) * 4, ch.stream));
