@@ -77,6 +77,10 @@ void ProfilingBackend::recv(Group g, View x, int peer, int tag) {
     timed(sized("recv", x), 0.0, [&] { be_.recv(g, x, peer, tag); }).comm = true;
 }
 
+void ProfilingBackend::recv_wait(const PendingRecv& r) {
+    timed(sized("recv", r.x), 0.0, [&] { be_.recv_wait(r); }).comm = true;
+}
+
 void ProfilingBackend::copy(View dst, View src) {
     timed("copy", 0.0, [&] { be_.copy(dst, src); });
 }

@@ -6,6 +6,7 @@
 #include "executor/transformer.hpp"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace cleave::executor {
@@ -89,32 +90,83 @@ int p2p_tag(const RankState& s, int64_t mb, int64_t receiver_stage, int directio
     return static_cast<int>(tag);
 }
 
+// A pipeline receive posted before the step that uses it (issue 17).
+struct PostedRecv {
+    size_t step = 0;
+    Buffer buffer;
+    PendingRecv handle;
+};
+
+// Posts the receive of steps[i] (when it needs one) into `slot`.
+void post_recv(RankState& s,
+               Recorder& rec,
+               const std::vector<Step>& steps,
+               size_t i,
+               std::optional<PostedRecv>& slot) {
+    const StepRecv r = step_recv(steps[i], s.plan.pp, s.plan.vpp, s.at.pp_rank);
+    if (!r.needed) {
+        return;
+    }
+    PostedRecv p;
+    p.step = i;
+    p.buffer = Buffer(s.be, s.d.local_tokens() * s.d.hidden, uninitialized);
+    const int tag = p2p_tag(s, steps[i].microbatch, r.stage, r.gradient ? 1 : 0);
+    rec.timed(Phase::pp_wait, r.gradient ? Stream::pp_bwd : Stream::pp_fwd, "post recv", [&] {
+        p.handle = s.be.recv_start(s.groups.pp, p.buffer, static_cast<int>(r.peer), tag);
+    });
+    slot = std::move(p);
+}
+
+// The pipeline input of steps[i]: its receive (posted one step early, or now) completed, then
+// the next step's receive posted, so that transfer overlaps this step's compute. A GPU backend
+// waits on the device only; the order of receives, sends and steps is the schedule's.
+Buffer take_input(RankState& s,
+                  Recorder& rec,
+                  const std::vector<Step>& steps,
+                  size_t i,
+                  std::optional<PostedRecv>& posted) {
+    if (!posted || posted->step != i) {
+        CLEAVE_ASSERT(!posted, "a posted pipeline receive was skipped");
+        post_recv(s, rec, steps, i, posted);
+    }
+    Buffer in;
+    if (posted) {
+        const bool gradient = !steps[i].forward;
+        rec.timed(Phase::pp_wait,
+                  gradient ? Stream::pp_bwd : Stream::pp_fwd,
+                  gradient ? "recv gradient" : "recv activation",
+                  [&] { s.be.recv_wait(posted->handle); });
+        in = std::move(posted->buffer);
+        posted.reset();
+    }
+    if (i + 1 < steps.size()) {
+        post_recv(s, rec, steps, i + 1, posted);
+    }
+    return in;
+}
+
 // One pipeline step: receive, compute, send.
 void run_step_impl(RankState& s,
                    Transformer& tf,
                    Recorder& rec,
                    std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
-                   const Step& step,
+                   const std::vector<Step>& steps,
+                   size_t i,
                    int64_t iteration,
-                   double& loss_sum) {
+                   double& loss_sum,
+                   std::optional<PostedRecv>& posted) {
+    const Step& step = steps[i];
     const ChunkHandles& c = s.chunks[static_cast<size_t>(step.chunk)];
     const int64_t vs = c.virtual_stage;
     const int64_t stages = s.plan.pp * s.plan.vpp;
     const int prev = static_cast<int>((vs + stages - 1) % s.plan.pp);
     const int next = static_cast<int>((vs + 1) % s.plan.pp);
-    const int64_t act = s.d.local_tokens() * s.d.hidden;
     const MicroBatch mb = make_microbatch(s, iteration, step.microbatch);
     ChunkCache& cache = caches[{step.microbatch, step.chunk}];
     const std::string label =
         " mb" + std::to_string(step.microbatch) + " c" + std::to_string(step.chunk);
+    Buffer in = take_input(s, rec, steps, i, posted);
     if (step.forward) {
-        Buffer in;
-        if (!c.first) {
-            in = Buffer(s.be, act, uninitialized);
-            rec.timed(Phase::pp_wait, Stream::pp_fwd, "recv activation", [&] {
-                s.be.recv(s.groups.pp, in, prev, p2p_tag(s, step.microbatch, vs, 0));
-            });
-        }
         const double t0 = rec.now_s();
         Buffer out = tf.forward(c, std::move(in), mb, cache, loss_sum);
         rec.event("F" + label, Stream::compute, t0, rec.now_s());
@@ -125,15 +177,8 @@ void run_step_impl(RankState& s,
         }
         return;
     }
-    Buffer dy;
-    if (!c.last) {
-        dy = Buffer(s.be, act, uninitialized);
-        rec.timed(Phase::pp_wait, Stream::pp_bwd, "recv gradient", [&] {
-            s.be.recv(s.groups.pp, dy, next, p2p_tag(s, step.microbatch, vs, 1));
-        });
-    }
     const double t0 = rec.now_s();
-    Buffer dx = tf.backward(c, std::move(dy), mb, cache);
+    Buffer dx = tf.backward(c, std::move(in), mb, cache);
     rec.event("B" + label, Stream::compute, t0, rec.now_s());
     caches.erase({step.microbatch, step.chunk});
     if (!c.first) {
@@ -147,11 +192,14 @@ void run_step(RankState& s,
               Transformer& tf,
               Recorder& rec,
               std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
-              const Step& step,
+              const std::vector<Step>& steps,
+              size_t i,
               int64_t iteration,
-              double& loss_sum) {
+              double& loss_sum,
+              std::optional<PostedRecv>& posted) {
+    const Step& step = steps[i];
     try {
-        run_step_impl(s, tf, rec, caches, step, iteration, loss_sum);
+        run_step_impl(s, tf, rec, caches, steps, i, iteration, loss_sum, posted);
     } catch (const CommTimeout& e) {
         throw CommTimeout(
             std::string(e.what()) + " (during the " + (step.forward ? "forward" : "backward") +
@@ -426,6 +474,7 @@ Measurement run_training(Backend& be,
         be.fill(s.params.grads(), 0.0f);
         double loss_sum = 0.0;
         std::map<std::pair<int64_t, int64_t>, ChunkCache> caches;
+        std::optional<PostedRecv> posted;
         for (size_t i = 0; i < steps.size(); ++i) {
             if (opt.on_step) {
                 opt.on_step(it, static_cast<int64_t>(i));
@@ -436,7 +485,7 @@ Measurement run_training(Backend& be,
                     start_layer_bucket(s, rec, buckets, l);
                 };
             }
-            run_step(s, tf, rec, caches, steps[i], it, loss_sum);
+            run_step(s, tf, rec, caches, steps, i, it, loss_sum, posted);
             tf.after_layer_backward = nullptr;
         }
         rec.timed(Phase::pp_wait, Stream::pp_fwd, "pp flush", [&] { be.synchronize(); });

@@ -438,6 +438,11 @@ Buffer Transformer::run_layers(const ChunkHandles& c, Buffer x, ChunkCache& cach
         x = layer_fwd(c.layers[i], std::move(x), cache.layers[i]);
         if (full) {
             cache.layers[i] = LayerCache();
+            cache.inputs[i].pack();
+        } else {
+            // Issue 17: kept until the backward in the activation type (bf16 on a bf16 GPU run).
+            const int64_t scores = d_.batch * d_.heads_local() * d_.seq * d_.seq;
+            pack_saved(cache.layers[i], d_.seq > 1 && cache.layers[i].probs.size() == scores);
         }
     }
     return x;

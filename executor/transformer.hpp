@@ -108,6 +108,15 @@ struct LayerCache {
     MoeCache moe;
 };
 
+/// Issue 17: a layer's saved activations in the backend's activation type between its forward
+/// and its backward (Buffer::pack; bf16 / fp16 on a GPU running 16-bit GEMMs, unchanged fp32 on
+/// the CPU): every tensor the backward reads except the norms' statistics (mean, rstd) and the
+/// fused attention's log-sum-exp, which stay fp32 as in Megatron-LM / Transformer Engine.
+/// `scores`: probs holds the seq x seq probabilities (unfused attention), packed too.
+void pack_saved(LayerCache& lc, bool scores);
+/// Inverse of pack_saved (fp32 again), just before the layer's backward.
+void unpack_saved(LayerCache& lc);
+
 struct ChunkCache {
     // Full recomputation keeps each layer's input only (Megatron --recompute-granularity full
     // --recompute-method uniform --recompute-num-layers 1) and rebuilds that layer's cache just

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -38,7 +40,8 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
 
 CpuBackend::CpuBackend(const BackendOptions& options)
     : groups_(options.timeout_s)
-    , poison_uninit_(options.poison_uninit) {}
+    , poison_uninit_(options.poison_uninit)
+    , emulate_packing_(options.emulate_packing) {}
 
 CpuBackend::~CpuBackend() {
     // Sends still in flight at destruction belong to a failed run; their buffers must outlive
@@ -115,9 +118,50 @@ void CpuBackend::free(View v) {
     auto it = allocations_.find(v.data);
     CLEAVE_ASSERT(it != allocations_.end(), "free: not a view returned by alloc()");
     in_use_B_ -= it->second;
+    packed_.erase(v.data);
     const int64_t rounded = (it->second + alignment_B - 1) / alignment_B * alignment_B;
     allocations_.erase(it);
     cached_.emplace(rounded, v.data);
+}
+
+namespace {
+
+// fp32 -> bf16 -> fp32, round to nearest even (the CUDA backend's __float2bfloat16_rn).
+float round_bf16(float x) {
+    uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    float r = 0.0f;
+    std::memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+}  // namespace
+
+// Issue 17, BackendOptions::emulate_packing: what the CUDA backend's 16-bit storage does to the
+// values, with NaN in the buffer meanwhile; otherwise the CPU backend stores fp32 (no-op).
+View CpuBackend::pack_activation(View x) {
+    if (!emulate_packing_ || x.data == nullptr || packed_.count(x.data) == 1) {
+        return x;
+    }
+    std::vector<float> kept(x.data, x.data + x.size);
+    for (float& v : kept) {
+        v = round_bf16(v);
+    }
+    std::fill(x.data, x.data + x.size, std::numeric_limits<float>::quiet_NaN());
+    packed_.emplace(x.data, std::move(kept));
+    return x;
+}
+
+View CpuBackend::unpack_activation(View x) {
+    const auto it = packed_.find(x.data);
+    if (it == packed_.end()) {
+        return x;
+    }
+    std::copy(it->second.begin(), it->second.end(), x.data);
+    packed_.erase(it);
+    return x;
 }
 
 void CpuBackend::upload(View dst, std::span<const float> src) {

@@ -33,6 +33,8 @@ public:
     [[nodiscard]] View alloc(int64_t count) override;
     [[nodiscard]] View alloc_uninit(int64_t count) override;
     void free(View v) override;
+    [[nodiscard]] View pack_activation(View x) override;
+    [[nodiscard]] View unpack_activation(View x) override;
 
     [[nodiscard]] int64_t bytes_in_use() const override { return in_use_B_; }
 
@@ -204,6 +206,8 @@ private:
     /// iteration). The GPU backend's pool does the same.
     std::unordered_multimap<int64_t, float*> cached_;
     bool poison_uninit_ = false;
+    bool emulate_packing_ = false;
+    std::unordered_map<const float*, std::vector<float>> packed_;  // emulate_packing only
     int64_t in_use_B_ = 0;
     int64_t peak_B_ = 0;
     std::vector<PendingSend> sends_;

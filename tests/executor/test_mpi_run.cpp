@@ -2,6 +2,7 @@
 // loss and updated weights of the single-rank run, relative tolerance 1e-5) and the fault test
 // (a rank that dies or hangs takes the whole job down within the timeout, with a message that
 // names what failed). Each case launches mpirun (CLEAVE_MPIEXEC) on the cleave binary.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -9,6 +10,8 @@
 #include <map>
 #include <string>
 #include <sys/wait.h>
+#include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -288,6 +291,41 @@ TEST_SUITE("executor") {
         CHECK(steps[1] == 8);
         CHECK(meets[0] == 1);
         CHECK(meets[1] == 1);
+        // Issue 17: each step's receive is posted one step early, before the previous step's
+        // compute. 1F1B, pp 2, m 4: stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3 and receives before
+        // B0..B3, all four posted a step ahead; stage 1 runs F0 B0 F1 B1 ... and receives before
+        // F0..F3, F0's posted at step 0 itself, the other three a step ahead.
+        for (int pid = 0; pid < 2; ++pid) {
+            std::vector<std::pair<double, std::string>> ev;
+            for (const auto& e : t["traceEvents"]) {
+                if (e["ph"] == "X" && e["pid"].get<int>() == pid) {
+                    ev.emplace_back(e["ts"].get<double>(), e.value("name", ""));
+                }
+            }
+            std::stable_sort(ev.begin(), ev.end(), [](const auto& a, const auto& b) {
+                return a.first < b.first;
+            });
+            int receives = 0;
+            int early = 0;
+            bool posted = false;
+            bool computed_since_post = false;
+            for (const auto& [ts, name] : ev) {
+                if (name == "post recv") {
+                    posted = true;
+                    computed_since_post = false;
+                } else if (name.rfind("F mb", 0) == 0 || name.rfind("B mb", 0) == 0) {
+                    computed_since_post = true;
+                } else if (name == "recv activation" || name == "recv gradient") {
+                    CHECK(posted);
+                    ++receives;
+                    early += computed_since_post ? 1 : 0;
+                    posted = false;
+                }
+            }
+            CAPTURE(pid);
+            CHECK(receives == 4);
+            CHECK(early == (pid == 0 ? 4 : 3));
+        }
     }
 
     TEST_CASE("run: a hung rank aborts the job within the timeout, naming group and operation") {
