@@ -26,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace cleave::executor {
 
@@ -372,6 +373,36 @@ public:
     virtual void send(Group g, View x, int peer, int tag) = 0;
     /// Receives into x from group rank `peer` with `tag`; blocks (bounded by the timeout).
     virtual void recv(Group g, View x, int peer, int tag) = 0;
+
+    /// All-to-all with per-peer counts (MPI_Alltoallv; issue 16, the expert-parallel token
+    /// dispatch and combine): `send` holds send_counts[p] elements for each group rank p, in rank
+    /// order, and `recv` receives recv_counts[p] elements from each p, in rank order. Both spans
+    /// have group_size entries; what p sends to q equals what q expects from p (the caller
+    /// exchanges the counts first). Zero counts are allowed.
+    virtual void all_to_all_v(Group g,
+                              View send,
+                              std::span<const int64_t> send_counts,
+                              View recv,
+                              std::span<const int64_t> recv_counts) = 0;
+
+    /// out[i, :] = x[rows[i], :] for the rows.size() x cols matrix out (a row permutation or
+    /// selection; issue 16, the MoE dispatch order). `rows` is host memory; every index lies in x.
+    /// The default goes through host memory (download, permute, upload).
+    virtual void gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) {
+        CLEAVE_ASSERT(out.size == static_cast<int64_t>(rows.size()) * cols,
+                      "gather_rows: out.size != rows * cols");
+        std::vector<float> in(static_cast<size_t>(x.size));
+        download(in, x);
+        std::vector<float> host(static_cast<size_t>(out.size));
+        for (size_t i = 0; i < rows.size(); ++i) {
+            CLEAVE_ASSERT(rows[i] >= 0 && (rows[i] + 1) * cols <= x.size, "gather_rows: bad row");
+            for (int64_t c = 0; c < cols; ++c) {
+                host[i * static_cast<size_t>(cols) + static_cast<size_t>(c)] =
+                    in[static_cast<size_t>(rows[i] * cols + c)];
+            }
+        }
+        upload(out, host);
+    }
 
     /// Posts a receive into x from group rank `peer` with `tag` and returns at once (issue 17:
     /// the pipeline posts the next step's receive before the current step's compute). x must

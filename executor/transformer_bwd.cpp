@@ -11,6 +11,12 @@ Buffer Transformer::mlp_bwd(const LayerHandles& l, View dy, LayerCache& lc) {
     const int64_t Tl = d_.local_tokens();
     const int64_t h = d_.hidden;
     const int64_t f = d_.ffn_local();
+    if (l.router >= 0) {
+        Buffer dn2 = moe_bwd(l, lc.n2, dy, lc.moe);
+        Buffer dx2 = buf(Tl * h);
+        norm_bwd(dn2, lc.x2, l.norm2_g, l.norm2_b, lc.mean2, lc.rstd2, dx2);
+        return dx2;
+    }
     if (l.b2 >= 0) {
         be_.bias_grad(dy, Tl, h, params_.ref(l.b2).g);
     }
@@ -172,7 +178,9 @@ Transformer::backward(const ChunkHandles& c, Buffer dy, const MicroBatch& mb, Ch
         if (recompute_ == Recompute::full) {
             // Rebuild this layer's cache from its kept input; its output is not needed.
             cache.inputs[i].unpack();
+            recomputing_ = true;
             (void)layer_fwd(c.layers[i], std::move(cache.inputs[i]), cache.layers[i]);
+            recomputing_ = false;
         }
         unpack_saved(cache.layers[i]);
         g = layer_bwd(c.layers[i], std::move(g), cache.layers[i]);

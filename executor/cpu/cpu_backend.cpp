@@ -316,6 +316,54 @@ void CpuBackend::recv(Group g, View x, int peer, int tag) {
         req, g, "recv", "from rank " + std::to_string(peer) + " tag " + std::to_string(tag));
 }
 
+// MPI_Alltoallv with int counts and displacements (element counts checked to fit).
+void CpuBackend::all_to_all_v(Group g,
+                              View send,
+                              std::span<const int64_t> send_counts,
+                              View recv,
+                              std::span<const int64_t> recv_counts) {
+    const auto n = static_cast<size_t>(groups_.size(g));
+    CLEAVE_ASSERT(send_counts.size() == n && recv_counts.size() == n,
+                  "all_to_all_v: one count per group rank");
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    int64_t s_off = 0;
+    int64_t r_off = 0;
+    for (size_t p = 0; p < n; ++p) {
+        sc[p] = detail::mpi_count(send_counts[p]);
+        sd[p] = detail::mpi_count(s_off);
+        rc[p] = detail::mpi_count(recv_counts[p]);
+        rd[p] = detail::mpi_count(r_off);
+        s_off += send_counts[p];
+        r_off += recv_counts[p];
+    }
+    CLEAVE_ASSERT(s_off <= send.size && r_off <= recv.size, "all_to_all_v: buffer too small");
+    MPI_Request req = MPI_REQUEST_NULL;
+    CLEAVE_MPI_CHECK(MPI_Ialltoallv(send.data,
+                                    sc.data(),
+                                    sd.data(),
+                                    MPI_FLOAT,
+                                    recv.data,
+                                    rc.data(),
+                                    rd.data(),
+                                    MPI_FLOAT,
+                                    groups_.comm(g),
+                                    &req));
+    groups_.wait(req,
+                 g,
+                 "all_to_all_v",
+                 std::to_string(s_off) + " floats out, " + std::to_string(r_off) + " in");
+}
+
+void CpuBackend::gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) {
+    need_size(out, static_cast<int64_t>(rows.size()) * cols, "gather_rows: out too small");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        CLEAVE_ASSERT(rows[i] >= 0 && (rows[i] + 1) * cols <= x.size, "gather_rows: bad row");
+        std::memcpy(out.data + static_cast<int64_t>(i) * cols,
+                    x.data + rows[i] * cols,
+                    static_cast<size_t>(cols) * sizeof(float));
+    }
+}
+
 void CpuBackend::retire_completed_sends() {
     std::erase_if(sends_, [](PendingSend& s) {
         int done = 0;

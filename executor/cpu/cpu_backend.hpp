@@ -176,6 +176,12 @@ public:
     void broadcast(Group g, View x, int root) override;
     void send(Group g, View x, int peer, int tag) override;
     void recv(Group g, View x, int peer, int tag) override;
+    void all_to_all_v(Group g,
+                      View send,
+                      std::span<const int64_t> send_counts,
+                      View recv,
+                      std::span<const int64_t> recv_counts) override;
+    void gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) override;
 
     void synchronize() override;
     [[nodiscard]] double clock_s() override;

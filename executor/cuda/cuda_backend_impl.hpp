@@ -205,6 +205,13 @@ public:
     void broadcast(Group g, View x, int root) override;
     void send(Group g, View x, int peer, int tag) override;
     void recv(Group g, View x, int peer, int tag) override;
+    /// Grouped ncclSend / ncclRecv with every group rank on the group's collective
+    /// communicator (cuda_alltoall.cpp).
+    void all_to_all_v(Group g,
+                      View send,
+                      std::span<const int64_t> send_counts,
+                      View recv,
+                      std::span<const int64_t> recv_counts) override;
     [[nodiscard]] PendingRecv recv_start(Group g, View x, int peer, int tag) override;
     void recv_wait(const PendingRecv& r) override;
     void all_reduce_start(Group g, View x) override;

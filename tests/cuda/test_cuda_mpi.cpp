@@ -86,6 +86,34 @@ TEST_SUITE("cuda") {
         f.expect_equal(z, "broadcast");
     }
 
+    TEST_CASE("cuda mpi: all_to_all_v with uneven counts matches MPI_Alltoallv on the CPU") {
+        // Issue 16: rank r sends 10 (2r + p + 1) elements to rank p (so p receives from r what
+        // it expects, 10 (2r + p + 1)); grouped ncclSend / ncclRecv against MPI_Ialltoallv.
+        Fixture f;
+        const int rank = f.gpu().world_rank();
+        Group g[2];
+        f.both(
+            [&](Backend& be, Side s) { g[static_cast<int>(s)] = be.create_group(0, rank, "ep"); });
+        const int n = f.gpu().group_size(g[1]);
+        std::vector<int64_t> sent(static_cast<size_t>(n));
+        std::vector<int64_t> received(static_cast<size_t>(n));
+        int64_t out = 0;
+        int64_t in = 0;
+        for (int p = 0; p < n; ++p) {
+            sent[static_cast<size_t>(p)] = 10 * (2 * rank + p + 1);
+            received[static_cast<size_t>(p)] = 10 * (2 * p + rank + 1);
+            out += sent[static_cast<size_t>(p)];
+            in += received[static_cast<size_t>(p)];
+        }
+        const Pair x = f.tensor(ints(out, 900 + rank));
+        const Pair y = f.zeros(in);
+        f.both([&](Backend& be, Side s) {
+            be.all_to_all_v(g[static_cast<int>(s)], x(s), sent, y(s), received);
+            be.synchronize();
+        });
+        f.expect_equal(y, "all_to_all_v");
+    }
+
     TEST_CASE("cuda mpi: overlapped bucket all-reduces on a dp group equal all_reduce") {
         // Issue 17: three buckets started on the "dp" group's second communicator and stream,
         // with a GEMM and a send/recv issued between them, then one wait; the sums must equal
