@@ -8,6 +8,9 @@
 #include "costmodel/published.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -147,5 +150,42 @@ TEST_SUITE("costmodel") {
             CHECK(e.diagnostics()[0].message ==
                   "column 'num_layers': row 9 says 60 but deepseek-v3.config.json has 61");
         }
+    }
+
+    TEST_CASE("moe models: Megatron-Bridge's FLOP count of the shipped configs matches the rows") {
+        // The 2025 rows publish model TFLOP/s (flop_utils.py) and tokens/s per GPU: their ratio
+        // is the convention's FLOPs per token, which the shapes read from examples/hf must give.
+        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_2025.csv");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        std::map<int64_t, PublishedCase> rows;
+        for (auto& c : parse_public_runs(ss.str(), "public_runs_2025.csv")) {
+            rows[c.row_id] = c;
+        }
+        // row: TFLOP/s per GPU, tokens/s per GPU (CSV columns tflops_per_gpu,
+        // tokens_per_sec_per_gpu): 1005 DeepSeek-V3 without MTP 961 / 3848; 1023 with MTP
+        // 557 / 2139; 1008 Qwen3-30B-A3B 666 / 28934; 1009 Qwen3-235B-A22B 907 / 6131;
+        // 1007 GPT-OSS 120B (seq 8192) 565 / 18347.
+        const std::pair<int64_t, double> published[] = {{1005, 961e12 / 3848},
+                                                        {1023, 557e12 / 2139},
+                                                        {1008, 666e12 / 28934},
+                                                        {1009, 907e12 / 6131},
+                                                        {1007, 565e12 / 18347}};
+        for (const auto& [row, per_token] : published) {
+            CAPTURE(row);
+            const PublishedCase& c = rows.at(row);
+            const double tokens = static_cast<double>(c.job.global_batch * c.job.seq_len);
+            // Published figures have 3-4 significant digits: 1% covers their rounding.
+            CHECK(bridge_flops(c.model, c.job) / tokens ==
+                  doctest::Approx(per_token).epsilon(0.01));
+        }
+        // By hand for Qwen3-30B-A3B at s = 4096: per layer 2 x (attention 18,874,368 + 8 x 2 x
+        // 2048 x 768 x 3/2 = 37,748,736) + core 4096 x 32 x 256 = 33,554,432 -> 146,800,640;
+        // 48 layers 7,046,430,720 + logits 2 x 2048 x 151936 = 622,329,856 = 7,668,760,576;
+        // x 3 = 23,006,281,728 per token (published 666e12 / 28934 = 23,017,902,814).
+        const PublishedCase& q = rows.at(1008);
+        CHECK(bridge_flops(q.model, q.job) /
+                  static_cast<double>(q.job.global_batch * q.job.seq_len) ==
+              doctest::Approx(23006281728.0).epsilon(1e-12));
     }
 }
