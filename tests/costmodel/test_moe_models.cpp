@@ -108,6 +108,20 @@ TEST_SUITE("costmodel") {
               doctest::Approx(43807055806464.0).epsilon(1e-12));
     }
 
+    TEST_CASE(
+        "moe models: [job] mtp switches the MTP FLOPs on; default off; a bad value is named") {
+        CHECK_FALSE(parse_job_toml("[job]\ngpus = 8\nglobal_batch = 8\n", "j.toml").mtp);
+        CHECK(parse_job_toml("[job]\ngpus = 8\nglobal_batch = 8\nmtp = true\n", "j.toml").mtp);
+        try {
+            (void)parse_job_toml("[job]\ngpus = 8\nglobal_batch = 8\nmtp = 1\n", "j.toml");
+            FAIL("expected ConfigError");
+        } catch (const ConfigError& e) {
+            REQUIRE(e.diagnostics().size() == 1);
+            CHECK(e.diagnostics()[0].where.line == 4);
+            CHECK(e.diagnostics()[0].message.find("mtp") != std::string::npos);
+        }
+    }
+
     TEST_CASE("moe models: MLA keeps its latents and the up-projected K and V") {
         const ModelSpec m = shipped("deepseek-v3");
         // TP 2: Q 128 x 192 + K, V 128 x (192 + 128) + projection input 128 x 128 = 81,920 / 2
