@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,7 @@ SearchOptions::Fixed fixed_from(const CLI::App& sub, const PlanFlags& g, const I
     f.dp = given("--dp") ? g.dp : 0;
     f.cp = given("--cp") ? g.cp : 0;
     f.ep = given("--ep") ? g.ep : 0;
+    f.etp = given("--etp") ? g.etp : 0;
     f.mbs = given("--mbs") ? g.mbs : 0;
     f.vpp = given("--vpp") ? g.vpp : 0;
     f.zero = given("--zero") ? g.zero : -1;
@@ -124,6 +126,10 @@ const char* risk_code(RiskKind k) {
         return "bubble";
     case RiskKind::shared_communicator:
         return "sharedcomm";
+    case RiskKind::ep_cross_domain:
+        return "epnic";
+    case RiskKind::moe_imbalance:
+        return "moeimb";
     case RiskKind::count:
         break;
     }
@@ -213,8 +219,17 @@ std::string stage_column(const ModelSpec& m, const Plan& p) {
            std::to_string(sl.last);
 }
 
+std::string etp_cell(const Plan& p) {
+    std::array<char, 16> b{};
+    std::snprintf(b.data(), b.size(), " %3lld", static_cast<long long>(expert_tp(p)));
+    return b.data();
+}
+
 void print_rows(std::ostream& os, const ModelSpec& m, const SearchResult& r) {
-    os << "#  #    dp tp  pp cp ep  v mbs sched rc   sp z  iter(s)     tok/s  MFU%  mem(GiB) bub% "
+    // MoE models get an etp column (the expert grid's tensor-parallel size) after ep.
+    const bool moe = m.moe.enabled();
+    os << "#  #    dp tp  pp cp ep" << (moe ? " etp" : "")
+       << "  v mbs sched rc   sp z  iter(s)     tok/s  MFU%  mem(GiB) bub% "
           "layers   risks\n";
     int rank = 0;
     for (const RankedPlan& rp : r.plans) {
@@ -223,14 +238,15 @@ void print_rows(std::ostream& os, const ModelSpec& m, const SearchResult& r) {
         std::array<char, 160> b{};
         std::snprintf(b.data(),
                       b.size(),
-                      "%4d %5lld %2lld %3lld %2lld %2lld %2lld %3lld %-5s %-4s %2d %1d %8.3f %9.0f "
-                      "%5.1f %9.1f %4.1f ",
+                      "%4d %5lld %2lld %3lld %2lld %2lld%s %2lld %3lld %-5s %-4s %2d %1d %8.3f "
+                      "%9.0f %5.1f %9.1f %4.1f ",
                       ++rank,
                       static_cast<long long>(p.dp),
                       static_cast<long long>(p.tp),
                       static_cast<long long>(p.pp),
                       static_cast<long long>(p.cp),
                       static_cast<long long>(p.ep),
+                      moe ? etp_cell(p).c_str() : "",
                       static_cast<long long>(p.vpp),
                       static_cast<long long>(p.mbs),
                       short_schedule(p.schedule),
@@ -348,7 +364,9 @@ void print_table(std::ostream& os,
            << "\n";
     }
     os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
-          "bubble(>30%) sharedcomm\n";
+          "bubble(>30%) sharedcomm"
+       << (in.model.moe.enabled() ? " epnic(EP all-to-all through NICs) moeimb(imbalance>1.5)" : "")
+       << "\n";
     print_rows(os, in.model, r);
     print_sim_rows(os, r, sims);
     print_top_risks(os, in, r);
@@ -434,7 +452,7 @@ nlohmann::json plan_result_json(const Inputs& in,
 void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
     os << "rank,dp,tp,pp,cp,ep,vpp,mbs,schedule,recompute,sp,zero,iteration_time_s,tokens_per_s,"
           "tflops_per_gpu,mfu,bubble_ratio,memory_gib,usable_memory_gib,risks,"
-          "simulated_iteration_time_s,first_stage_layers,last_stage_layers\n";
+          "simulated_iteration_time_s,first_stage_layers,last_stage_layers,etp\n";
     std::size_t rank = 0;
     for (const RankedPlan& rp : r.plans) {
         const Plan& p = rp.plan;
@@ -447,7 +465,7 @@ void print_csv(std::ostream& os, const SearchResult& r, const SimScores& sims) {
            << f("%.9g", e.tflops_per_gpu) << "," << f("%.9g", e.mfu) << ","
            << f("%.9g", e.bubble_ratio) << "," << f("%.9g", to_gib(e.memory.total)) << ","
            << f("%.9g", to_gib(e.memory_usable)) << "," << risk_codes(e, ';') << "," << sim << ","
-           << p.first_layers << "," << p.last_layers << "\n";
+           << p.first_layers << "," << p.last_layers << "," << expert_tp(p) << "\n";
     }
 }
 
@@ -489,6 +507,26 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
         arg(os, "--moe-ffn-hidden-size", std::to_string(m.moe.expert_ffn_hidden));
         if (m.moe.layer_freq != 1) {
             arg(os, "--moe-layer-freq", std::to_string(m.moe.layer_freq));
+        }
+        // The stack's [moe] table (Megatron-Core transformer_config.py @d98e8a64, whose fields
+        // arguments.py turns into flags): deepep is the flex
+        // dispatcher with the DeepEP backend.
+        const SoftwareStack& st = job.stack;
+        const bool flex = st.moe_dispatcher == MoeDispatcher::deepep;
+        arg(os, "--moe-token-dispatcher-type", flex ? "flex" : to_string(st.moe_dispatcher));
+        if (flex) {
+            arg(os, "--moe-flex-dispatcher-backend", "deepep");
+        }
+        if (st.moe_grouped_gemm) {
+            arg(os, "--moe-grouped-gemm");
+        }
+        if (st.moe_a2a_overlap) {
+            arg(os, "--overlap-moe-expert-parallel-comm");
+        }
+        if (job.moe_capacity > 0.0) {
+            std::ostringstream c;
+            c << job.moe_capacity;
+            arg(os, "--moe-expert-capacity-factor", c.str());
         }
     }
 }
@@ -552,6 +590,8 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     arg(os, "--context-parallel-size", std::to_string(p.cp));
     if (m.moe.enabled()) {
         arg(os, "--expert-model-parallel-size", std::to_string(p.ep));
+        // Megatron-Core arguments.py: --expert-tensor-parallel-size (default: tp).
+        arg(os, "--expert-tensor-parallel-size", std::to_string(expert_tp(p)));
     }
     megatron_layout_args(os, m, p);
     megatron_group_args(os, job, p);

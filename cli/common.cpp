@@ -54,6 +54,16 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    "Memory kept free on top of the profile's reserved memory: GiB, or N% of the "
                    "GPU's memory")
         ->capture_default_str();
+    sub.add_option("--moe-capacity",
+                   f.moe_capacity,
+                   "MoE token-drop capacity factor (Megatron --moe-expert-capacity-factor); "
+                   "0 = none, dropless")
+        ->capture_default_str();
+    sub.add_option("--moe-imbalance",
+                   f.moe_imbalance,
+                   "Busiest expert's tokens over the average (1 = the forced balance of "
+                   "published benchmarks)")
+        ->capture_default_str();
     sub.add_option("--stack",
                    f.stack,
                    "Software stack: shipped name (cleave stack list) or TOML path "
@@ -116,6 +126,8 @@ void add_plan_flags(CLI::App& sub, PlanFlags& f) {
         ->capture_default_str();
     sub.add_option("--cp", f.cp, "Context-parallel size")->capture_default_str();
     sub.add_option("--ep", f.ep, "Expert-parallel size")->capture_default_str();
+    sub.add_option("--etp", f.etp, "Expert tensor-parallel size (0 = tp, Megatron-Core's default)")
+        ->capture_default_str();
     sub.add_option("--mbs", f.mbs, "Micro-batch size (sequences)")->capture_default_str();
     sub.add_option("--vpp", f.vpp, "Virtual stages per pipeline rank")->capture_default_str();
     sub.add_option(
@@ -294,6 +306,16 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
         in.job.grads = in.job.stack.grad_dtype;  // the stack's recipe default
     }
     in.job.memory_headroom = parse_headroom(f.memory_headroom, in.cluster.gpu);
+    if (!(f.moe_imbalance >= 1.0) || !std::isfinite(f.moe_imbalance)) {
+        throw ConfigError("--moe-imbalance: " + std::to_string(f.moe_imbalance) +
+                          " is not a ratio >= 1 (busiest expert's tokens over the average)");
+    }
+    if (!(f.moe_capacity >= 0.0) || !std::isfinite(f.moe_capacity)) {
+        throw ConfigError("--moe-capacity: " + std::to_string(f.moe_capacity) +
+                          " is not a capacity factor >= 0 (0 = none)");
+    }
+    in.job.moe_imbalance = f.moe_imbalance;
+    in.job.moe_capacity = f.moe_capacity;
     if (in.job.global_batch <= 0) {
         throw ConfigError("--gbs: the global batch size is required (or give it in --job)");
     }
@@ -307,6 +329,7 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
     p.pp = f.pp;
     p.cp = f.cp;
     p.ep = f.ep;
+    p.etp = f.etp;
     p.mbs = f.mbs;
     p.vpp = f.vpp;
     p.first_layers = f.first_stage_layers;

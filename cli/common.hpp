@@ -45,6 +45,8 @@ struct JobFlags {
     bool precision_fallback = false;
     std::string stack;  // software stack name or TOML; "" = [job] stack, else megatron-core
     std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
+    double moe_capacity = 0.0;           // --moe-capacity: 0 = none (dropless)
+    double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
     TrainFlags train;                    // registered by add_train_flags() only
 };
 
@@ -54,6 +56,7 @@ struct PlanFlags {
     int64_t dp = 0;  // 0 = gpus / (tp * pp * cp)
     int64_t cp = 1;
     int64_t ep = 1;
+    int64_t etp = 0;  // 0 = tp (Megatron-Core's default)
     int64_t mbs = 1;
     int64_t vpp = 1;
     std::string schedule = "";  // "" = interleaved when vpp > 1, else 1f1b

@@ -85,21 +85,26 @@ void add_train_json(nlohmann::json& j, const Inputs& in, const Estimate& e) {
 }
 
 nlohmann::json plan_to_json(const Plan& p, const JobSpec& job) {
-    return {{"dp", p.dp},
-            {"tp", p.tp},
-            {"pp", p.pp},
-            {"cp", p.cp},
-            {"ep", p.ep},
-            {"vpp", p.vpp},
-            {"mbs", p.mbs},
-            {"microbatches", num_microbatches(p, job)},
-            {"schedule", to_string(p.schedule)},
-            {"recompute", to_string(p.recompute)},
-            {"sp", p.sp},
-            {"zero", p.zero},
-            {"first_stage_layers", p.first_layers},
-            {"last_stage_layers", p.last_layers},
-            {"flags", to_flags(p)}};
+    nlohmann::json j = {{"dp", p.dp},
+                        {"tp", p.tp},
+                        {"pp", p.pp},
+                        {"cp", p.cp},
+                        {"ep", p.ep},
+                        {"vpp", p.vpp},
+                        {"mbs", p.mbs},
+                        {"microbatches", num_microbatches(p, job)},
+                        {"schedule", to_string(p.schedule)},
+                        {"recompute", to_string(p.recompute)},
+                        {"sp", p.sp},
+                        {"zero", p.zero},
+                        {"first_stage_layers", p.first_layers},
+                        {"last_stage_layers", p.last_layers},
+                        {"flags", to_flags(p)}};
+    if (p.ep > 1 || p.etp > 0) {  // the expert grid (dense plans keep their fields as they were)
+        j["etp"] = expert_tp(p);
+        j["edp"] = expert_dp(p);
+    }
+    return j;
 }
 
 namespace {
@@ -125,33 +130,39 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
     for (const Risk& r : describe_risks(in.model, in.cluster, in.job, p, e)) {
         risks.push_back({{"kind", to_string(r.kind)}, {"message", r.message}, {"fix", r.fix}});
     }
-    return {{"plan", plan_to_json(p, in.job)},
-            {"iteration_time_s", e.iteration_time.value()},
-            {"tokens_per_s", e.tokens_per_s},
-            {"tflops_per_gpu", e.tflops_per_gpu},
-            {"mfu", e.mfu},
-            {"hfu", e.hfu},
-            {"bubble_ratio", e.bubble_ratio},
-            {"memory_gib", memory_json(e.memory)},
-            {"usable_memory_gib", to_gib(e.memory_usable)},
-            {"memory_headroom_gib", to_gib(e.memory_headroom)},
-            // usable - headroom - peak: negative when the plan does not fit
-            {"memory_spare_gib", to_gib(e.memory_usable - e.memory_headroom - e.memory.total)},
-            {"peak_memory_stage", e.peak_memory_stage},
-            {"fits", e.fits},
-            {"time_s", time_json(e.time)},
-            {"comm_bytes_per_gpu",
-             {{"dp", e.comm_bytes_per_gpu.dp.value()},
-              {"tp", e.comm_bytes_per_gpu.tp.value()},
-              {"pp", e.comm_bytes_per_gpu.pp.value()},
-              {"cp", e.comm_bytes_per_gpu.cp.value()},
-              {"ep", e.comm_bytes_per_gpu.ep.value()}}},
-            {"model_flops", e.model_flops.value()},
-            {"hardware_flops", e.hardware_flops.value()},
-            {"stages", stages_json(p, e)},
-            {"precision", precision_json(in)},
-            {"stack", stack_json(in.job.stack)},
-            {"risks", risks}};
+    nlohmann::json j = {
+        {"plan", plan_to_json(p, in.job)},
+        {"iteration_time_s", e.iteration_time.value()},
+        {"tokens_per_s", e.tokens_per_s},
+        {"tflops_per_gpu", e.tflops_per_gpu},
+        {"mfu", e.mfu},
+        {"hfu", e.hfu},
+        {"bubble_ratio", e.bubble_ratio},
+        {"memory_gib", memory_json(e.memory)},
+        {"usable_memory_gib", to_gib(e.memory_usable)},
+        {"memory_headroom_gib", to_gib(e.memory_headroom)},
+        // usable - headroom - peak: negative when the plan does not fit
+        {"memory_spare_gib", to_gib(e.memory_usable - e.memory_headroom - e.memory.total)},
+        {"peak_memory_stage", e.peak_memory_stage},
+        {"fits", e.fits},
+        {"time_s", time_json(e.time)},
+        {"comm_bytes_per_gpu",
+         {{"dp", e.comm_bytes_per_gpu.dp.value()},
+          {"tp", e.comm_bytes_per_gpu.tp.value()},
+          {"pp", e.comm_bytes_per_gpu.pp.value()},
+          {"cp", e.comm_bytes_per_gpu.cp.value()},
+          {"ep", e.comm_bytes_per_gpu.ep.value()}}},
+        {"model_flops", e.model_flops.value()},
+        {"hardware_flops", e.hardware_flops.value()},
+        {"stages", stages_json(p, e)},
+        {"precision", precision_json(in)},
+        {"stack", stack_json(in.job.stack)},
+        {"risks", risks}};
+    if (e.comm_bytes_per_gpu.ep.value() > 0.0) {  // the EP traffic per link
+        j["comm_bytes_per_gpu"]["ep_nvlink"] = e.comm_bytes_per_gpu.ep_nvlink.value();
+        j["comm_bytes_per_gpu"]["ep_nic"] = e.comm_bytes_per_gpu.ep_nic.value();
+    }
+    return j;
 }
 
 nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e) {
@@ -295,6 +306,14 @@ void print_traffic(std::ostream& os, const Inputs& in, const Plan& p, const Esti
     print_group(os, "tp", p.tp, l.tp, p.sp ? Collective::all_gather : Collective::all_reduce, b.tp);
     print_group(os, "cp", p.cp, l.cp, Collective::send_recv, b.cp);
     print_group(os, "ep", p.ep, l.ep, Collective::all_to_all, b.ep);
+    if (b.ep.value() > 0.0) {
+        // All-to-all per link: r of the ep ranks share this GPU's NVLink domain.
+        os << "#   ep per link: " << l.ep_a2a.r << " of " << l.ep_a2a.n
+           << " EP ranks in this GPU's NVLink domain (dispatcher "
+           << to_string(in.job.stack.moe_dispatcher) << "): nvlink "
+           << f("%.3f", to_gib(b.ep_nvlink)) << " GiB, nic " << f("%.3f", to_gib(b.ep_nic))
+           << " GiB\n";
+    }
     print_group(os,
                 "dp",
                 p.dp * p.cp,

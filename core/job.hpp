@@ -41,6 +41,12 @@ struct JobSpec {
     /// stage plus this stays within usable memory. 0 in the library; the CLI's --memory-headroom
     /// defaults to 5% of the GPU's memory (cli/common.cpp).
     Bytes memory_headroom;
+    /// MoE token-drop capacity factor (Megatron --moe-expert-capacity-factor): an expert takes at
+    /// most this many times the average tokens; 0 = none (dropless, Megatron's default).
+    double moe_capacity = 0.0;
+    /// Tokens of the busiest expert over the average (>= 1); 1 = the forced balance of the
+    /// published benchmarks (Megatron --moe-router-force-load-balancing).
+    double moe_imbalance = 1.0;
 
     bool operator==(const JobSpec&) const = default;
 };

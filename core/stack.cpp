@@ -168,6 +168,19 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.p2p_overhead_us, r.quantity("p2p_overhead_us", Need::required, true));
         r.finish();
     }
+    if (const toml::table* t = top.table("moe", Need::optional)) {
+        TableReader r(*t, "moe", sink);
+        set(s.moe_dispatcher,
+            r.choice<MoeDispatcher>("dispatcher",
+                                    Need::required,
+                                    {{"alltoall", MoeDispatcher::alltoall},
+                                     {"allgather", MoeDispatcher::allgather},
+                                     {"deepep", MoeDispatcher::deepep}}));
+        set(s.moe_a2a_overlap, r.flag("a2a_overlap", Need::required));
+        set(s.moe_grouped_gemm, r.flag("grouped_gemm", Need::required));
+        set(s.moe_sync_us, r.quantity("sync_us", Need::required, true));
+        r.finish();
+    }
     if (const toml::table* t = top.table("export", Need::optional)) {
         TableReader r(*t, "export", sink);
         set(s.torch_compile, r.flag("torch_compile", Need::optional));
@@ -189,6 +202,18 @@ const char* to_string(StackFramework f) {
         return "torchtitan";
     case StackFramework::llm_foundry:
         return "llm-foundry";
+    }
+    return "?";
+}
+
+const char* to_string(MoeDispatcher d) {
+    switch (d) {
+    case MoeDispatcher::alltoall:
+        return "alltoall";
+    case MoeDispatcher::allgather:
+        return "allgather";
+    case MoeDispatcher::deepep:
+        return "deepep";
     }
     return "?";
 }

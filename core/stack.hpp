@@ -41,6 +41,17 @@ struct AttentionCurve {
     bool operator==(const AttentionCurve&) const = default;
 };
 
+/// How an MoE layer moves its routed tokens to the experts (Megatron-Core
+/// --moe-token-dispatcher-type, megatron/core/transformer/moe/token_dispatcher.py @d98e8a64):
+/// alltoall (MoEAlltoAllTokenDispatcher: one all-to-all over the EP group, each token copy to
+/// its expert's rank), allgather (MoEAllGatherTokenDispatcher: every token all-gathered over the
+/// EP x ETP group, outputs reduce-scattered back), deepep (flex dispatcher with DeepEP /
+/// HybridEP: a token bound for several experts on one remote NVLink domain crosses the network
+/// once and fans out over NVLink there).
+enum class MoeDispatcher : uint8_t { alltoall, allgather, deepep };
+
+[[nodiscard]] const char* to_string(MoeDispatcher d);
+
 struct SoftwareStack {
     std::string name = "megatron-2021";
     std::string display_name;
@@ -72,6 +83,12 @@ struct SoftwareStack {
 
     // Pipeline: per send/recv of one virtual stage (kernel launch + NCCL p2p setup).
     double p2p_overhead_us = 0.0;
+
+    // Mixture of experts ([moe]; absent: alltoall, nothing overlapped, no host sync).
+    MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
+    bool moe_a2a_overlap = false;  // EP all-to-all hidden behind the other micro-batch's compute
+    bool moe_grouped_gemm = true;  // local experts as one grouped GEMM kernel (else a loop)
+    double moe_sync_us = 0.0;      // per MoE layer forward: host waits for the device (D2H)
 
     // Keys that change only what an export writes.
     bool torch_compile = false;

@@ -120,6 +120,42 @@ GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
     return g;
 }
 
+AllToAllLinks all_to_all_links(const ClusterSpec& c, int64_t size, int64_t stride) {
+    AllToAllLinks a;
+    a.n = std::max<int64_t>(1, size);
+    const GroupLink g = group_link(c, a.n, stride);
+    a.r = a.n <= 1 ? 1 : std::clamp<int64_t>(g.members_per_node, 1, a.n);
+    a.nvlink_bw = c.node.intra_bw;
+    a.nic_bw = c.network.inter_bw;
+    a.nvlink_latency = c.node.intra_latency;
+    a.nic_latency = c.network.inter_latency;
+    return a;
+}
+
+// Each GPU sends sent/n to every rank: r - 1 peers over NVLink, n - r through its NIC.
+AllToAllCost all_to_all_cost(const AllToAllLinks& l, Bytes sent) {
+    AllToAllCost a;
+    if (l.n <= 1) {
+        return a;
+    }
+    const double n = static_cast<double>(l.n);
+    const double r = static_cast<double>(l.r);
+    a.nvlink = sent * ((r - 1.0) / n);
+    a.nic = sent * ((n - r) / n);
+    Seconds t;
+    Seconds alpha;
+    if (a.nvlink.value() > 0.0) {
+        t = l.nvlink_bw.value() > 0.0 ? a.nvlink / l.nvlink_bw : seconds(1e30);
+        alpha = l.nvlink_latency;
+    }
+    if (a.nic.value() > 0.0) {
+        t = max(t, l.nic_bw.value() > 0.0 ? a.nic / l.nic_bw : seconds(1e30));
+        alpha = max(alpha, l.nic_latency);
+    }
+    a.time = t + alpha;
+    return a;
+}
+
 PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
     PlanLinks l;
     l.tp = group_link(c, p.tp, 1);
@@ -129,10 +165,14 @@ PlanLinks plan_links(const ClusterSpec& c, const Plan& p) {
         // that crosses nodes, one GPU's NIC (as a pipeline boundary), not the rails of a node.
         l.cp.busbw = min(c.node.intra_bw, c.network.inter_bw);
     }
-    l.ep = group_link(c, p.ep, p.tp * p.cp);
-    l.dp = group_link(c, p.dp * p.cp, p.tp);
+    const int64_t etp = expert_tp(p);
     const int64_t ep = std::max<int64_t>(1, p.ep);
-    l.dp_expert = group_link(c, std::max<int64_t>(1, p.dp * p.cp / ep), p.tp * ep);
+    l.ep = group_link(c, p.ep, etp);
+    l.dp = group_link(c, p.dp * p.cp, p.tp);
+    l.dp_expert = group_link(c, std::max<int64_t>(1, expert_dp(p)), etp * ep);
+    l.etp = group_link(c, etp, 1);
+    l.ep_etp = group_link(c, etp * ep, 1);
+    l.ep_a2a = all_to_all_links(c, p.ep, etp);
     if (p.zero >= 3) {
         // ZeRO-3's parameter gathers and gradient reduce-scatters reach one NIC per GPU across
         // nodes, not the rail-aggregated ring: SC21 Table 2 (public_runs.csv rows 12/13, 15/16)

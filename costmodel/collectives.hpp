@@ -59,16 +59,57 @@ struct GroupLink {
 /// count per NVLink domain.
 [[nodiscard]] GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride);
 
+/// Where an all-to-all's bytes go from one GPU: of its n peers (itself included), r share its
+/// NVLink domain and n - r sit behind the network.
+struct AllToAllLinks {
+    int64_t n = 1;             // ranks in the group
+    int64_t r = 1;             // ranks inside this GPU's NVLink domain, itself included
+    BytesPerSecond nvlink_bw;  // per GPU, one direction (node.intra_bw)
+    BytesPerSecond nic_bw;     // per GPU, its own NIC share (network.inter_bw)
+    Seconds nvlink_latency;    // node.intra_latency
+    Seconds nic_latency;       // network.inter_latency
+
+    bool operator==(const AllToAllLinks&) const = default;
+};
+
+/// The all-to-all links of a group of `size` ranks `stride` global ranks apart: r is the group's
+/// members per NVLink domain as group_link() places them (the whole group when it fits one
+/// domain, else domain / stride, at least 1).
+[[nodiscard]] AllToAllLinks all_to_all_links(const ClusterSpec& c, int64_t size, int64_t stride);
+
+/// One all-to-all from one GPU, split by link.
+struct AllToAllCost {
+    Seconds time;
+    Bytes nvlink;  // bytes this GPU sends over NVLink
+    Bytes nic;     // bytes this GPU sends through its NIC
+
+    bool operator==(const AllToAllCost&) const = default;
+};
+
+/// All-to-all of `sent` bytes from each GPU (its whole send buffer, the 1/n for itself included)
+/// spread evenly over the n ranks: (r - 1)/n of it over NVLink, (n - r)/n through the NIC. NCCL
+/// posts every peer's send in one group, so the two links run at once (nccl
+/// src/collectives.cc ncclAllToAll -> grouped ncclSend / ncclRecv): t = max(nvlink bytes /
+/// nvlink_bw, nic bytes / nic_bw) + the latency of the slower link used. While r x nic_bw <=
+/// nvlink_bw the NIC side binds.
+[[nodiscard]] AllToAllCost all_to_all_cost(const AllToAllLinks& l, Bytes sent);
+
 /// The links of every group of a plan, rank order TP -> CP -> EP -> DP -> PP (TP innermost):
-/// TP stride 1, CP stride tp, EP and DP stride tp*cp, expert-DP stride tp*cp*ep, PP stride
-/// tp*cp*dp.
+/// TP stride 1, CP stride tp, DP stride tp, PP stride tp*cp*dp. The expert layers run on their
+/// own grid over the same ranks, ETP innermost, then EP, then expert DP (Megatron-Core
+/// parallel_state.py initialize_model_parallel, expert RankGenerator order tp-ep-dp-pp with
+/// tp = expert_tensor_parallel_size, @d98e8a64 lines 871-895): ETP stride 1, EP stride etp,
+/// expert DP stride etp*ep.
 struct PlanLinks {
     GroupLink tp;
     GroupLink cp;
     GroupLink ep;
-    GroupLink dp;         // dense parameters: dp ranks (x cp for the distributed optimizer)
-    GroupLink dp_expert;  // expert parameters: dp*cp/ep ranks
-    GroupLink pp;         // the pipeline (stride tp*cp*dp); busbw of its slowest boundary
+    GroupLink dp;          // dense parameters: dp ranks (x cp for the distributed optimizer)
+    GroupLink dp_expert;   // expert parameters: expert_dp(p) ranks, stride etp*ep
+    GroupLink pp;          // the pipeline (stride tp*cp*dp); busbw of its slowest boundary
+    GroupLink etp;         // expert tensor parallel: etp ranks, stride 1 (expert grid)
+    GroupLink ep_etp;      // the expert grid's ep*etp ranks (allgather dispatcher), stride 1
+    AllToAllLinks ep_a2a;  // EP all-to-all: ep ranks, stride etp (expert grid)
 
     bool operator==(const PlanLinks&) const = default;
 };

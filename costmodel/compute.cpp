@@ -7,6 +7,7 @@
 #include "costmodel/precision.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace cleave {
 
@@ -51,6 +52,61 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
         eff = 1.0;  // no curve in the profile: peak
     }
     return f / (peak * eff);
+}
+
+double expert_load_ratio(const JobSpec& job) {
+    const double r = std::max(1.0, job.moe_imbalance);
+    return job.moe_capacity > 0.0 ? std::min(r, job.moe_capacity) : r;
+}
+
+double rank_load_ratio(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    const double local = d(m.moe.experts) / d(std::max<int64_t>(1, p.ep));
+    if (local <= 0.0) {
+        return 1.0;
+    }
+    const double rest = job.moe_capacity > 0.0 ? std::min(1.0, job.moe_capacity) : 1.0;
+    return (expert_load_ratio(job) + (local - 1.0) * rest) / local;
+}
+
+ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    ExpertGemms e;
+    const double local = d(m.moe.experts) / d(std::max<int64_t>(1, p.ep));
+    if (local <= 0.0) {
+        return e;
+    }
+    const double etp = d(expert_tp(p));
+    const double rows = tokens_per_gpu(job, p) / d(p.tp) * d(m.moe.top_k) * etp / local;
+    const double rest = job.moe_capacity > 0.0 ? std::min(1.0, job.moe_capacity) : 1.0;
+    const double f = d(m.moe.expert_ffn_hidden) / etp;
+    const double in_mult = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
+    const double h = d(m.hidden);
+    const double hot = rows * expert_load_ratio(job);
+    e.avg_in = {rows * rest, in_mult * f, h, 1.0};
+    e.avg_out = {rows * rest, h, f, 1.0};
+    e.hot_in = {hot, in_mult * f, h, 1.0};
+    e.hot_out = {hot, h, f, 1.0};
+    e.others = local - 1.0;
+    return e;
+}
+
+Seconds expert_gemm_time(const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group) {
+    const Flops f = gemm_flops(g);
+    if (f.value() <= 0.0) {
+        return {};
+    }
+    const Dtype run = runnable_dtype(gpu, job.compute);
+    FlopsPerSecond peak = peak_flops(gpu, run);
+    if (peak.value() <= 0.0) {
+        peak = gpu.peak_fp32;
+    }
+    double eff = gemm_efficiency(gpu, job.stack.moe_grouped_gemm ? group : f, run);
+    if (eff <= 0.0) {
+        eff = 1.0;
+    }
+    // Roofline: the expert's weight (k x n) and its rows in and out (m x k, m x n) cross HBM
+    // at least once (Williams et al. 2009, Roofline, CACM 52(4)).
+    const Bytes stream = bytes((g.m * g.k + g.k * g.n + g.m * g.n) * g.count * bytes_of(run));
+    return max(f / (peak * eff), stream / gpu.hbm_bw);
 }
 
 const char* to_string(KernelClass k) {
@@ -118,6 +174,7 @@ Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b) {
 
 LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
     const double ab = activation_bytes(job);
+    const double moe_load = moe ? rank_load_ratio(m, job, p) : 1.0;
     const double t = d(p.tp);
     const double tok = tokens_per_gpu(job, p);
     const double h = d(m.hidden);
@@ -135,7 +192,17 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     const double rope = m.positions == PositionKind::rope
                             ? 2.0 * ab * tok * (d(m.heads) + d(m.kv_heads)) * hd / t
                             : 0.0;
-    const double permute = moe ? 4.0 * ab * tok * d(m.moe.top_k) * h : 0.0;
+    // MoE permutation (Megatron-Core moe_utils.py permute / sort_chunks_by_idxs / unpermute,
+    // @d98e8a64): permute reads T x h, writes k T x h; the chunk sort after the all-to-all and
+    // the one before the combine each read + write k T x h; unpermute reads k T x h, writes
+    // T x h: (6k + 2) T h elements for T = this GPU's SP shard of tokens, the busiest rank's
+    // received copies at its load. Router: fp32 logits written, read by softmax + top-k, the
+    // probabilities written: 3 x 4 B x T x experts.
+    const double k = moe ? d(m.moe.top_k) : 0.0;
+    const double shard = tok / (p.sp ? t : 1.0);
+    const double permute = moe ? ab * shard * h * (2.0 + 2.0 * k + 4.0 * k * moe_load) +
+                                     12.0 * shard * d(m.moe.experts)
+                               : 0.0;
     LayerTraffic tr;
     tr.attn_core_fwd = bytes((2.0 * ab + 2.0 * ab + 1.0) * scores);
     // fwd: norms 2 x (read + write); bias-dropout-add 2 x (x, residual, out, mask);
@@ -172,10 +239,16 @@ void add_tp(LayerCost& lc,
             const JobSpec& job,
             const Plan& p,
             const PlanLinks& links,
-            const Seconds gemm[4]) {
+            const Seconds gemm[4],
+            bool moe) {
     if (p.tp <= 1) {
         return;
     }
+    // An MoE layer's MLP block has no dense-TP collectives: its token dispatcher moves the SP
+    // shards (all-to-all over EP, all-gather over ETP; add_ep), so only the attention block's
+    // count here (Megatron-Core MoELayer: the dispatcher takes the sequence-parallel input).
+    const int blocks = moe ? 1 : 2;
+    const double nb = static_cast<double>(blocks);
     const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.hidden) * activation_bytes(job));
     const Seconds ar = collective(Collective::all_reduce, s, p.tp, links.tp);
     const Seconds ag = collective(Collective::all_gather, s, p.tp, links.tp);
@@ -202,29 +275,29 @@ void add_tp(LayerCost& lc,
         // Transformer Engine userbuffers: each all-gather pipelined with the column-parallel GEMM
         // it feeds, each reduce-scatter with the row-parallel GEMM before it (fwd), and the
         // row-parallel layers' output-gradient all-gathers with their dgrad GEMMs (bwd).
-        lc.tp_fwd = 4.0 * w;
-        bwd = 6.0 * w;
-        for (int k = 0; k < 2; ++k) {
+        lc.tp_fwd = 2.0 * nb * w;
+        bwd = 3.0 * nb * w;
+        for (int k = 0; k < blocks; ++k) {
             lc.tp_fwd += exposed_behind_gemm(agq, gemm[2 * k], true) +
                          exposed_behind_gemm(rs, gemm[2 * k + 1], true);
             bwd += exposed_behind_gemm(ag, gemm[2 * k + 1], true) +
                    max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
     } else if (p.sp) {
-        lc.tp_fwd = 2.0 * (agq + rs) + 4.0 * w;
-        bwd = 2.0 * ag + 6.0 * w;  // row-parallel layers: all-gather of the output gradient
-        for (int k = 0; k < 2; ++k) {
+        lc.tp_fwd = nb * (agq + rs) + 2.0 * nb * w;
+        bwd = nb * ag + 3.0 * nb * w;  // row-parallel layers: all-gather of the output gradient
+        for (int k = 0; k < blocks; ++k) {
             bwd += max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (agq_b + rs_b) * (4.0 + 2.0 * redo) + ag_b * 2.0;
+        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
     } else {
-        lc.tp_fwd = 2.0 * ar + 2.0 * w;
-        bwd = 2.0 * w;
-        for (int k = 0; k < 2; ++k) {
+        lc.tp_fwd = nb * ar + nb * w;
+        bwd = nb * w;
+        for (int k = 0; k < blocks; ++k) {
             bwd += max(Seconds{}, ar - col_gemm[k]);
         }
-        lc.tp_bytes = ar_b * (4.0 + 2.0 * redo);
+        lc.tp_bytes = ar_b * (nb * (2.0 + redo));
     }
     lc.tp_bwd = bwd + lc.tp_fwd * redo;
 }
@@ -254,20 +327,112 @@ void add_cp(LayerCost& lc,
     lc.cp_bytes = chunk * (steps * (3.0 + redo));
 }
 
+// Bytes one GPU dispatches per all-to-all: its SP shard of tokens (tokens / tp), top_k copies
+// of the hidden state each (Megatron MoEAlltoAllTokenDispatcher; Lepikhin et al. 2021, GShard).
+double dispatched_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    return tokens_per_gpu(job, p) / d(p.tp) * d(m.moe.top_k) * d(m.hidden) * activation_bytes(job);
+}
+
+// DeepEP-style node-level dedup (DeepSeek-V3 tech report, arXiv:2412.19437 Sec. 3.2.2: a token
+// crosses IB once per target node, then NVLink forwards it): with top_k experts drawn evenly
+// over D = n / r domains, a token reaches E[distinct domains] = D (1 - (1 - 1/D)^k) of them;
+// of those, (D - 1) / D on average are remote. Copies per token through the NIC:
+// D (1 - (1 - 1/D)^k) (D - 1) / D, vs k (n - r) / n without dedup.
+double nic_copy_ratio(const AllToAllLinks& l, double top_k) {
+    if (l.n <= l.r || top_k <= 0.0) {
+        return 1.0;
+    }
+    const double dom = d(l.n) / d(l.r);
+    const double hit = dom * (1.0 - std::pow(1.0 - 1.0 / dom, top_k));
+    const double dedup = hit * (dom - 1.0) / dom;
+    const double plain = top_k * (d(l.n) - d(l.r)) / d(l.n);
+    return std::min(1.0, dedup / plain);
+}
+
+struct EpComm {
+    Seconds one;  // one dispatch (or one combine)
+    Bytes sent;
+    Bytes nvlink;
+    Bytes nic;
+};
+
+// One dispatch (= one combine) of the stack's dispatcher.
+EpComm ep_dispatch(const ModelSpec& m, const JobSpec& job, const Plan& p, const PlanLinks& links) {
+    EpComm e;
+    const int64_t etp = expert_tp(p);
+    const double load = rank_load_ratio(m, job, p);  // the busiest rank receives this much more
+    const Bytes s = bytes(dispatched_bytes(m, job, p));
+    if (job.stack.moe_dispatcher == MoeDispatcher::allgather) {
+        // MoEAllGatherTokenDispatcher: every token (not top_k copies) all-gathered over the
+        // EP x ETP group, the expert outputs reduce-scattered back (token_dispatcher.py @d98e8a64).
+        const int64_t n = p.ep * etp;
+        const Bytes whole =
+            bytes(tokens_per_gpu(job, p) / d(p.tp) * d(m.hidden) * activation_bytes(job) * d(n));
+        e.one = collective_time(Collective::all_gather, whole, n, links.ep_etp);
+        e.sent = collective_bytes_sent(Collective::all_gather, whole, n);
+        (links.ep_etp.crosses_nodes() ? e.nic : e.nvlink) = e.sent;
+        return e;
+    }
+    if (p.ep > 1) {
+        AllToAllCost a = all_to_all_cost(links.ep_a2a, s * load);
+        if (job.stack.moe_dispatcher == MoeDispatcher::deepep && p.ep > links.ep_a2a.r) {
+            // Fewer copies through the NIC; each remote copy that lands on the wrong GPU of its
+            // domain is forwarded once over NVLink, (r - 1) / r of them.
+            const AllToAllLinks& l = links.ep_a2a;
+            const double rr = d(l.r);
+            a.nic = a.nic * nic_copy_ratio(l, d(m.moe.top_k));
+            a.nvlink = a.nvlink + s * load * ((d(l.n) - rr) / d(l.n) * (rr - 1.0) / rr);
+            const Seconds nvl = l.nvlink_bw.value() > 0.0 ? a.nvlink / l.nvlink_bw : seconds(1e30);
+            const Seconds nic = l.nic_bw.value() > 0.0 ? a.nic / l.nic_bw : seconds(1e30);
+            a.time = max(nvl, nic) + max(l.nvlink_latency, l.nic_latency);
+        }
+        e.one = a.time;
+        e.nvlink = a.nvlink;
+        e.nic = a.nic;
+        e.sent = a.nvlink + a.nic;
+    }
+    if (etp > 1) {
+        // ETP ranks all-gather the received tokens for their column-parallel expert GEMM (and
+        // reduce-scatter the outputs back on combine).
+        const Bytes got = s * load * d(etp);
+        e.one += collective_time(Collective::all_gather, got, etp, links.etp);
+        const Bytes b = collective_bytes_sent(Collective::all_gather, got, etp);
+        e.sent += b;
+        (links.etp.crosses_nodes() ? e.nic : e.nvlink) += b;
+    }
+    return e;
+}
+
+// Dispatch + combine in forward, their gradients in backward (4 per layer, 6 with full
+// recomputation). With the stack's a2a_overlap (Megatron-Core combined 1F1B,
+// --overlap-moe-expert-parallel-comm, megatron/core/models/gpt/fine_grained_callables.py) a
+// forward's dispatch/combine run behind the other micro-batch's backward compute and vice
+// versa: only what outlasts that compute is exposed. The alltoall dispatcher's host sync (D2H
+// of the split sizes before the all-to-all, token_dispatcher.py _maybe_dtoh_and_synchronize)
+// stalls each MoE layer's forward by the stack's sync_us.
 void add_ep(
     LayerCost& lc, const ModelSpec& m, const JobSpec& job, const Plan& p, const PlanLinks& links) {
-    if (p.ep <= 1) {
+    const bool moves = p.ep > 1 || expert_tp(p) > 1;
+    const Seconds sync = job.stack.moe_dispatcher == MoeDispatcher::alltoall && moves
+                             ? seconds(job.stack.moe_sync_us * 1e-6)
+                             : Seconds{};
+    if (!moves) {
         return;
     }
-    // Dispatch + combine all-to-all of the routed tokens (top_k copies of T x h), twice more in
-    // backward (Lepikhin et al. 2021, GShard; Megatron MoE token dispatcher).
-    const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.moe.top_k) * d(m.hidden) *
-                          activation_bytes(job) / d(p.tp));
-    const Seconds one = collective(Collective::all_to_all, s, p.ep, links.ep);
+    const EpComm e = ep_dispatch(m, job, p, links);
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
-    lc.ep_fwd = 2.0 * one;
-    lc.ep_bwd = 2.0 * one * (1.0 + redo);
-    lc.ep_bytes = collective_bytes_sent(Collective::all_to_all, s, p.ep) * (4.0 + 2.0 * redo);
+    Seconds fwd = 2.0 * e.one;
+    Seconds bwd = 2.0 * e.one;
+    if (job.stack.moe_a2a_overlap) {
+        fwd = max(Seconds{}, fwd - lc.bwd);
+        bwd = max(Seconds{}, bwd - lc.fwd);
+    }
+    lc.ep_fwd = fwd + sync;
+    lc.ep_bwd = bwd + lc.ep_fwd * redo;
+    const double n = 4.0 + 2.0 * redo;
+    lc.ep_bytes = e.sent * n;
+    lc.ep_nvlink_bytes = e.nvlink * n;
+    lc.ep_nic_bytes = e.nic * n;
 }
 
 }  // namespace
@@ -278,14 +443,26 @@ LayerCost layer_cost(const ModelSpec& m,
                      const Plan& p,
                      const PlanLinks& links,
                      bool moe) {
-    const LayerGemms g = layer_gemms(m, job, p, moe);
+    LayerGemms g = layer_gemms(m, job, p, moe);
     const GpuSpec& gpu = c.gpu;
     // MLA's up projections are part of the QKV step (they feed the attention core).
     const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv) + gemm_time(gpu, job.compute, g.q_up) +
                           gemm_time(gpu, job.compute, g.kv_up);
     const Seconds t_proj = gemm_time(gpu, job.compute, g.proj);
-    const Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
-    const Seconds t_out = gemm_time(gpu, job.compute, g.mlp_out);
+    Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
+    Seconds t_out = gemm_time(gpu, job.compute, g.mlp_out);
+    if (moe) {
+        // Routed experts on the expert grid (split by etp, not tp), the busiest one at its load.
+        const ExpertGemms e = expert_gemms(m, job, p);
+        const Flops grp_in = gemm_flops(e.avg_in) * e.others + gemm_flops(e.hot_in);
+        const Flops grp_out = gemm_flops(e.avg_out) * e.others + gemm_flops(e.hot_out);
+        t_in = expert_gemm_time(gpu, job, e.avg_in, grp_in) * e.others +
+               expert_gemm_time(gpu, job, e.hot_in, grp_in);
+        t_out = expert_gemm_time(gpu, job, e.avg_out, grp_out) * e.others +
+                expert_gemm_time(gpu, job, e.hot_out, grp_out);
+        g.mlp_in = {e.avg_in.m, e.avg_in.n, e.avg_in.k, e.others + 1.0};
+        g.mlp_out = {e.avg_out.m, e.avg_out.n, e.avg_out.k, e.others + 1.0};
+    }
     const Seconds linear = t_qkv + t_proj + t_in + t_out +
                            gemm_time(gpu, core_dtype(job.compute), g.router) +
                            gemm_time(gpu, job.compute, g.shared);
@@ -321,7 +498,7 @@ LayerCost layer_cost(const ModelSpec& m,
     lc.flops_fwd = forward_flops(g);
     // One GEMM of each layer (a data- or weight-gradient GEMM has the forward's FLOPs).
     const Seconds gemms[4] = {t_qkv, t_proj, t_in, t_out};
-    add_tp(lc, m, job, p, links, gemms);
+    add_tp(lc, m, job, p, links, gemms, moe);
     add_cp(lc, m, job, p, links, core, core_bwd);
     if (moe) {
         add_ep(lc, m, job, p, links);

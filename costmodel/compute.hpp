@@ -102,7 +102,9 @@ struct LayerCost {
     Bytes tp_bytes;  // sent per GPU, fwd + bwd (+ recompute)
     Bytes cp_bytes;
     Bytes ep_bytes;
-    Flops flops_fwd;  // GEMM FLOPs of the forward on this GPU
+    Bytes ep_nvlink_bytes;  // of ep_bytes (+ the ETP gathers): over NVLink
+    Bytes ep_nic_bytes;     // of ep_bytes: through this GPU's NIC
+    Flops flops_fwd;        // GEMM FLOPs of the forward on this GPU
 
     bool operator==(const LayerCost&) const = default;
 };
@@ -113,6 +115,40 @@ struct LayerCost {
                                    const Plan& p,
                                    const PlanLinks& links,
                                    bool moe);
+
+/// Tokens of the busiest expert over the average: job.moe_imbalance, capped by the capacity
+/// factor when one is set (tokens beyond capacity are dropped, Megatron moe_utils.py
+/// get_capacity: capacity = tokens * top_k / experts * factor).
+[[nodiscard]] double expert_load_ratio(const JobSpec& job);
+
+/// Tokens of the busiest EP rank over the average: its hottest expert at expert_load_ratio(),
+/// its other experts / ep - 1 local experts at the average (capped by capacity):
+/// (ratio + (local - 1) * min(1, capacity)) / local.
+[[nodiscard]] double rank_load_ratio(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// The routed experts' GEMMs on one GPU of the expert grid (etp x ep): each local expert sees
+/// M = tokens * top_k * etp / (tp * experts / ep) rows on average (the SP shard of tokens/tp per
+/// GPU, top_k copies, all-gathered over ETP), N split by etp. `hot` is the busiest expert
+/// (M x expert_load_ratio()), `avg` each of the `others` other local experts.
+struct ExpertGemms {
+    GemmShape avg_in;   // M x h -> (2) f / etp
+    GemmShape avg_out;  // M x f / etp -> h
+    GemmShape hot_in;
+    GemmShape hot_out;
+    double others = 0.0;  // local experts - 1
+
+    bool operator==(const ExpertGemms&) const = default;
+};
+
+[[nodiscard]] ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// Time of one expert GEMM: the grouped kernel (stack moe_grouped_gemm) runs every local
+/// expert's tiles in one launch, so the efficiency is the curve's at the FLOPs of all local
+/// experts together (`group_flops`); a loop runs each at its own FLOPs. Either way no faster
+/// than streaming the expert's weights and its rows through HBM once (roofline: a small-M
+/// expert GEMM reads an N x K weight for few rows).
+[[nodiscard]] Seconds
+expert_gemm_time(const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group_flops);
 
 /// Embedding (first stage) and output layer + fp32 cross-entropy (last stage), one micro-batch.
 struct EdgeCost {

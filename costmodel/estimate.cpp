@@ -57,6 +57,7 @@ struct StageWork {
     Seconds compute;  // per micro-batch, no comm
     Seconds tp, cp, ep, zero3, p2p;
     Bytes tp_b, cp_b, ep_b, dp_b, pp_b;  // per iteration
+    Bytes ep_nvlink_b, ep_nic_b;         // of ep_b, per link
     Seconds dp_total;
     Seconds longest;
 };
@@ -120,7 +121,8 @@ StageParams stage_params(const Context& x, int64_t s) {
         all += lp.params_head + (x.p.pp > 1 ? lp.params_tied_copy : 0.0);
     }
     sp.dense = (all - expert_total) / d(x.p.tp);
-    sp.expert = expert_total / (d(x.p.tp) * d(x.p.ep));
+    // Expert weights sharded over the expert grid's etp x ep (parallel folding).
+    sp.expert = expert_total / (d(expert_tp(x.p)) * d(x.p.ep));
     return sp;
 }
 
@@ -134,7 +136,7 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     mem.optimizer = dn.optimizer;
     if (sp.expert > 0.0) {
         const StateBytes ex =
-            model_states(x.job, sp.expert, p.zero, dp_shard / std::max<int64_t>(1, p.ep));
+            model_states(x.job, sp.expert, p.zero, std::max<int64_t>(1, expert_dp(p)));
         mem.weights += ex.weights;
         mem.grads += ex.grads;
         mem.optimizer += ex.optimizer;
@@ -191,6 +193,8 @@ void add_layers(StageWork& w, const LayerCost& l, double n) {
     w.tp_b += l.tp_bytes * n;
     w.cp_b += l.cp_bytes * n;
     w.ep_b += l.ep_bytes * n;
+    w.ep_nvlink_b += l.ep_nvlink_bytes * n;
+    w.ep_nic_b += l.ep_nic_bytes * n;
 }
 
 void add_edge(StageWork& w, const EdgeCost& e) {
@@ -251,7 +255,7 @@ void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
 void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp, int64_t s) {
     const Plan& p = x.p;
     const int64_t n = p.dp * p.cp;
-    const int64_t ne = std::max<int64_t>(1, n / std::max<int64_t>(1, p.ep));
+    const int64_t ne = std::max<int64_t>(1, expert_dp(p));  // expert grads reduced over edp
     const double g = bytes_of(x.job.grads);
     const double wbytes = bytes_of(x.job.weights);
     const Collective k = p.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
@@ -424,6 +428,8 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
     w.tp_b = w.tp_b * d(x.micro);
     w.cp_b = w.cp_b * d(x.micro);
     w.ep_b = w.ep_b * d(x.micro);
+    w.ep_nvlink_b = w.ep_nvlink_b * d(x.micro);
+    w.ep_nic_b = w.ep_nic_b * d(x.micro);
     add_dp_and_optimizer(x, w, sp, s);
     return w;
 }
@@ -440,6 +446,7 @@ Plan layer_shape(const Plan& p) {
     s.tp = p.tp;
     s.cp = p.cp;
     s.ep = p.ep;
+    s.etp = p.etp;
     s.mbs = p.mbs;
     s.sp = p.sp;
     s.recompute = p.recompute;
@@ -466,8 +473,12 @@ LayerParts layer_parts(const ModelSpec& m,
     lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none);
     if (m.moe.enabled()) {
         lp.moe = layer_cost(m, c, job, p, links, true);
-        lp.act_moe = activation_per_layer(m, job, p, true, p.recompute);
-        lp.act_moe_none = activation_per_layer(m, job, p, true, Recompute::none);
+        // Dispatch / permutation buffers kept for backward (not with full recomputation, which
+        // keeps only the layer input).
+        const Bytes buf = moe_dispatch_buffer_bytes(m, job, p);
+        lp.act_moe = activation_per_layer(m, job, p, true, p.recompute) +
+                     (p.recompute == Recompute::full ? Bytes{} : buf);
+        lp.act_moe_none = activation_per_layer(m, job, p, true, Recompute::none) + buf;
     }
     lp.emb = embedding_cost(m, c, job, p, links);
     lp.out = output_cost(m, c, job, p, links);
@@ -567,6 +578,8 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         e.comm_bytes_per_gpu.tp = max(e.comm_bytes_per_gpu.tp, w[k].tp_b);
         e.comm_bytes_per_gpu.cp = max(e.comm_bytes_per_gpu.cp, w[k].cp_b);
         e.comm_bytes_per_gpu.ep = max(e.comm_bytes_per_gpu.ep, w[k].ep_b);
+        e.comm_bytes_per_gpu.ep_nvlink = max(e.comm_bytes_per_gpu.ep_nvlink, w[k].ep_nvlink_b);
+        e.comm_bytes_per_gpu.ep_nic = max(e.comm_bytes_per_gpu.ep_nic, w[k].ep_nic_b);
         e.comm_bytes_per_gpu.dp = max(e.comm_bytes_per_gpu.dp, w[k].dp_b);
         e.comm_bytes_per_gpu.pp = max(e.comm_bytes_per_gpu.pp, w[k].pp_b);
         e.dp_sync = max(e.dp_sync, w[k].dp_total);
@@ -610,7 +623,7 @@ Estimator::Estimator(const ModelSpec& model, const ClusterSpec& cluster, const J
 
 std::size_t Estimator::KeyHash::operator()(const Key& k) const noexcept {
     uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (const int64_t v : {k.tp, k.cp, k.ep, k.mbs, k.flags}) {
+    for (const int64_t v : {k.tp, k.cp, k.ep, k.etp, k.mbs, k.flags}) {
         h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     }
     return static_cast<std::size_t>(h);
@@ -620,9 +633,9 @@ const LayerParts& Estimator::parts(const Plan& plan) {
     // The planner varies recompute and sp innermost: a slot per (recompute, sp) of the current
     // (tp, cp, ep, mbs) saves most hash lookups.
     const int64_t flags = (plan.sp ? 1 : 0) | (static_cast<int64_t>(plan.recompute) << 1);
-    const Key key{plan.tp, plan.cp, plan.ep, plan.mbs, flags};
+    const Key key{plan.tp, plan.cp, plan.ep, plan.etp, plan.mbs, flags};
     if (key.tp != group_.tp || key.cp != group_.cp || key.ep != group_.ep ||
-        key.mbs != group_.mbs) {
+        key.etp != group_.etp || key.mbs != group_.mbs) {
         group_ = key;
         slots_.fill(nullptr);
     }

@@ -70,6 +70,8 @@ struct CommBytes {  // bytes each GPU sends per iteration, per group
     Bytes pp;
     Bytes cp;
     Bytes ep;
+    Bytes ep_nvlink;  // of ep: over NVLink
+    Bytes ep_nic;     // of ep: through this GPU's NIC
 
     bool operator==(const CommBytes&) const = default;
 };
@@ -83,6 +85,8 @@ enum class RiskKind : uint8_t {
     few_microbatches,     // m < p
     large_bubble,         // bubble > 30 %
     shared_communicator,  // pipeline and data-parallel traffic would share one communicator
+    ep_cross_domain,      // the EP all-to-all leaves the NVLink domain
+    moe_imbalance,        // busiest expert > 1.5 x average with no capacity factor
     count
 };
 
@@ -207,7 +211,7 @@ public:
 
 private:
     struct Key {
-        int64_t tp, cp, ep, mbs, flags;
+        int64_t tp, cp, ep, etp, mbs, flags;
         bool operator==(const Key&) const = default;
     };
 
@@ -222,7 +226,7 @@ private:
     const JobSpec& job_;
     Flops model_flops_;
     std::unordered_map<Key, LayerParts, KeyHash> cache_;
-    Key group_{0, 0, 0, 0, 0};                  // tp, cp, ep, mbs of slots_
+    Key group_{0, 0, 0, 0, 0, 0};               // tp, cp, ep, etp, mbs of slots_
     std::array<const LayerParts*, 8> slots_{};  // by (recompute << 1 | sp), into cache_
 };
 

@@ -124,4 +124,19 @@ Bytes embedding_activation_bytes(const ModelSpec& m, const JobSpec& job, const P
     return bytes(tokens_per_gpu(job, p) * d(m.hidden) / (p.sp ? d(p.tp) : 1.0));
 }
 
+Bytes moe_dispatch_buffer_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    if (!m.moe.enabled()) {
+        return {};
+    }
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double copies = tokens_per_gpu(job, p) * d(m.moe.top_k) / t;  // routed from this GPU
+    const double load = rank_load_ratio(m, job, p);
+    const double got = copies * d(expert_tp(p)) * load;  // rows at this GPU's experts
+    const double h = d(m.hidden);
+    const double inner = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * tokens_per_gpu(job, p) *
+                         d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t;
+    return bytes(ab * h * (got - copies) + ab * h * got + inner * (load - 1.0) + 12.0 * copies);
+}
+
 }  // namespace cleave

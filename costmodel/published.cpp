@@ -365,6 +365,12 @@ PublishedCase case_of(const Reader& r) {
     }
     const std::string stack = stack_for_framework(r.str("framework"));
     c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
+    if (c.model.moe.enabled() && c.source_key.rfind("MBRIDGE", 0) == 0) {
+        // The CSV has no etp column; its notes give ETP=1 for every Megatron-Bridge MoE row
+        // (the recipes' expert_tensor_parallel_size = 1).
+        c.plan.etp = 1;
+        notes += "etp=1 (the notes' ETP=1 for Megatron-Bridge MoE rows; no etp column); ";
+    }
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
                                                   : PublishedMetric::iteration_time;

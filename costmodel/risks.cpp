@@ -23,6 +23,10 @@ const char* to_string(RiskKind k) {
         return "large_bubble";
     case RiskKind::shared_communicator:
         return "shared_communicator";
+    case RiskKind::ep_cross_domain:
+        return "ep_cross_domain";
+    case RiskKind::moe_imbalance:
+        return "moe_imbalance";
     case RiskKind::count:
         break;
     }
@@ -37,9 +41,9 @@ uint32_t bit(RiskKind k) {
 
 }  // namespace
 
-uint32_t detect_risks(const ModelSpec&,
+uint32_t detect_risks(const ModelSpec& model,
                       const ClusterSpec&,
-                      const JobSpec&,
+                      const JobSpec& job,
                       const Plan& plan,
                       const PlanLinks& links,
                       const Estimate& e) {
@@ -68,6 +72,12 @@ uint32_t detect_risks(const ModelSpec&,
     }
     if (plan.pp > 1 && plan.dp > 1) {
         mask |= bit(RiskKind::shared_communicator);
+    }
+    if (plan.ep > 1 && links.ep_a2a.r < links.ep_a2a.n) {
+        mask |= bit(RiskKind::ep_cross_domain);
+    }
+    if (model.moe.enabled() && job.moe_imbalance > moe_imbalance_limit && job.moe_capacity <= 0.0) {
+        mask |= bit(RiskKind::moe_imbalance);
     }
     return mask;
 }
@@ -127,11 +137,26 @@ Risk slow_network_risk(const ClusterSpec& c, const PlanLinks& l, const Estimate&
             "amortise the sync, or move to an RDMA network"};
 }
 
+Risk ep_risk(const ClusterSpec& c, const Plan& plan, const PlanLinks& l, const Estimate& e) {
+    const AllToAllLinks& a = l.ep_a2a;
+    return {RiskKind::ep_cross_domain,
+            "ep=" + num(plan.ep) + " spans NVLink domains of " + num(nvlink_domain(c.node)) +
+                " GPUs: " + num(a.n - a.r) + " of " + num(a.n) +
+                " EP ranks sit behind the network, so " +
+                fmt("%.0f", 100.0 * static_cast<double>(a.n - a.r) / static_cast<double>(a.n)) +
+                " % of each all-to-all goes through one NIC at " + fmt("%.3g", to_gbps(a.nic_bw)) +
+                " GB/s (" + gib_str(e.comm_bytes_per_gpu.ep_nic) + " per GPU per iteration, " +
+                secs(e.time.ep_comm) + " exposed)",
+            "keep ep x etp within the NVLink domain (--ep " + num(std::max<int64_t>(1, a.r)) +
+                " or fewer), use a node-deduplicating dispatcher (stack [moe] dispatcher = "
+                "\"deepep\"), or overlap the all-to-all (a2a_overlap)"};
+}
+
 }  // namespace
 
 std::vector<Risk> describe_risks(const ModelSpec&,
                                  const ClusterSpec& cluster,
-                                 const JobSpec&,
+                                 const JobSpec& job,
                                  const Plan& plan,
                                  const Estimate& e) {
     const PlanLinks l = plan_links(cluster, plan);
@@ -193,6 +218,18 @@ std::vector<Risk> describe_risks(const ModelSpec&,
                                "always create separate PP and DP groups)",
                            "in hand-written launchers create PP and DP groups with separate "
                            "torch.distributed.new_group() calls"});
+            break;
+        case RiskKind::ep_cross_domain:
+            out.push_back(ep_risk(cluster, plan, l, e));
+            break;
+        case RiskKind::moe_imbalance:
+            out.push_back({kind,
+                           "the busiest expert takes " + fmt("%.2f", job.moe_imbalance) +
+                               " x the average tokens with no capacity factor: its GEMMs, "
+                               "all-to-all receive and buffers grow by that much, and real "
+                               "routing can go higher (dropless)",
+                           "set --moe-capacity (token dropping, e.g. 1.25) or train with a "
+                           "load-balancing loss / aux-loss-free bias that keeps it near 1"});
             break;
         case RiskKind::count:
             break;

@@ -27,6 +27,10 @@ inline constexpr double slow_network_fraction = 0.5;
 /// Bubble above this fraction of the iteration is flagged (brief: 30 %).
 inline constexpr double large_bubble_fraction = 0.30;
 
+/// --moe-imbalance above which, with no capacity factor, the plan is flagged (issue 16's
+/// threshold: a warning level, not a measured limit).
+inline constexpr double moe_imbalance_limit = 1.5;
+
 /// The risk bits for a finished estimate `e` (all fields but risk_mask filled).
 [[nodiscard]] uint32_t detect_risks(const ModelSpec& model,
                                     const ClusterSpec& cluster,

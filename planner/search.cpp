@@ -123,6 +123,10 @@ std::size_t plan_key(const Plan& p, std::array<char, 128>& buf) {
     if (p.recompute_method == RecomputeMethod::block) {
         put(buf, n, " block");
     }
+    if (p.etp > 0) {
+        put(buf, n, " etp");
+        put(buf, n, p.etp);
+    }
     return n;
 }
 
@@ -411,17 +415,27 @@ private:
             micro_batches(p);
             return;
         }
+        // Expert TP: the dense tp (etp unset, Megatron-Core's default) or 1 (Megatron-Bridge's
+        // MoE recipes, parallel folding); a fixed --etp is the only candidate.
+        const int64_t etps[2] = {o_.fixed.etp > 0 ? o_.fixed.etp : 0,
+                                 o_.fixed.etp > 0 || tp == 1 ? -1 : 1};
         for (int64_t ep : gpu_divs_) {
             p.ep = ep;
-            if (!keeps(Rule::ep_dp, m_, job_, p) || unfixed(o_.fixed.ep, ep)) {
+            if (unfixed(o_.fixed.ep, ep)) {
                 continue;
             }
-            if (over(ep, o_.max_ep)) {
-                reject(RejectReason::limit, p);
-            } else if (!keeps(Rule::ep_experts, m_, job_, p)) {
-                reject(RejectReason::experts, p);
-            } else {
-                micro_batches(p);
+            for (const int64_t etp : etps) {
+                p.etp = etp;
+                if (etp < 0 || !keeps(Rule::ep_dp, m_, job_, p)) {
+                    continue;
+                }
+                if (over(ep, o_.max_ep)) {
+                    reject(RejectReason::limit, p);
+                } else if (!keeps(Rule::ep_experts, m_, job_, p)) {
+                    reject(RejectReason::experts, p);
+                } else {
+                    micro_batches(p);
+                }
             }
         }
     }
@@ -763,6 +777,7 @@ std::string fixed_flags(const SearchOptions::Fixed& f) {
                                                      {"--dp", f.dp},
                                                      {"--cp", f.cp},
                                                      {"--ep", f.ep},
+                                                     {"--etp", f.etp},
                                                      {"--mbs", f.mbs},
                                                      {"--vpp", f.vpp}};
     for (const auto& [flag, v] : sizes) {

@@ -69,6 +69,7 @@ struct SearchOptions {
     /// searched; what they leave out is not counted as rejected. 0 (or -1, or unset) = free.
     struct Fixed {
         int64_t dp = 0, tp = 0, pp = 0, cp = 0, ep = 0, mbs = 0, vpp = 0;
+        int64_t etp = 0;  // expert tensor parallel; 0 = searched (candidates 1 and tp)
         int zero = -1;
         std::optional<Schedule> schedule;
         std::optional<Recompute> recompute;

@@ -114,6 +114,31 @@ TEST_SUITE("core") {
               "entry (2)"}});
     }
 
+    TEST_CASE("stack: the [moe] table reaches SoftwareStack, and absent it prices alltoall") {
+        const SoftwareStack none = parse_stack_toml(good_stack, "s.toml");
+        CHECK(none.moe_dispatcher == MoeDispatcher::alltoall);
+        CHECK_FALSE(none.moe_a2a_overlap);
+        CHECK(none.moe_grouped_gemm);
+        CHECK(none.moe_sync_us == 0.0);
+        const std::string moe = "[moe]\ndispatcher = \"deepep\"\na2a_overlap = true\n"
+                                "grouped_gemm = false\nsync_us = 35\n\n[export]";
+        const SoftwareStack s = parse_stack_toml(replace(good_stack, "[export]", moe), "s.toml");
+        CHECK(s.moe_dispatcher == MoeDispatcher::deepep);
+        CHECK(s.moe_a2a_overlap);
+        CHECK_FALSE(s.moe_grouped_gemm);
+        CHECK(s.moe_sync_us == 35.0);
+        // A dispatcher Megatron does not have, and an unknown key: file:line:col and key.
+        std::string bad = replace(good_stack, "[export]", moe);
+        bad = replace(bad, "\"deepep\"", "\"ring\"");
+        bad = replace(bad, "sync_us = 35", "sync_us = 35\ncapacity = 1.25");
+        expect_diagnostics([&] { (void)parse_stack_toml(bad, "bad.toml"); },
+                           {{38,
+                             14,
+                             "'moe.dispatcher' must be one of \"alltoall\", \"allgather\", "
+                             "\"deepep\", got \"ring\""},
+                            {42, 1, "unknown key 'moe.capacity'"}});
+    }
+
     TEST_CASE("stack: a missing required table and key are errors, not defaults") {
         std::string text = replace(good_stack, "[tensor_parallel]\ncomm_overlap = true\n", "");
         text = replace(text, "grad_dtype = \"bf16\"\n", "");

@@ -274,3 +274,39 @@ TEST_SUITE("exports") {
         CHECK(par["num_pp_microbatches"].value_or(int64_t{0}) == 1536 / (p.dp * p.mbs));
     }
 }
+
+TEST_SUITE("planner") {
+    TEST_CASE("megatron: an MoE plan exports its expert grid and dispatcher, all flags known") {
+        const std::set<std::string> known = megatron_flags();
+        const std::vector<std::string> base = {"plan",     root + "/examples/mixtral-8x7b.toml",
+                                               "dgx-h100", "--gpus",
+                                               "16",       "--gbs",
+                                               "64",       "--seq",
+                                               "4096",     "--tp",
+                                               "2",        "--ep",
+                                               "8",        "--etp",
+                                               "1",        "--pp",
+                                               "1",        "--top",
+                                               "1",        "--moe-capacity",
+                                               "1.25"};
+        std::vector<std::string> mg = base;
+        mg.insert(mg.end(), {"--format", "megatron"});
+        const auto args = megatron_args(run(mg));
+        for (const auto& [flag, value] : args) {
+            CAPTURE(flag);
+            CHECK(known.count(flag) == 1);
+        }
+        CHECK(args.at("--expert-model-parallel-size") == "8");
+        CHECK(args.at("--expert-tensor-parallel-size") == "1");
+        CHECK(args.at("--tensor-model-parallel-size") == "2");
+        CHECK(args.at("--moe-token-dispatcher-type") == "alltoall");  // megatron-core's [moe]
+        CHECK(args.count("--moe-grouped-gemm") == 1);
+        CHECK(args.at("--moe-expert-capacity-factor") == "1.25");
+        std::vector<std::string> js = base;
+        js.insert(js.end(), {"--format", "json"});
+        const nlohmann::json p = nlohmann::json::parse(run(js))["plans"][0]["plan"];
+        CHECK(p["etp"] == 1);
+        CHECK(p["edp"] == 2);  // tp 2 x dp 8 = 16 ranks / (etp 1 x ep 8)
+        CHECK(p["flags"].get<std::string>().find("--etp 1") != std::string::npos);
+    }
+}

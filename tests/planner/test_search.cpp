@@ -283,3 +283,41 @@ TEST_SUITE("planner") {
         CHECK(plan_label(Plan{}) == "pure DP (dp1 tp1 pp1 cp1 ep1 vpp1 mbs1 1f1b none sp0 zero0)");
     }
 }
+
+TEST_SUITE("planner") {
+    TEST_CASE("search: expert TP is a dimension (1 and tp), and --etp fixes it") {
+        // The tiny model with 2 experts top-1 on 4 GPUs. Splits with tp = 2: (2,1,1) dp 2 and
+        // (2,1,2) dp 1 cp 2, (2,2,1) dp 1. EP candidates divide the GPUs and experts, ep * etp
+        // dividing tp*cp*dp = 4, 2, 2 ranks of a stage. With etp = tp (0) ep can be 1 or 2 only
+        // where ep*2 | ranks; etp = 1 adds ep 1 and 2 on every tp = 2 split.
+        ModelSpec m = tiny_model();
+        m.moe.experts = 2;
+        m.moe.top_k = 1;
+        m.moe.expert_ffn_hidden = 16;
+        SearchOptions o;
+        o.top_k = 100000;
+        const SearchResult r = search_with(m, node_of(4), tiny_job(), o, &fake_price);
+        int64_t etp1 = 0;
+        int64_t etp_tp = 0;
+        for (const RankedPlan& rp : r.plans) {
+            if (rp.plan.tp > 1 && rp.plan.etp == 1) {
+                ++etp1;
+                CHECK(expert_dp(rp.plan) * rp.plan.ep == rp.plan.tp * rp.plan.cp * rp.plan.dp);
+            }
+            etp_tp += rp.plan.tp > 1 && rp.plan.etp == 0 ? 1 : 0;
+            CHECK((rp.plan.tp > 1 || rp.plan.etp == 0));  // etp 1 = tp 1: not enumerated twice
+        }
+        CHECK(etp1 > 0);
+        CHECK(etp_tp > 0);
+        // (2,1,1) dp 2, mbs 1 or 2 ... the tp = 2 plans with etp = 1 outnumber those with etp = tp:
+        // etp = tp allows ep = 1 everywhere and ep = 2 only on (2,1,1) (2*2 | 4); etp = 1 allows
+        // ep = 1 and 2 on all three splits.
+        CHECK(etp1 > etp_tp);
+        o.fixed.etp = 1;
+        const SearchResult f = search_with(m, node_of(4), tiny_job(), o, &fake_price);
+        for (const RankedPlan& rp : f.plans) {
+            CHECK(rp.plan.etp == 1);
+        }
+        CHECK(!f.plans.empty());
+    }
+}

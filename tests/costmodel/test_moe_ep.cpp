@@ -1,0 +1,259 @@
+// Expert parallelism on the real topology (issue 16 items 2-3): the all-to-all per link, the
+// expert grid (etp x ep x edp), the dispatchers, capacity and imbalance. Every figure by hand.
+#include "core/stack.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/compute.hpp"
+#include "costmodel/estimate.hpp"
+#include "costmodel/memory.hpp"
+#include "costmodel/risks.hpp"
+#include "tests/costmodel/fixtures.hpp"
+
+#include <cmath>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+
+namespace {
+
+/// 16 experts top-2, h 4096, expert f 14336, 8 layers (Mixtral-like, small).
+ModelSpec moe16() {
+    ModelSpec m = test::gpt3();
+    m.name = "moe16";
+    m.layers = 8;
+    m.hidden = 4096;
+    m.heads = 32;
+    m.kv_heads = 8;
+    m.ffn_hidden = 14336;
+    m.mlp = MlpKind::swiglu;
+    m.linear_bias = false;
+    m.vocab = 32000;
+    m.seq_len = 4096;
+    m.moe.experts = 16;
+    m.moe.top_k = 2;
+    m.moe.expert_ffn_hidden = 14336;
+    return m;
+}
+
+/// The A100 fixture as an NVL72 rack: 4-GPU hosts, 72 GPUs per NVLink domain.
+ClusterSpec nvl72() {
+    ClusterSpec c = test::dgx_a100();
+    c.node.gpus_per_node = 4;
+    c.node.nvlink_domain_gpus = 72;
+    return c;
+}
+
+Plan ep_plan(int64_t dp, int64_t tp, int64_t ep, int64_t etp = 0) {
+    Plan p = test::plan(dp, tp, 1);
+    p.ep = ep;
+    p.etp = etp;
+    p.sp = tp > 1;
+    return p;
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("moe: EP 16 over two 8-GPU nodes sends 8/16 of its bytes through the NIC") {
+        const ClusterSpec c = test::dgx_a100();
+        // EP ranks sit etp = 1 apart: 8 of the 16 in this GPU's host.
+        const AllToAllLinks l = all_to_all_links(c, 16, 1);
+        CHECK(l.n == 16);
+        CHECK(l.r == 8);
+        // 16 MB dispatched: NVLink 16e6 * 7/16 = 7e6, NIC 16e6 * 8/16 = 8e6 bytes.
+        // t = max(7e6 / 234.89e9 = 29.80 us, 8e6 / 24e9 = 333.33 us) + 10.8 us = 344.13 us.
+        const AllToAllCost a = all_to_all_cost(l, bytes(16e6));
+        CHECK(a.nvlink.value() == doctest::Approx(7e6));
+        CHECK(a.nic.value() == doctest::Approx(8e6));
+        CHECK(a.time.value() == doctest::Approx(344.133e-6).epsilon(1e-4));
+        // r x NIC = 8 x 24 = 192 <= 234.89 GB/s NVLink: the NIC side binds.
+        CHECK(a.nic / l.nic_bw > a.nvlink / l.nvlink_bw);
+    }
+
+    TEST_CASE("moe: EP 64 inside one NVL72 domain stays on NVLink") {
+        const ClusterSpec c = nvl72();
+        const AllToAllLinks l = all_to_all_links(c, 64, 1);
+        CHECK(l.r == 64);
+        // 64 MB: NVLink 64e6 * 63/64 = 63e6 bytes, NIC 0; t = 63e6 / 234.89e9 + 2.41 us
+        // = 268.21 + 2.41 = 270.62 us.
+        const AllToAllCost a = all_to_all_cost(l, bytes(64e6));
+        CHECK(a.nic.value() == 0.0);
+        CHECK(a.nvlink.value() == doctest::Approx(63e6));
+        CHECK(a.time.value() == doctest::Approx(270.62e-6).epsilon(1e-4));
+        // The same EP 64 on 8-GPU hosts: 56/64 through the NIC.
+        const AllToAllCost dgx =
+            all_to_all_cost(all_to_all_links(test::dgx_a100(), 64, 1), bytes(64e6));
+        CHECK(dgx.nic.value() == doctest::Approx(56e6));
+    }
+
+    TEST_CASE("moe: a layer's EP bytes per link, alltoall vs deepep vs allgather") {
+        const ModelSpec m = moe16();
+        const ClusterSpec c = test::dgx_a100();
+        JobSpec j = test::job(16, 64, 4096);
+        const Plan p = ep_plan(16, 1, 16);
+        // Dispatched per GPU: 4096 tokens x top-2 x 4096 x 2 B = 67,108,864 B (S).
+        // Forward dispatch + combine, backward the same: 4 all-to-alls.
+        // NIC: 4 x S x 8/16 = 134,217,728; NVLink: 4 x S x 7/16 = 117,440,512.
+        const LayerCost a = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(a.ep_nic_bytes.value() == doctest::Approx(134217728.0));
+        CHECK(a.ep_nvlink_bytes.value() == doctest::Approx(117440512.0));
+        // One all-to-all: max(S 7/16 / 234.89e9, S/2 / 24e9) + 10.8 us = 1398.1 + 10.8 us;
+        // forward 2 of them = 2.8178 ms.
+        CHECK(a.ep_fwd.value() == doctest::Approx(2.0 * (33554432.0 / 24e9 + 10.8e-6)));
+        // DeepEP: 2 domains, top-2: E[domains hit] = 2 (1 - 0.5^2) = 1.5, half of them remote:
+        // 0.75 NIC copies per token vs 2 x 8/16 = 1: NIC bytes x 0.75 = 100,663,296.
+        j.stack.moe_dispatcher = MoeDispatcher::deepep;
+        const LayerCost dd = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(dd.ep_nic_bytes.value() == doctest::Approx(100663296.0));
+        CHECK(dd.ep_fwd < a.ep_fwd);
+        // Allgather: every token (not top-k copies) gathered over ep x etp = 16 ranks:
+        // S_ag = 4096 x 4096 x 2 B x 16 = 536,870,912; sent (15/16) S_ag = 503,316,480 per
+        // gather, 4 per layer (AG + RS forward, backward the same) = 2,013,265,920, all on the
+        // network (the group spans 2 hosts).
+        j.stack.moe_dispatcher = MoeDispatcher::allgather;
+        const LayerCost ag = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(ag.ep_bytes.value() == doctest::Approx(2013265920.0));
+        CHECK(ag.ep_nic_bytes.value() == doctest::Approx(2013265920.0));
+    }
+
+    TEST_CASE("moe: a2a_overlap hides the all-to-all behind the other micro-batch's compute") {
+        const ModelSpec m = moe16();
+        const ClusterSpec c = test::dgx_a100();
+        JobSpec j = test::job(16, 64, 4096);
+        const Plan p = ep_plan(16, 1, 16);
+        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        j.stack.moe_a2a_overlap = true;
+        const LayerCost hid = layer_cost(m, c, j, p, plan_links(c, p), true);
+        // Exposed forward = max(0, 2 a2a - the layer's backward compute).
+        CHECK(hid.ep_fwd.value() ==
+              doctest::Approx(std::max(0.0, bare.ep_fwd.value() - bare.bwd.value())));
+        CHECK(hid.ep_bwd.value() ==
+              doctest::Approx(std::max(0.0, bare.ep_bwd.value() - bare.fwd.value())));
+        CHECK(hid.ep_bytes == bare.ep_bytes);  // the bytes still move
+    }
+
+    TEST_CASE("moe: expert GEMMs split by etp, not tp (parallel folding)") {
+        const ModelSpec m = moe16();
+        const JobSpec j = test::job(16, 64, 4096);
+        // tp 2, ep 8, etp unset (= tp 2): 2 local experts; rows per expert =
+        // 4096 tokens / tp 2 x top-2 x etp 2 / 2 local = 4096; N = 2 x 14336 / 2 = 14336.
+        const ExpertGemms a = expert_gemms(m, j, ep_plan(8, 2, 8));
+        CHECK(a.avg_in.m == doctest::Approx(4096.0));
+        CHECK(a.avg_in.n == doctest::Approx(14336.0));
+        CHECK(a.others == doctest::Approx(1.0));
+        // etp 1: rows 4096 / 2 x 2 x 1 / 2 = 2048; N = 2 x 14336 = 28672 (whole expert).
+        const ExpertGemms b = expert_gemms(m, j, ep_plan(8, 2, 8, 1));
+        CHECK(b.avg_in.m == doctest::Approx(2048.0));
+        CHECK(b.avg_in.n == doctest::Approx(28672.0));
+        // Same FLOPs per GPU either way: 4096 x 14336 = 2048 x 28672.
+        CHECK(gemm_flops(a.avg_in).value() == doctest::Approx(gemm_flops(b.avg_in).value()));
+        // Expert DP: tp 2 x dp 8 = 16 ranks over etp x ep: 16 / (2 x 8) = 1; 16 / (1 x 8) = 2.
+        CHECK(expert_dp(ep_plan(8, 2, 8)) == 1);
+        CHECK(expert_dp(ep_plan(8, 2, 8, 1)) == 2);
+        // The expert grid's links: EP stride etp, expert DP stride etp x ep.
+        const PlanLinks l = plan_links(test::dgx_a100(), ep_plan(8, 2, 8, 1));
+        CHECK(l.ep_a2a.n == 8);
+        CHECK(l.ep_a2a.r == 8);  // stride 1: all 8 in one host
+        CHECK(plan_links(test::dgx_a100(), ep_plan(8, 2, 8)).ep_a2a.r ==
+              4);  // stride 2: 4 per host
+    }
+
+    TEST_CASE("moe: an MoE layer's MLP block has no dense-TP collectives, its dispatcher moves") {
+        const ModelSpec m = moe16();
+        const ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(16, 64, 4096);
+        // tp 2 + SP, etp 1, ep 8: only the attention block's all-gather + reduce-scatter:
+        // half the dense layer's TP bytes; the experts' tokens move by the EP all-to-all alone.
+        const Plan p = ep_plan(8, 2, 8, 1);
+        const LayerCost dense = layer_cost(m, c, j, p, plan_links(c, p), false);
+        const LayerCost moe = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(moe.tp_bytes.value() == doctest::Approx(dense.tp_bytes.value() / 2.0));
+        // Dispatched per GPU: 4096 / tp 2 tokens x 2 x 4096 x 2 B = 33,554,432 B; EP 8 in
+        // one host: 4 all-to-alls x 7/8 of it = 117,440,512 B, all NVLink.
+        CHECK(moe.ep_bytes.value() == doctest::Approx(117440512.0));
+        CHECK(moe.ep_nic_bytes.value() == 0.0);
+        // etp = tp 2: the received copies are all-gathered over ETP as well: per dispatch
+        // S x etp = 67,108,864 gathered, 1/2 of it sent: + 4 x 33,554,432 = 134,217,728 more.
+        const Plan q = ep_plan(8, 2, 4);
+        const LayerCost folded = layer_cost(m, c, j, q, plan_links(c, q), true);
+        // EP 4 with stride 2 inside one host: 4 x S x 3/4 = 100,663,296, + ETP 134,217,728.
+        CHECK(folded.ep_bytes.value() == doctest::Approx(100663296.0 + 134217728.0));
+    }
+
+    TEST_CASE("moe: imbalance and capacity set the busiest expert's load") {
+        JobSpec j = test::job(16, 64, 4096);
+        const ModelSpec m = moe16();
+        const Plan p = ep_plan(16, 1, 8);  // 2 local experts
+        CHECK(expert_load_ratio(j) == 1.0);
+        CHECK(rank_load_ratio(m, j, p) == 1.0);
+        j.moe_imbalance = 2.0;
+        // Busiest expert 2x; its rank: (2 + 1 x 1) / 2 local = 1.5.
+        CHECK(expert_load_ratio(j) == 2.0);
+        CHECK(rank_load_ratio(m, j, p) == doctest::Approx(1.5));
+        j.moe_capacity = 1.25;  // dropped beyond 1.25 x average: (1.25 + 1) / 2 = 1.125
+        CHECK(expert_load_ratio(j) == 1.25);
+        CHECK(rank_load_ratio(m, j, p) == doctest::Approx(1.125));
+        // The hot expert's GEMM has 1.25 x the rows: 4096 x 2 / 2 x 1.25 = 5120.
+        const ExpertGemms e = expert_gemms(m, j, p);
+        CHECK(e.hot_in.m == doctest::Approx(5120.0));
+        CHECK(e.avg_in.m == doctest::Approx(4096.0));
+        // A2A bytes scale by the rank's load: NIC 4 x S x 1.125 x 4/8 with S = 67,108,864
+        // (EP 8 inside one host: no NIC); NVLink 4 x S x 1.125 x 7/8 = 264,241,152.
+        const ClusterSpec c = test::dgx_a100();
+        const LayerCost lc = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(lc.ep_nic_bytes.value() == 0.0);
+        CHECK(lc.ep_nvlink_bytes.value() == doctest::Approx(264241152.0));
+    }
+
+    TEST_CASE("moe: dispatch buffers in activation memory") {
+        const ModelSpec m = moe16();
+        JobSpec j = test::job(16, 64, 4096);
+        const Plan p = ep_plan(16, 1, 8);
+        // copies = 4096 x 2 = 8192 routed rows; etp 1, balanced: rows at the experts 8192.
+        // Expert outputs kept by unpermute: 2 B x 4096 x 8192 = 67,108,864; probs + indices
+        // 12 B x 8192 = 98,304. Total 67,207,168.
+        CHECK(moe_dispatch_buffer_bytes(m, j, p).value() == doctest::Approx(67207168.0));
+        // Imbalance 2 -> rank load 1.5: rows 12288: (12288 - 8192) x 8192 B + 12288 x 8192 B
+        // + inner 3 x 2 B x 4096 x 2 x 14336 = 704,643,072 x (1.5 - 1) + 98,304
+        // = 33,554,432 + 100,663,296 + 352,321,536 + 98,304 = 486,637,568.
+        j.moe_imbalance = 2.0;
+        CHECK(moe_dispatch_buffer_bytes(m, j, p).value() == doctest::Approx(486637568.0));
+    }
+
+    TEST_CASE("moe: risks name the EP all-to-all leaving the NVLink domain and imbalance") {
+        const ModelSpec m = moe16();
+        const ClusterSpec c = test::dgx_a100();
+        JobSpec j = test::job(16, 64, 4096);
+        const Estimate cross = estimate(m, c, j, ep_plan(16, 1, 16));
+        CHECK(cross.has(RiskKind::ep_cross_domain));
+        CHECK(cross.comm_bytes_per_gpu.ep_nic.value() > 0.0);
+        CHECK_FALSE(estimate(m, c, j, ep_plan(16, 1, 8)).has(RiskKind::ep_cross_domain));
+        CHECK_FALSE(cross.has(RiskKind::moe_imbalance));
+        j.moe_imbalance = 1.6;
+        CHECK(estimate(m, c, j, ep_plan(16, 1, 8)).has(RiskKind::moe_imbalance));
+        j.moe_capacity = 1.25;
+        CHECK_FALSE(estimate(m, c, j, ep_plan(16, 1, 8)).has(RiskKind::moe_imbalance));
+        const std::vector<Risk> r = describe_risks(m, c, j, ep_plan(16, 1, 16), cross);
+        bool named = false;
+        for (const Risk& k : r) {
+            named = named || (k.kind == RiskKind::ep_cross_domain &&
+                              k.message.find("8 of 16 EP ranks") != std::string::npos);
+        }
+        CHECK(named);
+    }
+
+    TEST_CASE("moe: expert states sharded over etp x ep, reduced over expert DP") {
+        const ModelSpec m = moe16();
+        const ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(16, 64, 4096);
+        // tp 2 x dp 8; ep 8. etp 2 (default) shards each expert over 2: 16 experts / 8 / 2;
+        // etp 1 keeps whole experts: twice the expert weights per GPU. Expert params per layer
+        // 16 x 3 x 4096 x 14336 = 2,818,572,288; 8 layers: 22,548,578,304.
+        // Weights (bf16, 2 B) per GPU: etp 2: 22.55e9 / 16 x 2 = 2.8186e9 B of expert weights;
+        // etp 1: / 8 x 2 = 5.6371e9 B. The difference is 2.8186e9 B.
+        const Estimate a = estimate(m, c, j, ep_plan(8, 2, 8));
+        const Estimate b = estimate(m, c, j, ep_plan(8, 2, 8, 1));
+        CHECK((b.memory.weights - a.memory.weights).value() ==
+              doctest::Approx(22548578304.0 / 16.0 * 2.0).epsilon(1e-6));
+    }
+}
