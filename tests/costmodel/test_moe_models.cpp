@@ -189,9 +189,10 @@ TEST_SUITE("costmodel") {
             CAPTURE(row);
             const PublishedCase& c = rows.at(row);
             const double tokens = static_cast<double>(c.job.global_batch * c.job.seq_len);
-            // Published figures have 3-4 significant digits: 1% covers their rounding.
+            // Measured on this branch: +0.03, -0.16, -0.05, +0.07, -0.02 %; published figures
+            // have 3-4 significant digits, so 0.5 % leaves room for their rounding only.
             CHECK(bridge_flops(c.model, c.job) / tokens ==
-                  doctest::Approx(per_token).epsilon(0.01));
+                  doctest::Approx(per_token).epsilon(0.005));
         }
         // By hand for Qwen3-30B-A3B at s = 4096: per layer 2 x (attention 18,874,368 + 8 x 2 x
         // 2048 x 768 x 3/2 = 37,748,736) + core 4096 x 32 x 256 = 33,554,432 -> 146,800,640;
