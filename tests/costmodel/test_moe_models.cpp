@@ -131,6 +131,14 @@ TEST_SUITE("costmodel") {
         CHECK(kv_bytes_per_token(m, test::job(1, 1, 4096), plan_tp(2)) == 40960.0);
         // Qwen3-30B-A3B: head_dim 128 (not 2048 / 32 = 64): 32 x 128 + 4 x 256 + 32 x 128 = 9,216.
         CHECK(attention_activation_elements(shipped("qwen3-30b-a3b"), plan_tp(1)) == 9216.0);
+        // The shared expert's SwiGLU keeps gate, up and product for every token: 3 x 2 B x 4096
+        // x 2048 / 2 = 25,165,824 B more per MoE layer at TP 2 than without it.
+        ModelSpec no_shared = m;
+        no_shared.moe.shared_ffn_hidden = 0;
+        const JobSpec j = test::job(1, 1, 4096);
+        CHECK((activation_per_layer(m, j, plan_tp(2), true, Recompute::none) -
+               activation_per_layer(no_shared, j, plan_tp(2), true, Recompute::none))
+                  .value() == 25165824.0);
         // Largest matrix under TP 2: MLP in 2 x 7168 x 18432 / 2 = 132,120,576 (dense layers).
         CHECK(largest_layer_matrix(m, plan_tp(2)) == 132120576.0);
     }
