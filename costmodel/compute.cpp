@@ -88,7 +88,8 @@ ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) 
     return e;
 }
 
-Seconds expert_gemm_time(const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group) {
+Seconds expert_gemm_time(
+    const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group, double local) {
     const Flops f = gemm_flops(g);
     if (f.value() <= 0.0) {
         return {};
@@ -98,7 +99,12 @@ Seconds expert_gemm_time(const GpuSpec& gpu, const JobSpec& job, const GemmShape
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
-    double eff = gemm_efficiency(gpu, job.stack.moe_grouped_gemm ? group : f, run);
+    const SoftwareStack& st = job.stack;
+    const double streams = d(st.moe_grouped_gemm_streams);
+    const Flops lookup = !st.moe_grouped_gemm ? f
+                         : streams > 0.0      ? f * std::max(1.0, std::min(local, streams))
+                                              : group;
+    double eff = gemm_efficiency(gpu, lookup, run);
     if (eff <= 0.0) {
         eff = 1.0;
     }
@@ -454,10 +460,11 @@ LayerCost layer_cost(const ModelSpec& m,
         const ExpertGemms e = expert_gemms(m, job, p);
         const Flops grp_in = gemm_flops(e.avg_in) * e.others + gemm_flops(e.hot_in);
         const Flops grp_out = gemm_flops(e.avg_out) * e.others + gemm_flops(e.hot_out);
-        t_in = expert_gemm_time(gpu, job, e.avg_in, grp_in) * e.others +
-               expert_gemm_time(gpu, job, e.hot_in, grp_in);
-        t_out = expert_gemm_time(gpu, job, e.avg_out, grp_out) * e.others +
-                expert_gemm_time(gpu, job, e.hot_out, grp_out);
+        const double local = e.others + 1.0;
+        t_in = expert_gemm_time(gpu, job, e.avg_in, grp_in, local) * e.others +
+               expert_gemm_time(gpu, job, e.hot_in, grp_in, local);
+        t_out = expert_gemm_time(gpu, job, e.avg_out, grp_out, local) * e.others +
+                expert_gemm_time(gpu, job, e.hot_out, grp_out, local);
         g.mlp_in = {e.avg_in.m, e.avg_in.n, e.avg_in.k, e.others + 1.0};
         g.mlp_out = {e.avg_out.m, e.avg_out.n, e.avg_out.k, e.others + 1.0};
     }
