@@ -143,7 +143,7 @@ struct SyncSample {
 [[nodiscard]] std::vector<int64_t> group_sizes(int64_t world);
 
 /// Times all-reduce, all-gather, reduce-scatter (every group size) and send/recv (pairs, as a
-/// ping-pong) from 4 KiB to 16 MiB (quick: to 4 MiB). Empty on one rank.
+/// ping-pong) from 4 KiB to 256 MiB by x4 (quick: to 4 MiB). Empty on one rank.
 [[nodiscard]] std::vector<CollectiveSample> bench_collectives(executor::Backend& be,
                                                               const BenchOptions& options);
 

@@ -21,13 +21,22 @@ bool executable(const ModelSpec& model, const JobSpec& job, const Plan& p) {
     }
 }
 
+// The expert grid is part of a plan's shape (issue 16): an MoE model's table gets its best EP
+// plan beside the best dense-grid one.
 auto shape(const Plan& p) {
-    return std::make_tuple(p.dp, p.tp, p.pp);
+    return std::make_tuple(p.dp, p.tp, p.pp, p.ep, expert_tp(p));
 }
 
 std::string shape_name(const Plan& p) {
-    return "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" +
-           std::to_string(p.pp);
+    std::string s =
+        "dp" + std::to_string(p.dp) + " tp" + std::to_string(p.tp) + " pp" + std::to_string(p.pp);
+    if (p.ep > 1) {
+        s += " ep" + std::to_string(p.ep);
+    }
+    if (p.etp > 0 && p.etp != p.tp) {
+        s += " etp" + std::to_string(p.etp);
+    }
+    return s;
 }
 
 }  // namespace
@@ -87,6 +96,7 @@ executor::PhaseTimes predicted_phases(const Estimate& e) {
     p.pp_wait_s = (e.time.pp_comm + e.time.bubble).value();
     p.dp_comm_s = e.time.dp_comm.value();
     p.optimizer_s = e.time.optimizer.value();
+    p.ep_comm_s = e.time.ep_comm.value();
     return p;
 }
 
@@ -127,6 +137,9 @@ void add_scaled(executor::PhaseTimes& sum, const executor::PhaseTimes& p, double
     sum.pp_wait_s += w * p.pp_wait_s;
     sum.dp_comm_s += w * p.dp_comm_s;
     sum.optimizer_s += w * p.optimizer_s;
+    sum.ep_comm_s += w * p.ep_comm_s;
+    sum.dp_exposed_s += w * p.dp_exposed_s;
+    sum.dp_wait_s += w * p.dp_wait_s;
 }
 
 }  // namespace
@@ -180,6 +193,7 @@ ValidationReport validate_plans(executor::Backend& be,
             p.measured_memory_B =
                 std::max(p.measured_memory_B, static_cast<double>(m.peak_memory_B));
             p.loss = m.loss;
+            p.warmup_iterations = std::max(p.warmup_iterations, m.warmup_iterations);
         }
         p.measured_s = executor::median(measured);
         if (!iterations.empty()) {

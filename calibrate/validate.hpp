@@ -56,6 +56,7 @@ struct PlanResult {
     double predicted_memory_B = 0.0;  // cost model: peak stage total
     double measured_memory_B = 0.0;   // executor: tracked high-water mark, max over ranks
     double loss = 0.0;
+    int64_t warmup_iterations = 0;  // the most any round ran (RunOptions::warmup_max)
 
     bool operator==(const PlanResult&) const = default;
 };

@@ -51,12 +51,50 @@ nlohmann::json breakdown_json(const ModelSpec& m) {
     b["embedding"] = params_embedding(m);
     b["head"] = params_head(m);
     if (m.moe.enabled()) {
-        b["router"] = m.hidden * m.moe.experts;
+        b["router"] = params_router(m);
         b["expert"] = params_mlp(m, m.moe.expert_ffn_hidden);
-        b["moe_layer"] = params_attention(m) + params_layer_norms(m) + m.hidden * m.moe.experts +
+        b["shared_expert"] = params_shared_expert(m);
+        b["moe_layer"] = params_attention(m) + params_layer_norms(m) + params_router(m) +
+                         params_shared_expert(m) +
                          m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden);
     }
+    if (m.mtp_layers > 0) {
+        b["mtp"] = params_mtp(m);
+    }
     return b;
+}
+
+// What the counts include, said once (the cards differ: DeepSeek-V3 671B excludes its MTP
+// module, OpenAI's gpt-oss active count excludes the input embedding).
+std::string convention_of(const ModelSpec& m) {
+    std::string c =
+        "params_total counts every parameter once, the embedding and the output head included";
+    if (m.mtp_layers > 0) {
+        c += ", the MTP modules apart (params_mtp; embedding and head shared with the model)";
+    }
+    if (m.moe.enabled()) {
+        c += "; params_active counts top_k routed + shared experts, the embedding included "
+             "(params_active_no_embedding leaves the input embedding out)";
+    }
+    return c;
+}
+
+nlohmann::json attention_json(const ModelSpec& m) {
+    nlohmann::json a;
+    a["v_head_dim"] = v_head_dim(m);
+    a["qk_norm"] = m.qk_norm;
+    a["attention_sinks"] = m.attention_sinks;
+    a["sliding_window"] = m.sliding_window;
+    a["windowed_layers"] = windowed_layer_count(m);
+    a["mla"] = nullptr;
+    if (m.mla.enabled()) {
+        a["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
+                    {"kv_lora_rank", m.mla.kv_lora_rank},
+                    {"qk_nope_head_dim", m.mla.qk_nope_dim},
+                    {"qk_rope_head_dim", m.mla.qk_rope_dim},
+                    {"v_head_dim", m.mla.v_dim}};
+    }
+    return a;
 }
 
 nlohmann::json model_json(const ModelSpec& m, int64_t pp) {
@@ -81,6 +119,11 @@ nlohmann::json model_json(const ModelSpec& m, int64_t pp) {
     j["params_per_layer"] = params_per_layer(m);
     j["params_embedding"] = params_embedding(m);
     j["params_head"] = params_head(m);
+    j["params_active_no_embedding"] = params_active(m) - m.vocab * m.hidden;
+    j["params_mtp"] = params_mtp(m);
+    j["mtp_layers"] = m.mtp_layers;
+    j["convention"] = convention_of(m);
+    j["attention"] = attention_json(m);
     j["breakdown"] = breakdown_json(m);
     j["moe"] = nullptr;
     if (m.moe.enabled()) {
@@ -89,6 +132,8 @@ nlohmann::json model_json(const ModelSpec& m, int64_t pp) {
                     {"expert_ffn_hidden", m.moe.expert_ffn_hidden},
                     {"layer_freq", m.moe.layer_freq},
                     {"first_dense_layers", m.moe.first_dense_layers},
+                    {"shared_ffn_hidden", m.moe.shared_ffn_hidden},
+                    {"router_bias", m.moe.router_bias},
                     {"moe_layers", moe_layer_count(m)}};
     }
     if (pp > 0) {
@@ -110,6 +155,7 @@ std::string billions(int64_t n) {
 
 void print_table(std::ostream& out, const nlohmann::json& j) {
     out << "# cleave model: " << j["name"].get<std::string>() << "\n";
+    out << "# convention: " << j["convention"].get<std::string>() << "\n";
     out << "# field" << std::string(25, ' ') << "value  (params also in billions)\n";
     auto row = [&out](const std::string& key, const nlohmann::json& v) {
         out << key << std::string(key.size() < 32 ? 32 - key.size() : 1, ' ')
@@ -135,13 +181,28 @@ void print_table(std::ostream& out, const nlohmann::json& j) {
                           "qkv_bias"}) {
         row(k, j[k]);
     }
+    for (const auto& [k, v] : j["attention"].items()) {
+        if (k == "mla") {
+            for (const auto& [mk, mv] : v.items()) {
+                row("mla." + mk, mv);
+            }
+        } else {
+            row("attention." + k, v);
+        }
+    }
     if (!j["moe"].is_null()) {
         for (const auto& [k, v] : j["moe"].items()) {
             row("moe." + k, v);
         }
     }
-    for (const char* k :
-         {"params_total", "params_active", "params_per_layer", "params_embedding", "params_head"}) {
+    row("mtp_layers", j["mtp_layers"]);
+    for (const char* k : {"params_total",
+                          "params_active",
+                          "params_active_no_embedding",
+                          "params_mtp",
+                          "params_per_layer",
+                          "params_embedding",
+                          "params_head"}) {
         row(k, j[k]);
     }
     for (const auto& [k, v] : j["breakdown"].items()) {

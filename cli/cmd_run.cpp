@@ -44,6 +44,7 @@ struct RunOptions {
     bool kernel_profile = false;
     uint64_t seed = 1234;
     double lr = 1e-4;
+    double moe_aux_loss_coeff = 0.01;  // issue 16: Switch load-balancing loss coefficient
     // Scale the model down for small machines (0 = the model's value).
     int64_t layers = 0;
     int64_t hidden = 0;
@@ -51,7 +52,8 @@ struct RunOptions {
     int64_t kv_heads = 0;
     int64_t ffn = 0;
     int64_t vocab = 0;
-    // Hidden test flags: rank fault_rank stops at step fault_step of iteration fault_iter.
+    // Hidden test flags: rank fault_rank stops at step fault_step of iteration fault_iter
+    // (exit, hang), or sleeps 0.3 s at step fault_step of every iteration (delay).
     int64_t fault_rank = -1;
     int64_t fault_iter = 0;
     int64_t fault_step = 1;
@@ -121,6 +123,12 @@ void add_flags(CLI::App& sub, RunOptions& o) {
                    "it (auto: on with --backend cuda, which overlaps them with the backward)")
         ->check(CLI::IsMember({"auto", "on", "off"}))
         ->capture_default_str();
+    sub.add_option("--moe-aux-loss-coeff",
+                   o.moe_aux_loss_coeff,
+                   "MoE models: coefficient of the load-balancing loss (Switch Transformers, "
+                   "Fedus et al. 2021 eq. 4) added to the loss")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     sub.add_option(
            "--timeout",
            o.timeout_s,
@@ -150,7 +158,9 @@ void add_flags(CLI::App& sub, RunOptions& o) {
     sub.add_option("--fault-rank", o.fault_rank)->group("");
     sub.add_option("--fault-at-iter", o.fault_iter)->group("");
     sub.add_option("--fault-at-step", o.fault_step)->group("");
-    sub.add_option("--fault-mode", o.fault_mode)->check(CLI::IsMember({"exit", "hang"}))->group("");
+    sub.add_option("--fault-mode", o.fault_mode)
+        ->check(CLI::IsMember({"exit", "hang", "delay"}))
+        ->group("");
 }
 
 void apply_overrides(const RunOptions& o, ModelSpec& m) {
@@ -203,6 +213,12 @@ std::function<void(int64_t, int64_t)> fault_hook(const RunOptions& o, int rank, 
         return {};
     }
     return [&o, rank, &err](int64_t it, int64_t step) {
+        if (o.fault_mode == "delay") {  // issue 18's test of dp_wait: this rank runs late
+            if (step == o.fault_step) {
+                std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            }
+            return;
+        }
         if (it != o.fault_iter || step != o.fault_step) {
             return;
         }
@@ -295,7 +311,7 @@ void print_table(std::ostream& os,
     os << std::fixed << std::setprecision(6) << "# loss " << m.loss << "  weights_checksum "
        << std::setprecision(6) << m.weights_checksum << "\n";
     os << "# rank stage  dp  tp   iter(ms) compute(ms) tp_comm(ms) pp_wait(ms) dp_comm(ms) "
-          "optimizer(ms)  peak(MiB)\n";
+          "optimizer(ms)  peak(MiB) dp_wait(ms)\n";
     const auto row = [&os](const executor::PhaseTimes& ph, double iter_s) {
         os << std::setw(10) << ms(iter_s) << std::setw(12) << ms(ph.compute_s) << std::setw(12)
            << ms(ph.tp_comm_s) << std::setw(12) << ms(ph.pp_wait_s) << std::setw(12)
@@ -306,10 +322,12 @@ void print_table(std::ostream& os,
         os << std::setw(6) << r.world_rank << std::setw(6) << r.at.pp_rank << std::setw(4)
            << r.at.dp_rank << std::setw(4) << r.at.tp_rank << " ";
         row(r.phases, r.iteration_time_s);
-        os << std::setw(11) << mib(r.peak_memory_B) << "\n";
+        os << std::setw(11) << mib(r.peak_memory_B) << std::setw(12) << ms(r.phases.dp_wait_s)
+           << "\n";
     }
     os << "#  mean             ";
     row(m.phases, m.iteration_time_s);
+    os << std::setw(11) << "" << std::setw(12) << ms(m.phases.dp_wait_s);
     os << "\n# measured iteration (median, slowest rank): " << ms(m.iteration_time_s)
        << " ms; predicted for " << in.cluster.name << ": " << ms(predicted_s) << " ms\n";
 }
@@ -320,6 +338,8 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"pp_wait", p.pp_wait_s},
             {"dp_comm", p.dp_comm_s},
             {"dp_exposed", p.dp_exposed_s},
+            {"ep_comm", p.ep_comm_s},
+            {"dp_wait", p.dp_wait_s},
             {"optimizer", p.optimizer_s}};
 }
 
@@ -344,6 +364,8 @@ nlohmann::json to_json(const Inputs& in,
     return {{"loss", m.loss},
             {"losses", m.losses},
             {"weights_checksum", m.weights_checksum},
+            {"weights_probe", m.weights_probe},
+            {"weights_probes", m.weights_probes},
             {"iteration_time_s", m.iteration_time_s},
             {"iteration_times_s", m.iteration_times_s},
             {"phases_s", phases_json(m.phases)},
@@ -354,6 +376,7 @@ nlohmann::json to_json(const Inputs& in,
               {"tp_comm", t.tp_comm.value()},
               {"pp_wait", t.pp_comm.value() + t.bubble.value()},
               {"dp_comm", t.dp_comm.value()},
+              {"ep_comm", t.ep_comm.value()},
               {"optimizer", t.optimizer.value()}}},
             {"backend", o.backend},
             {"dtype", o.job.dtype},
@@ -456,6 +479,7 @@ void run(RunOptions& o, CliContext& ctx) {
         ro.warmup = o.warmup;
         ro.seed = o.seed;
         ro.lr = static_cast<float>(o.lr);
+        ro.moe_aux_loss_coeff = static_cast<float>(o.moe_aux_loss_coeff);
         ro.trace = !o.trace.empty();
         ro.overlap_dp = o.dp_overlap == "on" || (o.dp_overlap == "auto" && o.backend == "cuda");
         ro.on_step = fault_hook(o, mpi.rank(), ctx.err);

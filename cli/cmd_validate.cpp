@@ -12,6 +12,7 @@
 #include "costmodel/estimate.hpp"
 #include "executor/registry.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <ostream>
@@ -27,8 +28,9 @@ struct ValidateOptions {
     int64_t top = 3;
     double max_error_pct = 15.0;
     int64_t iters = 3;
-    int64_t warmup = 1;
-    int64_t rounds = 1;  // every plan runs this many times, in turn
+    int64_t warmup = 1;      // warm-up iterations at least
+    int64_t warmup_max = 6;  // ... and on until two in a row are within 5%, at most this many
+    int64_t rounds = 3;      // every plan runs this many times, in turn
     std::string backend = "cpu";
     std::string format = "table";
     double timeout_s = 600.0;
@@ -53,12 +55,20 @@ void print_table(std::ostream& os,
                  const Inputs& in) {
     os << "# cleave validate: " << in.model.name << " on " << in.cluster.name << ", " << in.job.gpus
        << " rank(s), gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", fp32, "
-       << o.iters << " iterations after " << o.warmup << " warm-up (median)"
+       << o.iters << " iterations after "
+       << (o.warmup_max > o.warmup ? std::to_string(o.warmup) + "-" + std::to_string(o.warmup_max) +
+                                         " warm-up (until two in a row are within 5%)"
+                                   : std::to_string(o.warmup) + " warm-up")
+       << " (median)"
        << (o.rounds > 1 ? ", " + std::to_string(o.rounds) +
                               " rounds in turn (measured: median of the rounds; predicted: mean)"
                         : std::string())
        << "\n"
-       << "# phases: predicted/measured ms; pp = send/recv + bubble; memory: peak stage MiB\n";
+       << "# phases: predicted/measured ms; pp = send/recv + bubble; dp = the reduction alone, "
+          "dpwait = waiting for the slowest DP rank before it (measured; not priced); memory: "
+          "peak stage MiB\n"
+       << "# band(ms): the fastest-slowest measured iteration of the plan over every round (the "
+          "machine's noise)\n";
     if (o.calibrate) {
         os << "# --calibrate: each plan priced with the mean of the compute calibrations just "
               "before and just after its run (collectives: the one before planning); "
@@ -67,46 +77,57 @@ void print_table(std::ostream& os,
     char line[512];
     std::snprintf(line,
                   sizeof line,
-                  "# %-18s %-44s %s%9s %9s %6s %13s %13s %13s %13s %13s %13s\n",
+                  "# %-18s %-44s %s%9s %9s %6s %17s %13s %13s %13s %13s %8s %13s %13s\n",
                   "role",
                   "plan",
                   o.calibrate ? " plan(ms) " : "",
                   "pred(ms)",
                   "meas(ms)",
                   "err%",
+                  "band(ms)",
                   "compute",
                   "tp",
                   "pp",
                   "dp",
+                  "dpwait",
                   "optimizer",
                   "mem(MiB)");
     os << line;
     for (const auto& p : r.plans) {
         const auto& a = p.predicted_phases;
         const auto& b = p.measured_phases;
-        std::snprintf(line,
-                      sizeof line,
-                      "  %-18s %-44s %s%9.2f %9.2f %6.1f %13s %13s %13s %13s %13s %13s\n",
-                      p.role.c_str(),
-                      to_string(p.plan).c_str(),
-                      // The plan(ms) column only with --calibrate (otherwise it equals pred).
-                      o.calibrate ? fmt("%9.2f ", p.planned_s * 1e3).c_str() : "",
-                      p.predicted_s * 1e3,
-                      p.measured_s * 1e3,
-                      p.error_pct,
-                      pair_ms(a.compute_s, b.compute_s).c_str(),
-                      pair_ms(a.tp_comm_s, b.tp_comm_s).c_str(),
-                      pair_ms(a.pp_wait_s, b.pp_wait_s).c_str(),
-                      pair_ms(a.dp_comm_s, b.dp_comm_s).c_str(),
-                      pair_ms(a.optimizer_s, b.optimizer_s).c_str(),
-                      (fmt("%.1f", p.predicted_memory_B / 1048576.0) + "/" +
-                       fmt("%.1f", p.measured_memory_B / 1048576.0))
-                          .c_str());
+        std::snprintf(
+            line,
+            sizeof line,
+            "  %-18s %-44s %s%9.2f %9.2f %6.1f %17s %13s %13s %13s %13s %8s %13s %13s\n",
+            p.role.c_str(),
+            to_string(p.plan).c_str(),
+            // The plan(ms) column only with --calibrate (otherwise it equals pred).
+            o.calibrate ? fmt("%9.2f ", p.planned_s * 1e3).c_str() : "",
+            p.predicted_s * 1e3,
+            p.measured_s * 1e3,
+            p.error_pct,
+            (fmt("%.1f", p.measured_min_s * 1e3) + "-" + fmt("%.1f", p.measured_max_s * 1e3))
+                .c_str(),
+            pair_ms(a.compute_s, b.compute_s).c_str(),
+            pair_ms(a.tp_comm_s, b.tp_comm_s).c_str(),
+            pair_ms(a.pp_wait_s, b.pp_wait_s).c_str(),
+            pair_ms(a.dp_comm_s, b.dp_comm_s).c_str(),
+            fmt("%.1f", b.dp_wait_s * 1e3).c_str(),
+            pair_ms(a.optimizer_s, b.optimizer_s).c_str(),
+            (fmt("%.1f", p.predicted_memory_B / 1048576.0) + "/" +
+             fmt("%.1f", p.measured_memory_B / 1048576.0))
+                .c_str());
         os << line;
     }
+    double worst = 0.0;
+    for (const auto& p : r.plans) {
+        worst = std::max(worst, p.error_pct);
+    }
     os << "# MAPE " << fmt("%.1f", r.mape_pct) << "% (max " << fmt("%.1f", o.max_error_pct)
-       << "%), Spearman rank correlation " << fmt("%.3f", r.rank_correlation)
-       << ", predicted fastest (" << r.plans[r.predicted_best].role << ") "
+       << "%), largest plan error " << fmt("%.1f", worst) << "%, Spearman rank correlation "
+       << fmt("%.3f", r.rank_correlation) << ", predicted fastest ("
+       << r.plans[r.predicted_best].role << ") "
        << (r.predicted_best_is_measured_best ? "is" : "is NOT") << " the measured fastest ("
        << r.plans[r.measured_best].role << ")";
     if (!r.predicted_best_is_measured_best) {
@@ -130,6 +151,8 @@ nlohmann::json phases_json(const executor::PhaseTimes& p) {
             {"tp_comm", p.tp_comm_s},
             {"pp_wait", p.pp_wait_s},
             {"dp_comm", p.dp_comm_s},
+            {"ep_comm", p.ep_comm_s},
+            {"dp_wait", p.dp_wait_s},
             {"optimizer", p.optimizer_s}};
 }
 
@@ -151,6 +174,7 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
         j["peak_memory_gib"] = {{"predicted", p.predicted_memory_B / 1073741824.0},
                                 {"measured", p.measured_memory_B / 1073741824.0}};
         j["loss"] = p.loss;
+        j["warmup_iterations"] = p.warmup_iterations;
         plans.push_back(j);
     }
     return {{"model", in.model.name},
@@ -160,6 +184,7 @@ to_json(const calibrate::ValidationReport& r, const ValidateOptions& o, const In
             {"calibrated", o.calibrate},
             {"iters", o.iters},
             {"warmup", o.warmup},
+            {"warmup_max", o.warmup_max},
             {"rounds", o.rounds},
             {"plans", plans},
             {"mape_pct", r.mape_pct},
@@ -271,6 +296,7 @@ void run_validate(const ValidateOptions& o, CliContext& ctx) {
         executor::RunOptions ro;
         ro.iters = o.iters;
         ro.warmup = o.warmup;
+        ro.warmup_max = o.warmup_max;
         calibrate::ValidateHooks hooks;
         // Plans run so far over all rounds, with an ETA, on a terminal only (issue 19).
         Progress bar(ctx.err, root && is_terminal(ctx.err), "validate");
@@ -344,7 +370,14 @@ void setup_validate(CLI::App& app, CliContext& ctx) {
     sub->add_option("--iters", opt->iters, "Measured iterations per plan")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
-    sub->add_option("--warmup", opt->warmup, "Unmeasured iterations first")
+    sub->add_option("--warmup", opt->warmup, "Unmeasured iterations first, at least")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+    sub->add_option("--warmup-max",
+                    opt->warmup_max,
+                    "Above --warmup: warm up until two iterations in a row are within 5% of each "
+                    "other (the slowest rank's times), at most this many (<= --warmup: exactly "
+                    "--warmup)")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
     sub->add_option("--rounds",

@@ -32,6 +32,9 @@ struct JobSpec {
     /// fp8_utils.py is_first_last_bf16_layer @d98e8a64); 0 = every layer quantised.
     int64_t bf16_layers_start = 0;
     int64_t bf16_layers_end = 0;
+    /// Train the model's multi-token-prediction modules (ModelSpec::mtp_layers; Megatron
+    /// --mtp-num-layers). Off by default: the MTP FLOPs count only when a job enables it.
+    bool mtp = false;
     SoftwareStack stack;        // what the job trains with (stacks/*.toml); default: megatron-2021
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
     /// Memory kept free on top of the profile's reserved memory: a plan fits only when its peak

@@ -1,6 +1,7 @@
-// Hugging Face config.json -> ModelSpec (Llama, Mistral, Qwen2, Mixtral, GPT-NeoX, GPT-2).
-// Key names follow the transformers configuration classes (LlamaConfig, MistralConfig,
-// Qwen2Config, MixtralConfig, GPTNeoXConfig, GPT2Config).
+// Hugging Face config.json -> ModelSpec (Llama, Mistral, Qwen2, Mixtral, DeepSeek-V2/V3,
+// Qwen3-MoE, GPT-OSS, GPT-NeoX, GPT-2). Key names follow the transformers configuration classes
+// (LlamaConfig, MistralConfig, Qwen2Config, MixtralConfig, DeepseekV3Config, Qwen3MoeConfig,
+// GptOssConfig, GPTNeoXConfig, GPT2Config).
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
 
@@ -79,6 +80,37 @@ public:
         return v->get<int64_t>();
     }
 
+    /// A count that must stay within detail::max_count (the MoE / MLA sizes multiply).
+    std::optional<int64_t> size(const std::string& key, detail::Need need) {
+        const auto v = count(key, need);
+        if (v && (*v < 0 || *v > detail::max_count)) {
+            error(key, "'" + key + "' = " + std::to_string(*v) + " is out of range [0, 1e12]");
+            return std::nullopt;
+        }
+        return v;
+    }
+
+    /// True when the key is written, even as null.
+    [[nodiscard]] bool present(const std::string& key) const { return j_.contains(key); }
+
+    /// The JSON value of `key` (nullptr when absent or null).
+    [[nodiscard]] const json* value(const std::string& key) const {
+        const auto it = j_.find(key);
+        return it == j_.end() || it->is_null() ? nullptr : &*it;
+    }
+
+    std::optional<std::string> text(const std::string& key) {
+        const json* v = get(key, detail::Need::optional);
+        if (v == nullptr) {
+            return std::nullopt;
+        }
+        if (!v->is_string()) {
+            error(key, "'" + key + "' must be a string, got " + std::string(v->type_name()));
+            return std::nullopt;
+        }
+        return v->get<std::string>();
+    }
+
     std::optional<bool> flag(const std::string& key) {
         const json* v = get(key, detail::Need::optional);
         if (v == nullptr) {
@@ -149,6 +181,154 @@ void read_llama_family(JsonReader& r, const std::string& type, ModelSpec& m) {
     }
 }
 
+// The Llama-style basics every MoE family below shares (no biases, untied unless stated).
+void read_moe_base(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    m.mlp = MlpKind::swiglu;
+    m.norm = NormKind::rmsnorm;
+    m.positions = PositionKind::rope;
+    m.linear_bias = false;
+    m.tied_embeddings = false;
+    set(m.layers, r.size("num_hidden_layers", Need::required));
+    set(m.hidden, r.size("hidden_size", Need::required));
+    set(m.heads, r.size("num_attention_heads", Need::required));
+    m.kv_heads = m.heads;
+    set(m.kv_heads, r.size("num_key_value_heads", Need::optional));
+    set(m.ffn_hidden, r.size("intermediate_size", Need::required));
+    set(m.vocab, r.size("vocab_size", Need::required));
+    set(m.seq_len, r.size("max_position_embeddings", Need::required));
+    set(m.tied_embeddings, r.flag("tie_word_embeddings"));
+}
+
+// DeepseekV3Config / DeepseekV2Config (transformers configuration_deepseek_v3.py; the model
+// repos' configuration_deepseek.py). Layer i is MoE when i >= first_k_dense_replace and
+// i % moe_layer_freq == 0 (modeling_deepseek.py DeepseekV3DecoderLayer).
+void read_deepseek(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    read_moe_base(r, m);
+    if (!r.present("q_lora_rank")) {
+        r.error("q_lora_rank",
+                "missing required key 'q_lora_rank' (null for a plain q projection)");
+    }
+    set(m.mla.q_lora_rank, r.size("q_lora_rank", Need::optional));  // null: plain q_proj
+    set(m.mla.kv_lora_rank, r.size("kv_lora_rank", Need::required));
+    set(m.mla.qk_nope_dim, r.size("qk_nope_head_dim", Need::required));
+    set(m.mla.qk_rope_dim, r.size("qk_rope_head_dim", Need::required));
+    set(m.mla.v_dim, r.size("v_head_dim", Need::required));
+    if (r.flag("attention_bias").value_or(false)) {
+        r.error("attention_bias", "'attention_bias' = true: cleave has no biased MLA projections");
+    }
+    set(m.moe.experts, r.size("n_routed_experts", Need::required));
+    set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
+    set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
+    if (const auto shared = r.size("n_shared_experts", Need::required)) {
+        m.moe.shared_ffn_hidden = *shared * m.moe.expert_ffn_hidden;
+    }
+    set(m.moe.first_dense_layers, r.size("first_k_dense_replace", Need::required));
+    set(m.moe.layer_freq, r.size("moe_layer_freq", Need::optional));
+    if (m.moe.layer_freq > 1 && m.moe.first_dense_layers % m.moe.layer_freq != 0) {
+        r.error("moe_layer_freq",
+                "'moe_layer_freq' = " + std::to_string(m.moe.layer_freq) +
+                    " with 'first_k_dense_replace' not a multiple of it: cleave counts MoE layers "
+                    "from the first one");
+    }
+    // noaux_tc routing keeps one e_score_correction_bias per expert (DeepSeek-V3 MoEGate).
+    m.moe.router_bias = r.text("topk_method").value_or("") == "noaux_tc";
+    set(m.mtp_layers, r.size("num_nextn_predict_layers", Need::optional));
+}
+
+// Qwen3MoeConfig (transformers configuration_qwen3_moe.py): head_dim stated, q/k RMSNorm, no
+// shared expert; layer i is sparse when i is not in mlp_only_layers and (i + 1) %
+// decoder_sparse_step == 0 (modeling_qwen3_moe.py Qwen3MoeDecoderLayer).
+void read_qwen3_moe(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    read_moe_base(r, m);
+    m.qk_norm = true;
+    set(m.head_size, r.size("head_dim", Need::optional));
+    set(m.moe.experts, r.size("num_experts", Need::required));
+    set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
+    set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
+    if (const auto step = r.size("decoder_sparse_step", Need::optional); step && *step > 0) {
+        m.moe.layer_freq = *step;
+        m.moe.first_dense_layers = *step - 1;  // sparse at i = step-1, 2 step-1, ...
+    }
+    if (const json* only = r.value("mlp_only_layers");
+        only != nullptr && (!only->is_array() || !only->empty())) {
+        r.error("mlp_only_layers",
+                "'mlp_only_layers' must be an empty list: cleave cannot place dense layers among "
+                "the MoE layers");
+    }
+    if (r.flag("attention_bias").value_or(false)) {
+        r.error("attention_bias", "'attention_bias' = true: cleave has no Qwen3 attention biases");
+    }
+    if (r.flag("use_sliding_window").value_or(false)) {
+        r.error("use_sliding_window", "'use_sliding_window' = true is not supported for qwen3_moe");
+    }
+}
+
+// The per-layer attention kinds of GPT-OSS: "sliding_attention" or "full_attention"; absent, the
+// GptOssConfig default alternates, sliding first (configuration_gpt_oss.py).
+void read_layer_types(JsonReader& r, ModelSpec& m) {
+    const json* types = r.value("layer_types");
+    if (types == nullptr) {
+        for (int64_t i = 0; i < m.layers && m.layers <= detail::max_count / 1000000; ++i) {
+            m.windowed.push_back(i % 2 == 0);
+        }
+        return;
+    }
+    if (!types->is_array()) {
+        r.error("layer_types", "'layer_types' must be a list of strings");
+        return;
+    }
+    for (const json& t : *types) {
+        const std::string kind = t.is_string() ? t.get<std::string>() : "";
+        if (kind != "sliding_attention" && kind != "full_attention") {
+            r.error("layer_types",
+                    "'layer_types' entries must be \"sliding_attention\" or \"full_attention\", "
+                    "got " +
+                        t.dump());
+            return;
+        }
+        m.windowed.push_back(kind == "sliding_attention");
+    }
+    if (static_cast<int64_t>(m.windowed.size()) != m.layers) {
+        r.error("layer_types",
+                "'layer_types' lists " + std::to_string(m.windowed.size()) +
+                    " layers, 'num_hidden_layers' = " + std::to_string(m.layers));
+        m.windowed.clear();
+    }
+}
+
+// GptOssConfig (transformers configuration_gpt_oss.py; openai/gpt-oss-120b config.json): biased
+// q/k/v/o, one sink logit per head, biased experts (gate_up_proj_bias, down_proj_bias) and router,
+// clamped SwiGLU (priced as SwiGLU: the clamp is elementwise).
+void read_gpt_oss(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    read_moe_base(r, m);
+    set(m.head_size, r.size("head_dim", Need::required));
+    m.linear_bias = r.flag("attention_bias").value_or(true);
+    if (!m.linear_bias) {
+        r.error("attention_bias",
+                "'attention_bias' = false: cleave has no GPT-OSS variant without attention biases");
+    }
+    m.attention_sinks = true;
+    m.moe.router_bias = true;
+    set(m.moe.experts, r.size("num_local_experts", Need::required));
+    const auto k = r.size("num_experts_per_tok", Need::optional);
+    const auto k2 = r.size("experts_per_token", Need::optional);
+    if (!k && !k2) {
+        r.error("num_experts_per_tok", "missing required key 'num_experts_per_tok'");
+    } else if (k && k2 && *k != *k2) {
+        r.error("experts_per_token",
+                "'experts_per_token' = " + std::to_string(*k2) +
+                    " disagrees with 'num_experts_per_tok' = " + std::to_string(*k));
+    }
+    m.moe.top_k = k ? *k : k2.value_or(0);
+    m.moe.expert_ffn_hidden = m.ffn_hidden;
+    set(m.sliding_window, r.size("sliding_window", Need::required));
+    read_layer_types(r, m);
+}
+
 void read_gpt_neox(JsonReader& r, ModelSpec& m) {
     using detail::Need;
     m.mlp = MlpKind::gelu;
@@ -198,6 +378,10 @@ std::string family_of(const json& j) {
                                                              {"Qwen2For", "qwen2"},
                                                              {"MixtralFor", "mixtral"},
                                                              {"GPTNeoXFor", "gpt_neox"},
+                                                             {"DeepseekV3For", "deepseek_v3"},
+                                                             {"DeepseekV2For", "deepseek_v2"},
+                                                             {"Qwen3MoeFor", "qwen3_moe"},
+                                                             {"GptOssFor", "gpt_oss"},
                                                              {"GPT2", "gpt2"}};
         for (const auto& [prefix, family] : known) {
             if (a.rfind(prefix, 0) == 0) {
@@ -216,6 +400,36 @@ void check_head_dim(JsonReader& r, const json& j, const ModelSpec& m) {
                 "'head_dim' = " + std::to_string(it->get<int64_t>()) +
                     " is not hidden_size / num_attention_heads; cleave cannot represent it");
     }
+}
+
+// The config.json key a ModelSpec field is read from, for errors found after reading.
+std::string hf_key_of(const std::string& field, const std::string& type) {
+    const bool gpt2 = type == "gpt2";
+    const std::pair<const char*, const char*> keys[] = {
+        {"layers", gpt2 ? "n_layer" : "num_hidden_layers"},
+        {"hidden", gpt2 ? "n_embd" : "hidden_size"},
+        {"heads", gpt2 ? "n_head" : "num_attention_heads"},
+        {"kv_heads", "num_key_value_heads"},
+        {"ffn_hidden", gpt2 ? "n_inner" : "intermediate_size"},
+        {"vocab", "vocab_size"},
+        {"seq_len", gpt2 ? "n_positions" : "max_position_embeddings"},
+        {"moe.experts",
+         type == "deepseek_v3" || type == "deepseek_v2" ? "n_routed_experts"
+         : type == "qwen3_moe"                          ? "num_experts"
+                                                        : "num_local_experts"},
+        {"moe.top_k", "num_experts_per_tok"},
+        {"moe.expert_ffn_hidden",
+         type == "mixtral" ? "intermediate_size" : "moe_intermediate_size"},
+        {"moe.layer_freq", type == "qwen3_moe" ? "decoder_sparse_step" : "moe_layer_freq"},
+        {"moe.first_dense_layers", "first_k_dense_replace"},
+        {"moe.shared_ffn_hidden", "n_shared_experts"},
+        {"mtp_layers", "num_nextn_predict_layers"}};
+    for (const auto& [f, key] : keys) {
+        if (field == f) {
+            return key;
+        }
+    }
+    return field;  // head_dim, q_lora_rank, v_head_dim, ...: the same name
 }
 
 }  // namespace
@@ -250,6 +464,12 @@ ModelSpec parse_model_hf_json(std::string_view text, const std::string& source_n
     const std::string type = family_of(j);
     if (type == "llama" || type == "mistral" || type == "qwen2" || type == "mixtral") {
         read_llama_family(r, type, m);
+    } else if (type == "deepseek_v3" || type == "deepseek_v2") {
+        read_deepseek(r, m);
+    } else if (type == "qwen3_moe") {
+        read_qwen3_moe(r, m);
+    } else if (type == "gpt_oss") {
+        read_gpt_oss(r, m);
     } else if (type == "gpt_neox") {
         read_gpt_neox(r, m);
     } else if (type == "gpt2") {
@@ -257,13 +477,17 @@ ModelSpec parse_model_hf_json(std::string_view text, const std::string& source_n
     } else {
         r.error("model_type",
                 "unsupported model_type '" + type +
-                    "' (supported: llama, mistral, qwen2, mixtral, gpt_neox, gpt2)");
+                    "' (supported: llama, mistral, qwen2, mixtral, deepseek_v2, deepseek_v3, "
+                    "qwen3_moe, gpt_oss, gpt_neox, gpt2)");
         sink.throw_if_any();
     }
-    check_head_dim(r, j, m);
+    if (m.head_size == 0 && !m.mla.enabled()) {
+        check_head_dim(r, j, m);
+    }
     if (sink.empty()) {
         for (const auto& p : detail::model_problems(m)) {
-            sink.error_at(1, 1, p.message);
+            const std::string key = hf_key_of(p.field, type);
+            r.error(key, p.message + " (config key '" + key + "')");
         }
     }
     sink.throw_if_any();

@@ -50,6 +50,50 @@ void moe_problems(const ModelSpec& m, std::vector<ModelProblem>& out) {
     }
 }
 
+void mla_problems(const ModelSpec& m, std::vector<ModelProblem>& out) {
+    const MlaSpec& a = m.mla;
+    if (!a.enabled()) {
+        return;
+    }
+    for (const auto& [field, v] :
+         {std::pair<const char*, int64_t>{"qk_nope_head_dim", a.qk_nope_dim},
+          {"qk_rope_head_dim", a.qk_rope_dim},
+          {"v_head_dim", a.v_dim}}) {
+        positive(out, field, v);
+    }
+    if (a.q_lora_rank < 0) {
+        out.push_back({"q_lora_rank", eq("q_lora_rank", a.q_lora_rank) + " is negative"});
+    }
+    if (m.kv_heads != m.heads) {
+        out.push_back({"kv_heads",
+                       eq("kv_heads", m.kv_heads) + " must equal " + eq("heads", m.heads) +
+                           " under multi-head latent attention (every head has its own K and V)"});
+    }
+}
+
+void attention_problems(const ModelSpec& m, std::vector<ModelProblem>& out) {
+    if (m.head_size < 0) {
+        out.push_back({"head_dim", eq("head_dim", m.head_size) + " is negative"});
+    }
+    mla_problems(m, out);
+    if (m.sliding_window < 0) {
+        out.push_back({"sliding_window", eq("sliding_window", m.sliding_window) + " is negative"});
+    }
+    if (!m.windowed.empty() && static_cast<int64_t>(m.windowed.size()) != m.layers) {
+        out.push_back({"layer_types",
+                       "the per-layer attention pattern lists " +
+                           std::to_string(m.windowed.size()) + " layers, the model has " +
+                           eq("layers", m.layers)});
+    }
+    if (m.mtp_layers < 0) {
+        out.push_back({"mtp_layers", eq("mtp_layers", m.mtp_layers) + " is negative"});
+    }
+    if (m.moe.shared_ffn_hidden < 0) {
+        out.push_back({"moe.shared_ffn_hidden",
+                       eq("shared_ffn_hidden", m.moe.shared_ffn_hidden) + " is negative"});
+    }
+}
+
 }  // namespace
 
 std::vector<ModelProblem> model_problems(const ModelSpec& m) {
@@ -61,7 +105,8 @@ std::vector<ModelProblem> model_problems(const ModelSpec& m) {
     positive(out, "ffn_hidden", m.ffn_hidden);
     positive(out, "vocab", m.vocab);
     positive(out, "seq_len", m.seq_len);
-    if (m.heads > 0 && m.hidden > 0 && m.hidden % m.heads != 0) {
+    if (m.heads > 0 && m.hidden > 0 && m.hidden % m.heads != 0 && m.head_size == 0 &&
+        !m.mla.enabled()) {
         out.push_back(
             {"heads", eq("heads", m.heads) + " does not divide " + eq("hidden", m.hidden)});
     }
@@ -70,13 +115,22 @@ std::vector<ModelProblem> model_problems(const ModelSpec& m) {
             {"kv_heads", eq("kv_heads", m.kv_heads) + " does not divide " + eq("heads", m.heads)});
     }
     moe_problems(m, out);
+    attention_problems(m, out);
     // Upper bound of params_total in double: every exact int64 count below it is safe.
     const double h = static_cast<double>(m.hidden);
     const double experts = static_cast<double>(std::max<int64_t>(m.moe.experts, 1));
-    const double ffn = static_cast<double>(std::max(m.ffn_hidden, m.moe.expert_ffn_hidden));
-    const double layer = 4.0 * h * h + 3.0 * h * ffn * experts + h * experts + 8.0 * h + 3.0 * ffn;
+    const double ffn = static_cast<double>(
+        std::max({m.ffn_hidden, m.moe.expert_ffn_hidden, m.moe.shared_ffn_hidden}));
+    // Every attention matrix is at most (h + widest head block) x (h + widest head block +
+    // latents); eight of them bound the attention block, MLA or not.
+    const double widest = static_cast<double>(std::max<int64_t>(m.heads, 0)) *
+                          static_cast<double>(std::max({head_dim(m), v_head_dim(m), int64_t{0}}));
+    const double latents = static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
+    const double attn = 8.0 * (h + widest) * (h + widest + latents + 1.0);
+    const double layer =
+        attn + 3.0 * h * ffn * (experts + 1.0) + 2.0 * h * experts + 8.0 * h + 6.0 * ffn;
     const double total =
-        static_cast<double>(m.layers) * layer +
+        static_cast<double>(m.layers + std::max<int64_t>(0, m.mtp_layers)) * layer +
         (2.0 * static_cast<double>(m.vocab) + static_cast<double>(m.seq_len) + 2.0) * h;
     if (!(total <= max_params)) {
         out.push_back({"layers",

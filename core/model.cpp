@@ -3,7 +3,34 @@
 namespace cleave {
 
 int64_t head_dim(const ModelSpec& m) {
+    if (m.mla.enabled()) {
+        return m.mla.qk_nope_dim + m.mla.qk_rope_dim;
+    }
+    if (m.head_size > 0) {
+        return m.head_size;
+    }
     return m.heads > 0 ? m.hidden / m.heads : 0;
+}
+
+int64_t v_head_dim(const ModelSpec& m) {
+    return m.mla.enabled() ? m.mla.v_dim : head_dim(m);
+}
+
+int64_t kv_width(const ModelSpec& m) {
+    return m.kv_heads * (head_dim(m) + v_head_dim(m));
+}
+
+bool is_windowed_layer(const ModelSpec& m, int64_t index) {
+    return m.sliding_window > 0 && index >= 0 && static_cast<size_t>(index) < m.windowed.size() &&
+           m.windowed[static_cast<size_t>(index)];
+}
+
+int64_t windowed_layer_count(const ModelSpec& m) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < m.layers; ++i) {
+        n += is_windowed_layer(m, i) ? 1 : 0;
+    }
+    return n;
 }
 
 bool is_moe_layer(const ModelSpec& m, int64_t index) {
@@ -14,15 +41,46 @@ bool is_moe_layer(const ModelSpec& m, int64_t index) {
     return (index - m.moe.first_dense_layers) % freq == 0;
 }
 
-// Q and O are h x h; K and V are h x (kv_heads * head_dim) (GQA, Ainslie et al. 2023).
-// Qwen2 has biases on Q, K and V but not on O (qkv_bias without linear_bias).
-int64_t params_attention(const ModelSpec& m) {
+int64_t params_norm(const ModelSpec& m, int64_t width) {
+    return m.norm == NormKind::layernorm ? 2 * width : width;
+}
+
+namespace {
+
+// MLA (DeepSeek-V3 modeling_deepseek.py DeepseekV3Attention): q_a_proj h x q_lora, q_a_layernorm,
+// q_b_proj q_lora x a(nope+rope) (or q_proj h x a(nope+rope) without q_lora);
+// kv_a_proj_with_mqa h x (kv_lora + rope), kv_a_layernorm, kv_b_proj kv_lora x a(nope+v);
+// o_proj a v x h. No biases (attention_bias = false in every published MLA config).
+int64_t params_mla(const ModelSpec& m) {
+    const MlaSpec& a = m.mla;
     const int64_t h = m.hidden;
+    const int64_t q_out = m.heads * (a.qk_nope_dim + a.qk_rope_dim);
+    const int64_t q = a.q_lora_rank > 0 ? h * a.q_lora_rank + params_norm(m, a.q_lora_rank) +
+                                              a.q_lora_rank * q_out
+                                        : h * q_out;
+    const int64_t kv = h * (a.kv_lora_rank + a.qk_rope_dim) + params_norm(m, a.kv_lora_rank) +
+                       a.kv_lora_rank * m.heads * (a.qk_nope_dim + a.v_dim);
+    return q + kv + m.heads * a.v_dim * h;
+}
+
+}  // namespace
+
+// Q is h x (a d), K and V are h x (kv_heads d) (GQA, Ainslie et al. 2023), O is (a d) x h; a d = h
+// unless the model states head_dim. Qwen2 has biases on Q, K and V but not on O (qkv_bias without
+// linear_bias). Qwen3's q_norm / k_norm are RMSNorm(head_dim) shared by the heads
+// (modeling_qwen3_moe.py); GPT-OSS's sinks are one parameter per head (modeling_gpt_oss.py).
+int64_t params_attention(const ModelSpec& m) {
+    if (m.mla.enabled()) {
+        return params_mla(m);
+    }
+    const int64_t h = m.hidden;
+    const int64_t q = m.heads * head_dim(m);
     const int64_t kv = m.kv_heads * head_dim(m);
-    const int64_t weights = 2 * h * h + 2 * h * kv;
-    const int64_t qkv_biases = (m.linear_bias || m.qkv_bias) ? h + 2 * kv : 0;
+    const int64_t weights = 2 * h * q + 2 * h * kv;
+    const int64_t qkv_biases = (m.linear_bias || m.qkv_bias) ? q + 2 * kv : 0;
     const int64_t biases = qkv_biases + (m.linear_bias ? h : 0);
-    return weights + biases;
+    const int64_t norms = m.qk_norm ? 2 * params_norm(m, head_dim(m)) : 0;
+    return weights + biases + norms + (m.attention_sinks ? m.heads : 0);
 }
 
 // GeLU MLP: h x f and f x h (+ f + h biases); SwiGLU: gate, up (h x f) and down (f x h).
@@ -35,14 +93,22 @@ int64_t params_mlp(const ModelSpec& m, int64_t ffn) {
 }
 
 int64_t params_layer_norms(const ModelSpec& m) {
-    return m.norm == NormKind::layernorm ? 4 * m.hidden : 2 * m.hidden;
+    return 2 * params_norm(m, m.hidden);
+}
+
+int64_t params_router(const ModelSpec& m) {
+    return m.hidden * m.moe.experts + (m.moe.router_bias ? m.moe.experts : 0);
+}
+
+int64_t params_shared_expert(const ModelSpec& m) {
+    return m.moe.shared_ffn_hidden > 0 ? params_mlp(m, m.moe.shared_ffn_hidden) : 0;
 }
 
 int64_t params_layer(const ModelSpec& m, int64_t index) {
     const int64_t base = params_attention(m) + params_layer_norms(m);
     if (is_moe_layer(m, index)) {
-        const int64_t router = m.hidden * m.moe.experts;
-        return base + router + m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden);
+        return base + params_router(m) + params_shared_expert(m) +
+               m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden);
     }
     return base + params_mlp(m, m.ffn_hidden);
 }
@@ -57,8 +123,7 @@ int64_t params_embedding(const ModelSpec& m) {
 }
 
 int64_t params_head(const ModelSpec& m) {
-    const int64_t final_norm = m.norm == NormKind::layernorm ? 2 * m.hidden : m.hidden;
-    return final_norm + (m.tied_embeddings ? 0 : m.vocab * m.hidden);
+    return params_norm(m, m.hidden) + (m.tied_embeddings ? 0 : m.vocab * m.hidden);
 }
 
 int64_t params_total(const ModelSpec& m) {
@@ -94,13 +159,23 @@ int64_t params_active(const ModelSpec& m) {
     int64_t total = params_embedding(m) + params_head(m);
     for (int64_t i = 0; i < m.layers; ++i) {
         if (is_moe_layer(m, i)) {
-            total += params_attention(m) + params_layer_norms(m) + m.hidden * m.moe.experts +
-                     m.moe.top_k * params_mlp(m, m.moe.expert_ffn_hidden);
+            total += params_attention(m) + params_layer_norms(m) + params_router(m) +
+                     params_shared_expert(m) + m.moe.top_k * params_mlp(m, m.moe.expert_ffn_hidden);
         } else {
             total += params_layer(m, i);
         }
     }
     return total;
+}
+
+// Megatron-Core MultiTokenPredictionLayer (multi_token_prediction.py): enorm, hnorm, eh_proj
+// (2h -> h, no bias), one transformer layer of the main model's last-layer kind, final_layernorm.
+int64_t params_mtp(const ModelSpec& m) {
+    if (m.mtp_layers <= 0 || m.layers <= 0) {
+        return 0;
+    }
+    const int64_t block = params_layer(m, m.layers - 1);
+    return m.mtp_layers * (block + 2 * m.hidden * m.hidden + 3 * params_norm(m, m.hidden));
 }
 
 }  // namespace cleave

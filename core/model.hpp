@@ -1,8 +1,11 @@
 #pragma once
-// Model description: a decoder-only transformer, GPT-style or Llama-style, optionally MoE.
+// Model description: a decoder-only transformer, GPT-style or Llama-style, optionally MoE, with
+// multi-head latent attention (DeepSeek-V2/V3), sliding-window layers (GPT-OSS) and multi-token
+// prediction layers kept apart.
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace cleave {
 
@@ -16,10 +19,31 @@ struct MoeSpec {
     int64_t expert_ffn_hidden = 0;   // inner size of one expert's MLP (one branch for SwiGLU)
     int64_t layer_freq = 1;          // every layer_freq-th layer is MoE (1 = every layer)
     int64_t first_dense_layers = 0;  // leading dense layers before MoE layers start
+    /// Inner size of the always-active shared expert MLP of an MoE layer (DeepSeek-V3:
+    /// n_shared_experts x moe_intermediate_size); 0 = none.
+    int64_t shared_ffn_hidden = 0;
+    /// One bias per routed expert on the router (GPT-OSS router.bias; DeepSeek-V3's
+    /// e_score_correction_bias): `experts` parameters per MoE layer.
+    bool router_bias = false;
 
     [[nodiscard]] bool enabled() const { return experts > 0; }
 
     bool operator==(const MoeSpec&) const = default;
+};
+
+/// Multi-head latent attention (DeepSeek-V2 paper, Liu et al. 2024, Sec. 2.1.2): queries and keys
+/// / values go through low-rank latents; each head's query and key are a no-position part
+/// (qk_nope_dim) plus a decoupled rotary part (qk_rope_dim, one key part shared by all heads).
+struct MlaSpec {
+    int64_t q_lora_rank = 0;   // query latent width; 0 = plain h x heads*(nope+rope) projection
+    int64_t kv_lora_rank = 0;  // key/value latent width; 0 = no MLA
+    int64_t qk_nope_dim = 0;   // per-head query/key width without position
+    int64_t qk_rope_dim = 0;   // per-head rotary query/key width (the key part shared by heads)
+    int64_t v_dim = 0;         // per-head value width
+
+    [[nodiscard]] bool enabled() const { return kv_lora_rank > 0; }
+
+    bool operator==(const MlaSpec&) const = default;
 };
 
 struct ModelSpec {
@@ -37,18 +61,56 @@ struct ModelSpec {
     bool tied_embeddings = true;
     bool linear_bias = true;  // biases on QKV / output / MLP matrices (GPT: yes, Llama: no)
     bool qkv_bias = false;    // biases on Q, K and V only (Qwen2); implied by linear_bias
+    /// Per-head width of Q, K and V when the model states it apart from hidden / heads (Qwen3,
+    /// GPT-OSS: head_dim; Megatron kv_channels); 0 = hidden / heads.
+    int64_t head_size = 0;
+    bool qk_norm = false;          // RMSNorm over each head's q and k (Qwen3): 2 x head_dim params
+    bool attention_sinks = false;  // one learned softmax logit per head (GPT-OSS): heads params
+    /// Keys a windowed layer's query attends to (GPT-OSS: 128); 0 = every layer attends fully.
+    int64_t sliding_window = 0;
+    /// windowed[i]: layer i uses the sliding window. Empty = no windowed layer; else size layers.
+    std::vector<bool> windowed;
+    /// Multi-token prediction modules (DeepSeek-V3 num_nextn_predict_layers): each one more
+    /// transformer block + a 2h x h projection + 3 norms, sharing the embedding and output head.
+    /// Kept apart: params_total and the FLOPs leave them out unless a job trains them
+    /// (JobSpec::mtp).
+    int64_t mtp_layers = 0;
+    MlaSpec mla;
     MoeSpec moe;
 
     bool operator==(const ModelSpec&) const = default;
 };
 
-/// Hidden size of one attention head.
+/// Width of one head's query and key: MLA nope + rope, else head_size or hidden / heads.
 [[nodiscard]] int64_t head_dim(const ModelSpec& m);
+
+/// Width of one head's value (MLA v_dim, else head_dim).
+[[nodiscard]] int64_t v_head_dim(const ModelSpec& m);
+
+/// Elements of K and V per token as the attention kernel sees them (after MLA's up-projection):
+/// kv_heads x (head_dim + v_head_dim).
+[[nodiscard]] int64_t kv_width(const ModelSpec& m);
+
+/// True when layer `index` (0-based) attends over the sliding window only.
+[[nodiscard]] bool is_windowed_layer(const ModelSpec& m, int64_t index);
+
+/// Number of windowed layers among all layers.
+[[nodiscard]] int64_t windowed_layer_count(const ModelSpec& m);
+
+/// Parameters of one norm over `width` elements (LayerNorm: weight + bias; RMSNorm: weight).
+[[nodiscard]] int64_t params_norm(const ModelSpec& m, int64_t width);
+
+/// Router of one MoE layer: h x experts (+ experts with router_bias).
+[[nodiscard]] int64_t params_router(const ModelSpec& m);
+
+/// The shared expert MLP of one MoE layer (0 when the model has none).
+[[nodiscard]] int64_t params_shared_expert(const ModelSpec& m);
 
 /// True when layer `index` (0-based) is an MoE layer.
 [[nodiscard]] bool is_moe_layer(const ModelSpec& m, int64_t index);
 
-/// Parameters of the attention block of one layer (QKV + output projection, with biases).
+/// Parameters of the attention block of one layer: QKV (MLA: the q/kv down and up projections and
+/// the latent norms) + output projection, with biases, q/k norms and sinks.
 [[nodiscard]] int64_t params_attention(const ModelSpec& m);
 
 /// Parameters of one dense MLP with inner size `ffn` (2 or 3 matrices, with biases).
@@ -57,7 +119,7 @@ struct ModelSpec {
 /// Parameters of the two norms of one layer.
 [[nodiscard]] int64_t params_layer_norms(const ModelSpec& m);
 
-/// Parameters of layer `index`: attention + MLP (or router + all experts) + norms.
+/// Parameters of layer `index`: attention + MLP (or router + all experts + shared expert) + norms.
 [[nodiscard]] int64_t params_layer(const ModelSpec& m, int64_t index);
 
 /// Parameters of a dense layer (the per-layer figure reported for dense models).
@@ -78,7 +140,13 @@ struct ModelSpec {
 /// embedding on the last stage, so it is counted there too). Precondition: layers % pp == 0.
 [[nodiscard]] int64_t params_stage(const ModelSpec& m, int64_t pp, int64_t stage);
 
-/// Active parameters per token (MoE: only top_k experts count).
+/// Active parameters per token (MoE: only top_k experts count). Embedding and output head are
+/// counted (DeepSeek-V3's and Qwen3's cards count them; MTP apart).
 [[nodiscard]] int64_t params_active(const ModelSpec& m);
+
+/// The multi-token-prediction modules: mtp_layers x (one transformer block shaped like the last
+/// layer + the 2h x h projection + 3 norms); the embedding and output head are shared with the
+/// main model (Megatron-Core multi_token_prediction.py; the HF checkpoint stores a copy of both).
+[[nodiscard]] int64_t params_mtp(const ModelSpec& m);
 
 }  // namespace cleave

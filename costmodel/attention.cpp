@@ -64,32 +64,71 @@ std::optional<AttentionEfficiency> fused_attention_efficiency(const SoftwareStac
                                interpolate(best->seq, best->bwd, seq)};
 }
 
-FusedAttentionCost fused_attention_cost(const ModelSpec& m,
-                                        const GpuSpec& gpu,
-                                        const JobSpec& job,
-                                        const Plan& p,
-                                        Seconds fallback_fwd) {
+namespace {
+
+// One kind of layer's fused attention: `keys` keys per query (causal factor already in), read at
+// `call_seq` keys per kernel call.
+FusedAttentionCost fused_cost_at(const ModelSpec& m,
+                                 const GpuSpec& gpu,
+                                 const JobSpec& job,
+                                 const Plan& p,
+                                 double keys,
+                                 double call_seq,
+                                 double fallback_scale,
+                                 Seconds fallback_fwd) {
     const SoftwareStack& st = job.stack;
     const double cp = d(std::max<int64_t>(1, p.cp));
-    const double causal = st.causal_skip ? 0.5 : 1.0;
     const double s = d(job.seq_len);
     const double hd = d(head_dim(m));
     FusedAttentionCost c;
-    c.fwd_flops = flop(4.0 * d(p.mbs) * d(m.heads) / d(p.tp) * (s / cp) * s * hd * causal);
+    // 2 b (a/t) (s/cp) k (d_qk + d_v): Q K^T over d_qk, P V over d_v (= 4 b a s k d when equal).
+    c.fwd_flops =
+        flop(2.0 * d(p.mbs) * d(m.heads) / d(p.tp) * (s / cp) * keys * (hd + d(v_head_dim(m))));
     const Seconds overhead = us(st.attention_step_overhead_us) * cp;
     // The core runs in 16-bit even under fp8 training (Transformer Engine: linear layers only).
     FlopsPerSecond peak = peak_flops(gpu, unquantised(job.compute));  // also mxfp8 / nvfp4
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
-    const auto eff = fused_attention_efficiency(st, gpu, hd, s / cp);
+    const auto eff = fused_attention_efficiency(st, gpu, hd, call_seq);
     if (!eff || peak.value() <= 0.0) {
-        c.fwd = fallback_fwd * causal + overhead;
-        c.bwd = fallback_fwd * (2.5 * causal) + overhead;
+        c.fwd = fallback_fwd * fallback_scale + overhead;
+        c.bwd = fallback_fwd * (2.5 * fallback_scale) + overhead;
         return c;
     }
     c.fwd = c.fwd_flops / (peak * eff->fwd) + overhead;
     c.bwd = (2.5 * c.fwd_flops) / (peak * eff->bwd) + overhead;
+    return c;
+}
+
+}  // namespace
+
+FusedAttentionCost fused_attention_cost(const ModelSpec& m,
+                                        const GpuSpec& gpu,
+                                        const JobSpec& job,
+                                        const Plan& p,
+                                        Seconds fallback_fwd) {
+    const double cp = d(std::max<int64_t>(1, p.cp));
+    const double causal = job.stack.causal_skip ? 0.5 : 1.0;
+    const double s = d(job.seq_len);
+    const FusedAttentionCost full =
+        fused_cost_at(m, gpu, job, p, s * causal, s / cp, causal, fallback_fwd);
+    const double n_window = d(windowed_layer_count(m));
+    if (n_window <= 0.0 || m.sliding_window <= 0 || d(m.sliding_window) >= s) {
+        return full;
+    }
+    // A windowed layer's query i sees min(i + 1, w) keys: (s w - w (w - 1) / 2) / s per query
+    // when the kernel skips the masked tiles (FA2 window_size; FA3 local attention), w without.
+    const double w = d(m.sliding_window);
+    const double keys = job.stack.causal_skip ? w - w * (w - 1.0) / (2.0 * s) : w;
+    const FusedAttentionCost win =
+        fused_cost_at(m, gpu, job, p, keys, std::min(s / cp, w), keys / s, fallback_fwd);
+    // The layer kinds are priced per representative layer: average over the model's pattern.
+    const double fw = n_window / d(m.layers);
+    FusedAttentionCost c;
+    c.fwd_flops = full.fwd_flops * (1.0 - fw) + win.fwd_flops * fw;
+    c.fwd = full.fwd * (1.0 - fw) + win.fwd * fw;
+    c.bwd = full.bwd * (1.0 - fw) + win.bwd * fw;
     return c;
 }
 

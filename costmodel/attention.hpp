@@ -40,11 +40,15 @@ struct FusedAttentionCost {
 };
 
 /// fwd = F / (peak x eff_fwd(s/cp)) + cp x overhead, bwd = 2.5 F / (peak x eff_bwd(s/cp)) + cp x
-/// overhead, with F = 4 b (a/t) (s/cp) s d x (1/2 when the kernel skips masked tiles) (FA2 paper,
+/// overhead, with F = 2 b (a/t) (s/cp) s (d_qk + d_v) x (1/2 when the kernel skips masked tiles)
+/// (= 4 b (a/t) (s/cp) s d for d_qk = d_v; MLA: d_qk = nope + rope) (FA2 paper,
 /// Dao 2023, Sec. 4.1 FLOP count; backward 2.5x forward, same section). A CP rank runs cp ring
 /// steps of (s/cp) x (s/cp) blocks, so the kernel's efficiency is read at s/cp keys and each step
 /// pays the stack's per-call overhead. `fallback_fwd` (the GEMM-curve price of the two core
-/// GEMMs) is used, x 1/2 when causal, where the stack has no curve for the GPU.
+/// GEMMs) is used, x 1/2 when causal, where the stack has no curve for the GPU. Sliding-window
+/// layers (GPT-OSS) see w - w (w - 1) / (2 s) keys per query with masked-tile skipping (w
+/// without), read at min(s/cp, w) keys; the result is the average over the model's layer pattern
+/// (one representative layer per kind).
 [[nodiscard]] FusedAttentionCost fused_attention_cost(const ModelSpec& m,
                                                       const GpuSpec& gpu,
                                                       const JobSpec& job,

@@ -2,6 +2,7 @@
 
 #include "core/errors.hpp"
 #include "costmodel/attention.hpp"
+#include "costmodel/memory.hpp"
 #include "costmodel/overlap.hpp"
 #include "costmodel/precision.hpp"
 
@@ -320,8 +321,7 @@ void add_cp(LayerCost& lc,
     // Ring attention (Liu et al. 2023; Megatron CP): cp-1 steps, each passing this rank's K and V
     // chunk to the next rank while the attention core of the current chunk runs; backward passes
     // K, V and dK, dV. Exposed only where a step outlasts its compute.
-    const double kv = d(m.kv_heads) * d(head_dim(m)) / d(p.tp);
-    const Bytes chunk = bytes(2.0 * tokens_per_gpu(job, p) * kv * activation_bytes(job));
+    const Bytes chunk = bytes(tokens_per_gpu(job, p) * kv_bytes_per_token(m, job, p));
     const double steps = d(p.cp - 1);
     const Seconds step = collective(Collective::send_recv, chunk, 2, links.cp);
     const Seconds per_step_compute = core_fwd / d(p.cp);
@@ -451,7 +451,9 @@ LayerCost layer_cost(const ModelSpec& m,
                      bool moe) {
     LayerGemms g = layer_gemms(m, job, p, moe);
     const GpuSpec& gpu = c.gpu;
-    const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv);
+    // MLA's up projections are part of the QKV step (they feed the attention core).
+    const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv) + gemm_time(gpu, job.compute, g.q_up) +
+                          gemm_time(gpu, job.compute, g.kv_up);
     const Seconds t_proj = gemm_time(gpu, job.compute, g.proj);
     Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
     Seconds t_out = gemm_time(gpu, job.compute, g.mlp_out);
@@ -468,8 +470,9 @@ LayerCost layer_cost(const ModelSpec& m,
         g.mlp_in = {e.avg_in.m, e.avg_in.n, e.avg_in.k, e.others + 1.0};
         g.mlp_out = {e.avg_out.m, e.avg_out.n, e.avg_out.k, e.others + 1.0};
     }
-    const Seconds linear =
-        t_qkv + t_proj + t_in + t_out + gemm_time(gpu, core_dtype(job.compute), g.router);
+    const Seconds linear = t_qkv + t_proj + t_in + t_out +
+                           gemm_time(gpu, core_dtype(job.compute), g.router) +
+                           gemm_time(gpu, job.compute, g.shared);
     Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
                    gemm_time(gpu, core_dtype(job.compute), g.attn_v);
     // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).

@@ -488,7 +488,8 @@ LayerParts layer_parts(const ModelSpec& m,
     lp.layer_io_bytes = activation_bytes(job) * tokens_per_gpu(job, p) * d(m.hidden);
     lp.params_shared = d(params_attention(m) + params_layer_norms(m));
     lp.params_dense_mlp = d(params_mlp(m, m.ffn_hidden));
-    lp.params_router = d(m.hidden * m.moe.experts);
+    // Router and shared expert: in every MoE layer, replicated across EP ranks.
+    lp.params_router = d(params_router(m) + params_shared_expert(m));
     lp.params_experts = d(m.moe.experts) * d(params_mlp(m, m.moe.expert_ffn_hidden));
     lp.params_embedding = d(params_embedding(m));
     lp.params_head = d(params_head(m));

@@ -20,21 +20,44 @@ double tokens_per_gpu(const JobSpec& job, const Plan& p) {
     return d(p.mbs) * d(job.seq_len) / d(std::max<int64_t>(1, p.cp));
 }
 
+namespace {
+
+// The attention projections: plain Q/K/V (GQA) or MLA's down and up projections.
+void attention_gemms(const ModelSpec& m, double tok, double t, LayerGemms& g) {
+    const double h = d(m.hidden);
+    const double a = d(m.heads);
+    if (!m.mla.enabled()) {
+        const double hd = d(head_dim(m));
+        g.qkv = {tok, (a * hd + 2.0 * d(m.kv_heads) * hd) / t, h, 1.0};
+        return;
+    }
+    // Megatron-Core MLASelfAttention (multi_latent_attention.py): linear_q_down_proj and
+    // linear_kv_down_proj are duplicated across TP ranks, linear_q_up_proj / linear_kv_up_proj
+    // column-parallel; without q_lora_rank, linear_q_proj is column-parallel from h.
+    const MlaSpec& mla = m.mla;
+    const double q_lora = d(mla.q_lora_rank);
+    const double q_out = a * d(mla.qk_nope_dim + mla.qk_rope_dim) / t;
+    g.qkv = {tok, q_lora + d(mla.kv_lora_rank + mla.qk_rope_dim), h, 1.0};
+    g.q_up = {tok, q_out, mla.q_lora_rank > 0 ? q_lora : h, 1.0};
+    g.kv_up = {tok, a * d(mla.qk_nope_dim + mla.v_dim) / t, d(mla.kv_lora_rank), 1.0};
+}
+
+}  // namespace
+
 LayerGemms layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
     const double t = d(p.tp);
     const double tok = tokens_per_gpu(job, p);
     const double s = d(job.seq_len);
-    const double hd = d(head_dim(m));
-    const double q_dim = d(m.heads) * hd;
-    const double kv_dim = d(m.kv_heads) * hd;
+    const double qk_dim = d(head_dim(m));
+    const double v_dim = d(v_head_dim(m));
     const double h = d(m.hidden);
     const double heads_local = d(p.mbs) * d(m.heads) / t;
     const double in_mult = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
     LayerGemms g;
-    g.qkv = {tok, (q_dim + 2.0 * kv_dim) / t, h, 1.0};
-    g.score = {s / d(p.cp), s, hd, heads_local};
-    g.attn_v = {s / d(p.cp), hd, s, heads_local};
-    g.proj = {tok, h, q_dim / t, 1.0};
+    attention_gemms(m, tok, t, g);
+    g.score = {s / d(p.cp), s, qk_dim, heads_local};
+    g.attn_v = {s / d(p.cp), v_dim, s, heads_local};
+    g.proj = {tok, h, d(m.heads) * v_dim / t, 1.0};
     if (moe) {
         const double local_experts = d(m.moe.experts) / d(p.ep);
         const double per_expert = tok * d(m.moe.top_k) / local_experts;
@@ -42,6 +65,8 @@ LayerGemms layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bo
         g.mlp_in = {per_expert, in_mult * fe / t, h, local_experts};
         g.mlp_out = {per_expert, h, fe / t, local_experts};
         g.router = {tok, d(m.moe.experts), h, 1.0};
+        // Shared expert: a dense MLP of every token, TP-split (Megatron-Core SharedExpertMLP).
+        g.shared = {tok, (in_mult + 1.0) * d(m.moe.shared_ffn_hidden) / t, h, 1.0};
     } else {
         const double f = d(m.ffn_hidden);
         g.mlp_in = {tok, in_mult * f / t, h, 1.0};
@@ -51,17 +76,38 @@ LayerGemms layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bo
 }
 
 Flops forward_flops(const LayerGemms& g) {
-    return gemm_flops(g.qkv) + gemm_flops(g.score) + gemm_flops(g.attn_v) + gemm_flops(g.proj) +
-           gemm_flops(g.mlp_in) + gemm_flops(g.mlp_out) + gemm_flops(g.router);
+    return gemm_flops(g.qkv) + gemm_flops(g.q_up) + gemm_flops(g.kv_up) + gemm_flops(g.score) +
+           gemm_flops(g.attn_v) + gemm_flops(g.proj) + gemm_flops(g.mlp_in) +
+           gemm_flops(g.mlp_out) + gemm_flops(g.router) + gemm_flops(g.shared);
 }
+
+namespace {
+
+// Attention projection weights per token (MLA: Megatron-Bridge flop_utils.py @7af9601c9d q_term
+// and kv terms without its +1 norm columns: norms are not GEMMs).
+double attention_gemm_params(const ModelSpec& m) {
+    const double h = d(m.hidden);
+    const double a = d(m.heads);
+    if (!m.mla.enabled()) {
+        const double hd = d(head_dim(m));
+        return 2.0 * h * a * hd + 2.0 * h * d(m.kv_heads) * hd;
+    }
+    const MlaSpec& mla = m.mla;
+    const double q_out = a * d(mla.qk_nope_dim + mla.qk_rope_dim);
+    const double q = mla.q_lora_rank > 0 ? d(mla.q_lora_rank) * (h + q_out) : h * q_out;
+    const double kv =
+        d(mla.kv_lora_rank) * (h + a * d(mla.qk_nope_dim + mla.v_dim)) + h * d(mla.qk_rope_dim);
+    return q + kv + a * d(mla.v_dim) * h;
+}
+
+}  // namespace
 
 double gemm_params_active(const ModelSpec& m, bool moe) {
     const double h = d(m.hidden);
-    const double hd = d(head_dim(m));
-    const double attn = 2.0 * h * d(m.heads) * hd + 2.0 * h * d(m.kv_heads) * hd;
+    const double attn = attention_gemm_params(m);
     if (moe) {
         return attn + d(m.moe.top_k) * mlp_matrices(m) * h * d(m.moe.expert_ffn_hidden) +
-               h * d(m.moe.experts);
+               mlp_matrices(m) * h * d(m.moe.shared_ffn_hidden) + h * d(m.moe.experts);
     }
     return attn + mlp_matrices(m) * h * d(m.ffn_hidden);
 }
@@ -81,15 +127,35 @@ int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t last) {
     return count_below(last) - count_below(lo);
 }
 
+double attention_core_per_sequence(const ModelSpec& m, double s) {
+    const double per_key = 2.0 * s * d(m.heads) * d(head_dim(m) + v_head_dim(m));
+    const double n_window = d(windowed_layer_count(m));
+    const double window_keys = std::min(s, d(m.sliding_window));
+    return per_key * (d(m.layers) - n_window) * s + per_key * n_window * window_keys;
+}
+
 namespace {
 
 // Forward FLOPs of one sequence through every layer (GEMMs + attention core), no logits.
 double layers_forward_per_sequence(const ModelSpec& m, double s) {
     const int64_t n_moe = moe_layers_in(m, 0, m.layers);
     const double n_dense = d(m.layers - n_moe);
-    const double attn_core = 4.0 * s * s * d(m.heads) * d(head_dim(m));
-    return n_dense * (2.0 * s * gemm_params_active(m, false) + attn_core) +
-           d(n_moe) * (2.0 * s * gemm_params_active(m, true) + attn_core);
+    return n_dense * 2.0 * s * gemm_params_active(m, false) +
+           d(n_moe) * 2.0 * s * gemm_params_active(m, true) + attention_core_per_sequence(m, s);
+}
+
+// Forward FLOPs of the MTP modules of one sequence: each a layer of the last layer's kind
+// (its core over s keys), the 2h -> h projection and one more logits GEMM.
+double mtp_forward_per_sequence(const ModelSpec& m, double s) {
+    if (m.mtp_layers <= 0 || m.layers <= 0) {
+        return 0.0;
+    }
+    const bool moe = is_moe_layer(m, m.layers - 1);
+    const double h = d(m.hidden);
+    const double core = 2.0 * s * s * d(m.heads) * d(head_dim(m) + v_head_dim(m));
+    const double per_module = 2.0 * s * gemm_params_active(m, moe) + core + 2.0 * s * 2.0 * h * h +
+                              2.0 * s * h * d(m.vocab);
+    return d(m.mtp_layers) * per_module;
 }
 
 }  // namespace
@@ -97,7 +163,8 @@ double layers_forward_per_sequence(const ModelSpec& m, double s) {
 Flops model_flops(const ModelSpec& m, const JobSpec& job) {
     const double s = d(job.seq_len);
     const double logits = 2.0 * s * d(m.hidden) * d(m.vocab);
-    return flop(3.0 * d(job.global_batch) * (layers_forward_per_sequence(m, s) + logits));
+    const double mtp = job.mtp ? mtp_forward_per_sequence(m, s) : 0.0;
+    return flop(3.0 * d(job.global_batch) * (layers_forward_per_sequence(m, s) + logits + mtp));
 }
 
 Flops hardware_flops(const ModelSpec& m, const JobSpec& job, Recompute r) {
@@ -110,8 +177,7 @@ Flops hardware_flops(const ModelSpec& m, const JobSpec& job, Recompute r) {
         return model_flops(m, job) + flop(b * layers_forward_per_sequence(m, s));
     case Recompute::selective:
         // 72 B s L h^2 * s/(6h) = 12 B s^2 h L: the paper's count for the attention core.
-        return model_flops(m, job) +
-               flop(3.0 * b * d(m.layers) * 4.0 * s * s * d(m.heads) * d(head_dim(m)));
+        return model_flops(m, job) + flop(3.0 * b * attention_core_per_sequence(m, s));
     }
     return model_flops(m, job);
 }

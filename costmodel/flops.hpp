@@ -29,13 +29,21 @@ struct GemmShape {
 /// same FLOPs). MLP fields describe the dense MLP, or for an MoE layer all local experts together
 /// (count = experts / ep, m = tokens routed to one expert).
 struct LayerGemms {
-    GemmShape qkv;      // T x h  ->  (a + 2 a_kv) d / t
+    GemmShape qkv;      // T x h  ->  (a + 2 a_kv) d / t; MLA: the down projections (below)
     GemmShape score;    // Q K^T: b a/t batches of (s/cp x d) (d x s)
     GemmShape attn_v;   // softmax(.) V: b a/t batches of (s/cp x s) (s x d)
     GemmShape proj;     // T x a d / t -> h
     GemmShape mlp_in;   // T x h -> f/t (x2 for SwiGLU gate + up)
     GemmShape mlp_out;  // T x f/t -> h
     GemmShape router;   // MoE router T x h -> experts (zero for dense layers)
+    // Multi-head latent attention (zero otherwise). qkv is then T x h -> q_lora + kv_lora + rope,
+    // replicated on every TP rank (Megatron-Core MLA: the down projections are not split);
+    // q_up T x q_lora -> a (nope + rope) / t (T x h -> ... without a q latent); kv_up
+    // T x kv_lora -> a (nope + v) / t.
+    GemmShape q_up;
+    GemmShape kv_up;
+    GemmShape
+        shared;  // MoE shared expert MLP in + out together: T x h -> 2 or 3 f_s / t (zero: none)
 
     bool operator==(const LayerGemms&) const = default;
 };
@@ -52,15 +60,24 @@ layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe);
 [[nodiscard]] Flops forward_flops(const LayerGemms& g);
 
 /// GEMM weights per token of layer kind `moe`, active ones only (no biases, no norms):
-/// attention 2h*ad + 2h*a_kv*d, MLP 2hf or 3hf (SwiGLU), MoE top_k experts + router.
+/// attention 2h*ad + 2h*a_kv*d (MLA: the down and up projections + output), MLP 2hf or 3hf
+/// (SwiGLU), MoE top_k experts + router + shared expert.
 [[nodiscard]] double gemm_params_active(const ModelSpec& m, bool moe);
 
 /// Number of MoE layers among layers [first, last).
 [[nodiscard]] int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t last);
 
+/// Forward FLOPs of the attention core of one sequence summed over all layers: per layer
+/// 2 s k a (d_qk + d_v) with k = s keys per query, k = min(s, window) on windowed layers (no
+/// causal halving, as Korthikanti counts; MLA: d_qk = nope + rope).
+[[nodiscard]] double attention_core_per_sequence(const ModelSpec& m, double s);
+
 /// Model FLOPs per iteration (fwd + bwd = 3 x fwd), Korthikanti et al. 2022 App. A:
 /// 3 B [sum_l (2 s G_l + 4 s^2 a d) + 2 s h V]; for GPT (G = 12h^2) this is
-/// 72 B s L h^2 (1 + s/(6h) + V/(12 L h)).
+/// 72 B s L h^2 (1 + s/(6h) + V/(12 L h)). With job.mtp, each MTP module adds one more layer
+/// of the last layer's kind, its 2h x h projection and one more logits GEMM (Megatron-Bridge
+/// flop_utils.py num_floating_point_operations @7af9601c9d: mtp_num_layers extra layers +
+/// 2h^2 eh_proj + logits x (mtp + 1)).
 [[nodiscard]] Flops model_flops(const ModelSpec& m, const JobSpec& job);
 
 /// Hardware FLOPs per iteration with recomputation, in the paper's convention: full adds one

@@ -38,17 +38,13 @@ Bytes activation_per_layer(
     if (r == Recompute::full) {
         return bytes(ab * tok * h / sp);  // the layer input only
     }
-    const double hd = d(head_dim(m));
-    const double q = d(m.heads) * hd;
-    const double kv = d(m.kv_heads) * hd;
     // Norm inputs (2 x ab) and dropout masks (2 x 1 B, when the recipe keeps hidden dropout):
     // split only by SP.
     const double masks = job.stack.hidden_dropout ? 2.0 : 0.0;
     const double ln_region = (2.0 * ab + masks) * tok * h / sp;
     // QKV input and MLP input (norm outputs): replicated across TP ranks unless SP.
     const double replicated = 2.0 * ab * tok * h / sp;
-    // Q, K, V, attention-projection input: split by TP.
-    const double attn = ab * tok * (q + 2.0 * kv + q) / t;
+    const double attn = attention_activation_elements(m, p) * ab * tok;
     const double inner =
         moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) : tok * d(m.ffn_hidden);
     const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * inner / t +
@@ -67,6 +63,26 @@ Bytes activation_per_layer(
     return bytes(total);
 }
 
+double attention_activation_elements(const ModelSpec& m, const Plan& p) {
+    const double t = d(p.tp);
+    // Q (a d_qk), K and V as the kernel reads them (kv_width), the projection input (a d_v):
+    // split by TP. GQA: 2 a d + 2 a_kv d (Korthikanti Table 2's 4 s b h for a d = h).
+    const double split =
+        (d(m.heads) * d(head_dim(m)) + d(kv_width(m)) + d(m.heads) * d(v_head_dim(m))) / t;
+    if (!m.mla.enabled()) {
+        return split;
+    }
+    // MLA (Megatron-Core multi_latent_attention.py): the down projections run on every TP rank;
+    // backward keeps the q latent (q_layernorm input) and its normed copy (linear_q_up_proj
+    // input), the same two for the kv latent, and the rope key part k_pe before it is broadcast.
+    const MlaSpec& a = m.mla;
+    return split + 2.0 * d(a.q_lora_rank) + 2.0 * d(a.kv_lora_rank) + d(a.qk_rope_dim);
+}
+
+double kv_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    return d(kv_width(m)) / d(p.tp) * activation_bytes(job);
+}
+
 Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     // A fused cross-entropy (Transformer Engine / Triton) works on the 16-bit logits in place.
     const double fp32_copy = job.stack.fused_cross_entropy ? 0.0 : 4.0;
@@ -78,12 +94,23 @@ double largest_layer_matrix(const ModelSpec& m, const Plan& p) {
     const double h = d(m.hidden);
     const double hd = d(head_dim(m));
     const double gate = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
-    const double ffn =
-        std::max(d(m.ffn_hidden), m.moe.enabled() ? d(m.moe.expert_ffn_hidden) : 0.0);
-    const double qkv = h * (d(m.heads) + 2.0 * d(m.kv_heads)) * hd;
-    const double proj = d(m.heads) * hd * h;
-    const double mlp = gate * h * ffn;  // MLP in; MLP out (f x h) is no larger
-    return std::max({qkv, proj, mlp}) / d(p.tp);
+    const double ffn = std::max({d(m.ffn_hidden),
+                                 m.moe.enabled() ? d(m.moe.expert_ffn_hidden) : 0.0,
+                                 d(m.moe.shared_ffn_hidden)});
+    const double t = d(p.tp);
+    const double proj = d(m.heads) * d(v_head_dim(m)) * h / t;
+    const double mlp = gate * h * ffn / t;  // MLP in; MLP out (f x h) is no larger
+    if (m.mla.enabled()) {
+        // Down projections whole on every TP rank, up projections column-split.
+        const MlaSpec& a = m.mla;
+        const double down = h * d(a.q_lora_rank + a.kv_lora_rank + a.qk_rope_dim);
+        const double q_in = a.q_lora_rank > 0 ? d(a.q_lora_rank) : h;
+        const double q_up = q_in * d(m.heads) * hd / t;
+        const double kv_up = d(a.kv_lora_rank) * d(m.heads) * d(a.qk_nope_dim + a.v_dim) / t;
+        return std::max({down, q_up, kv_up, proj, mlp});
+    }
+    const double qkv = h * (d(m.heads) + 2.0 * d(m.kv_heads)) * hd / t;
+    return std::max({qkv, proj, mlp});
 }
 
 Bytes zero3_gather_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {

@@ -34,6 +34,16 @@ struct StateBytes {
 [[nodiscard]] Bytes
 activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, Recompute r);
 
+/// Attention activation elements per token one layer keeps for backward on one GPU: Q, K and V
+/// as the kernel reads them and the output-projection input, / t (a d_qk + a_kv (d_qk + d_v) +
+/// a d_v); MLA adds its latents, kept whole on every TP rank: 2 q_lora + 2 kv_lora + rope.
+[[nodiscard]] double attention_activation_elements(const ModelSpec& m, const Plan& p);
+
+/// Bytes of K and V per token on one GPU as the attention kernel sees them (MLA: after the
+/// up-projection, the rope key part broadcast to every head): a_kv (d_qk + d_v) / t x the
+/// activation bytes. The CP ring passes this per token of its chunk.
+[[nodiscard]] double kv_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
 /// Output layer + loss of one micro-batch on the last stage: the 16-bit logits and their fp32
 /// copy for the cross-entropy, T V / t elements each.
 [[nodiscard]] Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);

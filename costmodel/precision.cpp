@@ -96,7 +96,8 @@ bool per_tensor_amax(const JobSpec& job) {
 QuantiseBytes layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const LayerGemms& g) {
     const double q = quantise_bytes_per_element(gpu, job);
     QuantiseBytes b;
-    for (const GemmShape* s : {&g.qkv, &g.proj, &g.mlp_in, &g.mlp_out}) {
+    for (const GemmShape* s :
+         {&g.qkv, &g.q_up, &g.kv_up, &g.proj, &g.mlp_in, &g.mlp_out, &g.shared}) {
         b.fwd += bytes(q * s->m * s->k * s->count);
         b.bwd += bytes(q * s->m * s->n * s->count);
     }

@@ -1,6 +1,8 @@
 #include "costmodel/published.hpp"
 
 #include "core/errors.hpp"
+#include "core/load.hpp"
+#include "core/load_detail.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <map>
 
 namespace cleave {
@@ -175,6 +178,63 @@ ModelSpec model_of(const Reader& r) {
     return m;
 }
 
+// The shipped Hugging Face config of a row's model, by the name the CSV gives it: the rows' own
+// columns cannot carry MLA, shared experts, dense first layers or a stated head_dim.
+const char* shipped_config_of(const std::string& name) {
+    const std::pair<const char*, const char*> known[] = {
+        {"DeepSeek-V3", "deepseek-v3.config.json"},
+        {"Qwen3-235B-A22B", "qwen3-235b-a22b.config.json"},
+        {"Qwen3-30B-A3B", "qwen3-30b-a3b.config.json"},
+        {"GPT-OSS 120B", "gpt-oss-120b.config.json"},
+        {"GPT-OSS-120B", "gpt-oss-120b.config.json"},
+        {"GPT-OSS 20B", "gpt-oss-20b.config.json"},
+        {"GPT-OSS-20B", "gpt-oss-20b.config.json"}};
+    for (const auto& [key, file] : known) {
+        if (contains(name, key)) {
+            return file;
+        }
+    }
+    return nullptr;
+}
+
+std::filesystem::path shipped_config_path(const char* file) {
+    for (const auto& dir :
+         detail::data_dirs("CLEAVE_MODELS", CLEAVE_SOURCE_MODELS, CLEAVE_INSTALL_MODELS)) {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(dir / file, ec)) {
+            return dir / file;
+        }
+    }
+    return {};
+}
+
+// The row's model from its shipped config, its columns checked against the config: a row that
+// disagrees names itself and the column.
+ModelSpec model_from_config(const Reader& r, const char* file, std::string& notes) {
+    const std::filesystem::path path = shipped_config_path(file);
+    if (path.empty()) {
+        r.fail("model",
+               std::string("the shipped config ") + file +
+                   " is not found (examples/hf, or the directory in CLEAVE_MODELS)");
+    }
+    ModelSpec m = load_model(path);
+    const std::pair<const char*, int64_t> agree[] = {{"num_layers", m.layers},
+                                                     {"hidden_size", m.hidden},
+                                                     {"num_experts", m.moe.experts},
+                                                     {"moe_topk", m.moe.top_k}};
+    for (const auto& [column, value] : agree) {
+        if (r.has(column) && r.count(column) != value) {
+            r.fail(column,
+                   "row " + r.str("row_id") + " says " + r.str(column) + " but " + file + " has " +
+                       std::to_string(value));
+        }
+    }
+    m.name = r.str("model");
+    m.seq_len = r.count("seq_length", m.seq_len);
+    notes += std::string("model from examples/hf/") + file + "; ";
+    return m;
+}
+
 JobSpec job_of(const Reader& r, std::string& notes) {
     JobSpec j;
     j.gpus = r.count("num_gpus");
@@ -291,9 +351,17 @@ PublishedCase case_of(const Reader& r) {
     c.source_key = r.str("source_key");
     c.model_name = r.str("model");
     c.confidence = r.str("confidence");
-    c.model = model_of(r);
     std::string notes;
+    const char* config = shipped_config_of(r.str("model"));
+    c.model = config != nullptr ? model_from_config(r, config, notes) : model_of(r);
     c.job = job_of(r, notes);
+    // Megatron-Bridge trains DeepSeek-V3's MTP module unless the run switched it off; the rows'
+    // notes say which ("with MTP" / "without MTP").
+    if (c.model.mtp_layers > 0) {
+        const std::string& row_notes = r.str("notes");
+        c.job.mtp = contains(row_notes, "with MTP") && !contains(row_notes, "without MTP");
+        notes += c.job.mtp ? "MTP trained (row notes); " : "MTP not trained; ";
+    }
     const std::string stack = stack_for_framework(r.str("framework"));
     c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
     if (c.model.moe.enabled() && c.source_key.rfind("MBRIDGE", 0) == 0) {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace cleave::executor {
 
@@ -53,6 +54,17 @@ struct Group {
     int id = -1;
 };
 
+/// A receive posted by Backend::recv_start() and completed by Backend::recv_wait() (issue 17:
+/// pipeline receives posted a step early). `id` is the backend's handle (-1: nothing posted, the
+/// wait runs a plain recv()).
+struct PendingRecv {
+    Group group;
+    View x;
+    int peer = 0;
+    int tag = 0;
+    int64_t id = -1;
+};
+
 /// Thrown when a collective or transfer does not complete within BackendOptions::timeout_s. The
 /// message names the world rank, the group, the operation and the peer; the caller (cleave run)
 /// prints it and aborts the whole job (MPI_Abort). Before throwing, a GPU backend aborts its
@@ -74,6 +86,10 @@ struct BackendOptions {
     /// Fill every alloc_uninit() block with NaN (CPU backend; tests use it to prove that the
     /// workload writes each such buffer before reading it).
     bool poison_uninit = false;
+    /// CPU backend, tests only (issue 17): pack_activation() keeps the values on the host,
+    /// rounded to bf16, and fills the buffer with NaN until unpack_activation() restores them,
+    /// so a run proves that the workload reads no saved tensor while it is packed.
+    bool emulate_packing = false;
     /// GEMM arithmetic; a backend that cannot run it throws ConfigError from its factory.
     GemmPrecision precision = GemmPrecision::fp32;
     /// Flash-style attention: one kernel, online softmax, no seq x seq buffer; the saved state
@@ -113,6 +129,17 @@ public:
     /// skip the zero fill a training framework's allocator does not do either. Released with
     /// free(). The default zero-fills (alloc()).
     [[nodiscard]] virtual View alloc_uninit(int64_t count) { return alloc(count); }
+
+    /// Stores the activation x, a whole allocation kept for the backward, in the backend's
+    /// activation type (issue 17): a GPU backend running bf16 / fp16 GEMMs rounds it to 16 bits
+    /// and returns a new allocation of x.size 2-byte elements (x is freed). A packed view may be
+    /// passed only to unpack_activation() and free(). Packing a packed view, or any view on a
+    /// backend that stores fp32 (the default, and the CPU backend), returns it unchanged.
+    [[nodiscard]] virtual View pack_activation(View x) { return x; }
+
+    /// The inverse of pack_activation(): a new fp32 allocation holding the (rounded) values; the
+    /// packed one is freed. A view that is not packed is returned unchanged.
+    [[nodiscard]] virtual View unpack_activation(View x) { return x; }
 
     /// Releases a view returned by alloc() (the whole view, not a slice). Null views are ignored.
     /// Must not throw: it runs in destructors (a GPU backend uses its _NOEXCEPT check, S4.3).
@@ -347,6 +374,51 @@ public:
     /// Receives into x from group rank `peer` with `tag`; blocks (bounded by the timeout).
     virtual void recv(Group g, View x, int peer, int tag) = 0;
 
+    /// All-to-all with per-peer counts (MPI_Alltoallv; issue 16, the expert-parallel token
+    /// dispatch and combine): `send` holds send_counts[p] elements for each group rank p, in rank
+    /// order, and `recv` receives recv_counts[p] elements from each p, in rank order. Both spans
+    /// have group_size entries; what p sends to q equals what q expects from p (the caller
+    /// exchanges the counts first). Zero counts are allowed.
+    virtual void all_to_all_v(Group g,
+                              View send,
+                              std::span<const int64_t> send_counts,
+                              View recv,
+                              std::span<const int64_t> recv_counts) = 0;
+
+    /// out[i, :] = x[rows[i], :] for the rows.size() x cols matrix out (a row permutation or
+    /// selection; issue 16, the MoE dispatch order). `rows` is host memory; every index lies in x.
+    /// The default goes through host memory (download, permute, upload).
+    virtual void gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) {
+        CLEAVE_ASSERT(out.size == static_cast<int64_t>(rows.size()) * cols,
+                      "gather_rows: out.size != rows * cols");
+        std::vector<float> in(static_cast<size_t>(x.size));
+        download(in, x);
+        std::vector<float> host(static_cast<size_t>(out.size));
+        for (size_t i = 0; i < rows.size(); ++i) {
+            CLEAVE_ASSERT(rows[i] >= 0 && (rows[i] + 1) * cols <= x.size, "gather_rows: bad row");
+            for (int64_t c = 0; c < cols; ++c) {
+                host[i * static_cast<size_t>(cols) + static_cast<size_t>(c)] =
+                    in[static_cast<size_t>(rows[i] * cols + c)];
+            }
+        }
+        upload(out, host);
+    }
+
+    /// Posts a receive into x from group rank `peer` with `tag` and returns at once (issue 17:
+    /// the pipeline posts the next step's receive before the current step's compute). x must
+    /// not be touched until recv_wait(). Receives from one peer of one group are waited for in
+    /// the order they were posted, and no plain recv() from that peer is issued in between. A
+    /// GPU backend runs the receive on a stream of its own; the default only records the call.
+    [[nodiscard]] virtual PendingRecv recv_start(Group g, View x, int peer, int tag) {
+        return {g, x, peer, tag, -1};
+    }
+
+    /// Completes a recv_start(): work issued after this call sees the received data. A GPU
+    /// backend makes its compute stream wait for the receive (the host does not wait; a wrong
+    /// tag or a timeout is reported by the next call that waits on the host). The default runs
+    /// recv() now (blocks, bounded by the timeout).
+    virtual void recv_wait(const PendingRecv& r) { recv(r.group, r.x, r.peer, r.tag); }
+
     /// Starts an in-place sum all-reduce of x over g that may overlap with the work issued
     /// after it (issue 17: DP gradient buckets during the backward). A GPU backend runs it on a
     /// stream and a communicator of its own (groups labelled "dp"); x must not be touched until
@@ -414,6 +486,21 @@ public:
     [[nodiscard]] View view() const { return view_; }
 
     [[nodiscard]] int64_t size() const { return view_.size; }
+
+    /// Backend::pack_activation() of this buffer (issue 17: saved activations in 16 bits
+    /// between the forward and the backward). Until unpack(), only the destructor may use it.
+    void pack() {
+        if (backend_ != nullptr && view_.data != nullptr) {
+            view_ = backend_->pack_activation(view_);
+        }
+    }
+
+    /// Backend::unpack_activation(): fp32 again.
+    void unpack() {
+        if (backend_ != nullptr && view_.data != nullptr) {
+            view_ = backend_->unpack_activation(view_);
+        }
+    }
 
     operator View() const { return view_; }  // NOLINT(google-explicit-constructor)
 

@@ -3,6 +3,7 @@
 #include "executor/mpi_util.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 namespace cleave::executor {
@@ -22,8 +23,25 @@ Collector::Collector(Backend& be, Group world, int64_t iterations)
     , token_(be, 1)
     , loss_parts_(static_cast<size_t>(iterations), 0.0) {}
 
+bool warmed_up(const std::vector<double>& times_s, double tolerance) {
+    if (times_s.size() < 2) {
+        return false;
+    }
+    const double a = times_s[times_s.size() - 2];
+    const double b = times_s.back();
+    return std::abs(a - b) <= tolerance * std::max(a, b);
+}
+
 void Collector::barrier() {
     be_.all_reduce(world_, token_, ReduceOp::sum);
+}
+
+double Collector::max(double v) {
+    be_.fill(token_, static_cast<float>(v));
+    be_.all_reduce(world_, token_, ReduceOp::max);
+    std::array<float, 1> out{};
+    be_.download(out, token_);
+    return static_cast<double>(out[0]);
 }
 
 void Collector::record(int64_t it,
@@ -32,6 +50,9 @@ void Collector::record(int64_t it,
                        const Recorder& rec,
                        double loss_part,
                        int64_t peak_B) {
+    if (static_cast<size_t>(it) >= loss_parts_.size()) {
+        loss_parts_.resize(static_cast<size_t>(it) + 1, 0.0);  // warm-up ran longer (issue 18)
+    }
     loss_parts_[static_cast<size_t>(it)] = loss_part;
     peak_B_ = std::max(peak_B_, peak_B);
     if (!measured) {
@@ -51,10 +72,21 @@ void Collector::record(int64_t it,
 
 namespace {
 
-// a: the phases, then the hidden DP time. dp_comm is all DP communication (blocking + hidden),
-// dp_exposed the part that blocked the step.
+// a: the phases (Phase order), then the hidden DP time. dp_comm is all DP communication
+// (blocking + hidden), dp_exposed the part that blocked the step.
 PhaseTimes to_phases(const std::array<double, phase_count + 1>& a) {
-    return {a[0], a[1], a[2], a[3] + a[5], a[4], a[3]};
+    const auto at = [&](Phase p) { return a[static_cast<size_t>(p)]; };
+    const double hidden = a[phase_count];
+    PhaseTimes t;
+    t.compute_s = at(Phase::compute);
+    t.tp_comm_s = at(Phase::tp_comm);
+    t.pp_wait_s = at(Phase::pp_wait);
+    t.dp_comm_s = at(Phase::dp_comm) + hidden;
+    t.optimizer_s = at(Phase::optimizer);
+    t.dp_exposed_s = at(Phase::dp_comm);
+    t.dp_wait_s = at(Phase::dp_wait);
+    t.ep_comm_s = at(Phase::ep_comm);
+    return t;
 }
 
 std::string serialize(const std::vector<TraceEvent>& events) {
@@ -104,7 +136,7 @@ std::vector<char> gather_text(const std::string& local, int rank, int size) {
 }
 
 void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
-    const char* threads[] = {"compute", "pp forward", "pp backward", "dp", "tp", "optimizer"};
+    const char* threads[] = {"compute", "pp forward", "pp backward", "dp", "tp", "optimizer", "ep"};
     for (const auto& r : ranks) {
         t.tracks.push_back({r.world_rank,
                             -1,
@@ -112,15 +144,42 @@ void add_tracks(Trace& t, const std::vector<RankReport>& ranks) {
                                 std::to_string(r.at.pp_rank) + ", dp " +
                                 std::to_string(r.at.dp_rank) + ", tp " +
                                 std::to_string(r.at.tp_rank) + ")"});
-        for (int64_t tid = 0; tid < 6; ++tid) {
+        for (int64_t tid = 0; tid < 7; ++tid) {
             t.tracks.push_back({r.world_rank, tid, threads[tid]});
         }
     }
 }
 
+// Per-tensor probes over ranks: the total on every rank, the per-tensor sums on rank 0.
+void gather_probes(const std::vector<std::pair<std::string, double>>& probes,
+                   int rank,
+                   int size,
+                   Measurement& m) {
+    double part = 0.0;
+    std::ostringstream os;
+    os.precision(17);
+    for (const auto& [name, value] : probes) {
+        part += value;
+        os << name << '\t' << value << '\n';
+    }
+    CLEAVE_MPI_CHECK(
+        MPI_Allreduce(&part, &m.weights_probe, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    const std::vector<char> text = gather_text(os.str(), rank, size);
+    std::istringstream is(std::string(text.begin(), text.end()));
+    std::string name;
+    double value = 0.0;
+    while (std::getline(is, name, '\t') && is >> value) {
+        m.weights_probes[name] += value;
+        is.ignore(1);
+    }
+}
+
 }  // namespace
 
-Measurement Collector::finish(double checksum_part, const RankCoords& at, Recorder& rec) {
+Measurement Collector::finish(double checksum_part,
+                              const std::vector<std::pair<std::string, double>>& probes,
+                              const RankCoords& at,
+                              Recorder& rec) {
     const int rank = be_.world_rank();
     const int size = be_.world_size();
     Measurement m;
@@ -134,6 +193,7 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
     m.loss = m.losses.empty() ? 0.0 : m.losses.back();
     CLEAVE_MPI_CHECK(
         MPI_Allreduce(&checksum_part, &m.weights_checksum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+    gather_probes(probes, rank, size, m);
     m.iteration_times_s.resize(times_.size());
     CLEAVE_MPI_CHECK(MPI_Allreduce(times_.data(),
                                    m.iteration_times_s.data(),
@@ -162,19 +222,15 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
     }
     m.phases = to_phases(sum);
 
-    constexpr int fields = 6 + slots;
-    const std::array<double, fields> mine = {static_cast<double>(rank),
-                                             static_cast<double>(at.tp_rank),
-                                             static_cast<double>(at.dp_rank),
-                                             static_cast<double>(at.pp_rank),
-                                             median(times_),
-                                             static_cast<double>(peak_B_),
-                                             med[0],
-                                             med[1],
-                                             med[2],
-                                             med[3],
-                                             med[4],
-                                             med[5]};
+    constexpr int head = 6;
+    constexpr int fields = head + slots;
+    std::array<double, fields> mine = {static_cast<double>(rank),
+                                       static_cast<double>(at.tp_rank),
+                                       static_cast<double>(at.dp_rank),
+                                       static_cast<double>(at.pp_rank),
+                                       median(times_),
+                                       static_cast<double>(peak_B_)};
+    std::copy(med.begin(), med.end(), mine.begin() + head);
     std::vector<double> all(static_cast<size_t>(rank == 0 ? fields * size : 0));
     CLEAVE_MPI_CHECK(MPI_Gather(
         mine.data(), fields, MPI_DOUBLE, all.data(), fields, MPI_DOUBLE, 0, MPI_COMM_WORLD));
@@ -186,7 +242,9 @@ Measurement Collector::finish(double checksum_part, const RankCoords& at, Record
             static_cast<int64_t>(f[1]), static_cast<int64_t>(f[2]), static_cast<int64_t>(f[3])};
         rr.iteration_time_s = f[4];
         rr.peak_memory_B = static_cast<int64_t>(f[5]);
-        rr.phases = to_phases({f[6], f[7], f[8], f[9], f[10], f[11]});
+        std::array<double, slots> ph{};
+        std::copy(f + head, f + fields, ph.begin());
+        rr.phases = to_phases(ph);
         m.ranks.push_back(rr);
     }
     if (rec.tracing()) {

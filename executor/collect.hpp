@@ -18,6 +18,9 @@ public:
     /// All ranks meet (bounded by the backend's timeout); not timed.
     void barrier();
 
+    /// The largest `v` over the world (every rank calls it; a barrier too).
+    [[nodiscard]] double max(double v);
+
     /// Keeps iteration `it`'s wall time, phase times, this rank's loss contribution and peak.
     void record(int64_t it,
                 bool measured,
@@ -27,7 +30,11 @@ public:
                 int64_t peak_B);
 
     /// Reduces everything over the world; per-rank reports and the trace land on rank 0.
-    [[nodiscard]] Measurement finish(double checksum_part, const RankCoords& at, Recorder& rec);
+    /// `probes`: this rank's Params::probes, summed per tensor over the ranks.
+    [[nodiscard]] Measurement finish(double checksum_part,
+                                     const std::vector<std::pair<std::string, double>>& probes,
+                                     const RankCoords& at,
+                                     Recorder& rec);
 
 private:
     Backend& be_;
@@ -40,6 +47,12 @@ private:
     std::vector<std::array<double, slots>> phases_;
     int64_t peak_B_ = 0;
 };
+
+/// Issue 18: whether warm-up may stop after these warm-up iteration times (slowest rank each):
+/// the last two are within `tolerance` of each other, |a - b| <= tolerance * max(a, b). The first
+/// iterations of a run fault in their pages and fill the allocator's pools (on the 2-core VM the
+/// first of the small GPT's iterations ran 10-30% slower than the next ones). Pure.
+[[nodiscard]] bool warmed_up(const std::vector<double>& times_s, double tolerance);
 
 /// Median of `v` (mean of the two middle values for an even count; 0 when empty).
 [[nodiscard]] double median(std::vector<double> v);

@@ -23,6 +23,30 @@ void mpi_check(int rc, const char* call, const char* file, int line) {
     throw BackendError(os.str());
 }
 
+int poll_pause_us(double waited_s, bool oversubscribed) {
+    if (!oversubscribed || waited_s < 2e-3) {
+        return 0;
+    }
+    return waited_s < 0.1 ? 50 : 500;
+}
+
+namespace {
+
+// Ranks sharing this host (MPI_COMM_TYPE_SHARED) against its online hardware threads; not the
+// affinity mask, which mpirun narrows to one core per rank when it binds.
+bool host_oversubscribed() {
+    MPI_Comm local = MPI_COMM_NULL;
+    CLEAVE_MPI_CHECK(
+        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local));
+    int ranks = 0;
+    CLEAVE_MPI_CHECK(MPI_Comm_size(local, &ranks));
+    MPI_Comm_free(&local);
+    const unsigned threads = std::thread::hardware_concurrency();
+    return threads > 0 && static_cast<unsigned>(ranks) > threads;
+}
+
+}  // namespace
+
 int mpi_count(int64_t n) {
     if (n < 0 || n > INT_MAX) {
         throw BackendError("message of " + std::to_string(n) +
@@ -36,6 +60,7 @@ MpiGroups::MpiGroups(double timeout_s)
     CLEAVE_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CLEAVE_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &world_rank_));
     CLEAVE_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_size_));
+    oversubscribed_ = host_oversubscribed();
 }
 
 MpiGroups::~MpiGroups() {
@@ -101,12 +126,11 @@ void MpiGroups::wait(MPI_Request& req, Group g, const char* op, const std::strin
                << ": not done after " << timeout_s_ << " s";
             throw CommTimeout(os.str());
         }
-        // Yield for the first milliseconds (latency: a yield hands the core to a peer rank on
-        // an oversubscribed machine), then sleep so idle ranks leave the cores to busy ones.
-        if (waited_s < 2e-3) {
+        const int pause_us = poll_pause_us(waited_s, oversubscribed_);
+        if (pause_us == 0) {
             std::this_thread::yield();
         } else {
-            std::this_thread::sleep_for(std::chrono::microseconds(waited_s < 0.1 ? 50 : 500));
+            std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
         }
     }
 }

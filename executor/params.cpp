@@ -35,16 +35,20 @@ int64_t Params::add(const ParamInfo& info) {
 }
 
 void Params::allocate(Backend& be, int64_t shards, uint64_t seed) {
+    // Three classes in order: TP-replicated, other dense, expert (issue 16).
+    const auto klass = [](const ParamInfo& p) { return p.expert ? 2 : p.tp_replicated ? 0 : 1; };
     int64_t offset = 0;
-    for (const bool replicated : {true, false}) {
+    for (const int k : {0, 1, 2}) {
         for (auto& p : infos_) {
-            if (p.tp_replicated == replicated) {
+            if (klass(p) == k) {
                 p.offset = offset;
                 offset += p.size();
             }
         }
-        if (replicated) {
+        if (k == 0) {
             replicated_ = offset;
+        } else if (k == 1) {
+            expert_begin_ = offset;
         }
     }
     count_ = offset;
@@ -91,6 +95,30 @@ double Params::checksum(Backend& be) const {
         }
     }
     return sum;
+}
+
+std::vector<std::pair<std::string, double>> Params::probes(Backend& be) const {
+    std::vector<float> host(static_cast<size_t>(w_.size()));
+    be.download(host, w_.view());
+    constexpr uint64_t probe_seed = 0x70726f6265ULL;  // "probe"
+    std::vector<std::pair<std::string, double>> out;
+    for (const auto& p : infos_) {
+        if (!p.counted) {
+            continue;
+        }
+        double sum = 0.0;
+        const uint64_t id = tensor_id(p.name);
+        for (int64_t r = 0; r < p.rows; ++r) {
+            for (int64_t c = 0; c < p.cols; ++c) {
+                const auto index =
+                    static_cast<uint64_t>((p.row_begin + r) * p.global_cols + p.col_begin + c);
+                sum += static_cast<double>(host[static_cast<size_t>(p.offset + r * p.cols + c)]) *
+                       uniform_pm1(probe_seed, id, index);
+            }
+        }
+        out.emplace_back(p.name, sum);
+    }
+    return out;
 }
 
 }  // namespace cleave::executor

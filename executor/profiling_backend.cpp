@@ -51,12 +51,34 @@ void ProfilingBackend::reduce_scatter(Group g, View in, View out) {
     timed(sized("reduce_scatter", in), 0.0, [&] { be_.reduce_scatter(g, in, out); }).comm = true;
 }
 
+void ProfilingBackend::all_to_all_v(Group g,
+                                    View send,
+                                    std::span<const int64_t> send_counts,
+                                    View recv,
+                                    std::span<const int64_t> recv_counts) {
+    int64_t out = 0;
+    for (const int64_t c : send_counts) {
+        out += c;
+    }
+    timed("all_to_all_v " + std::to_string(out * 4) + " B", 0.0, [&] {
+        be_.all_to_all_v(g, send, send_counts, recv, recv_counts);
+    }).comm = true;
+}
+
+void ProfilingBackend::gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) {
+    timed(sized("gather_rows", out), 0.0, [&] { be_.gather_rows(x, cols, rows, out); });
+}
+
 void ProfilingBackend::send(Group g, View x, int peer, int tag) {
     timed(sized("send", x), 0.0, [&] { be_.send(g, x, peer, tag); }).comm = true;
 }
 
 void ProfilingBackend::recv(Group g, View x, int peer, int tag) {
     timed(sized("recv", x), 0.0, [&] { be_.recv(g, x, peer, tag); }).comm = true;
+}
+
+void ProfilingBackend::recv_wait(const PendingRecv& r) {
+    timed(sized("recv", r.x), 0.0, [&] { be_.recv_wait(r); }).comm = true;
 }
 
 void ProfilingBackend::copy(View dst, View src) {

@@ -90,6 +90,23 @@ public:
 
     void recv(Group g, View x, int peer, int tag) override;
 
+    void all_to_all_v(Group g,
+                      View send,
+                      std::span<const int64_t> send_counts,
+                      View recv,
+                      std::span<const int64_t> recv_counts) override;
+
+    void gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) override;
+    [[nodiscard]] View pack_activation(View x) override { return be_.pack_activation(x); }
+
+    [[nodiscard]] View unpack_activation(View x) override { return be_.unpack_activation(x); }
+
+    [[nodiscard]] PendingRecv recv_start(Group g, View x, int peer, int tag) override {
+        return be_.recv_start(g, x, peer, tag);
+    }
+
+    void recv_wait(const PendingRecv& r) override;
+
     void all_reduce_start(Group g, View x) override { be_.all_reduce_start(g, x); }
 
     double all_reduce_wait() override { return be_.all_reduce_wait(); }

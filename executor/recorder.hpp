@@ -10,12 +10,14 @@
 
 namespace cleave::executor {
 
-enum class Phase { compute, tp_comm, pp_wait, dp_comm, optimizer };
-inline constexpr int phase_count = 5;
+// ep_comm: the MoE token dispatch and combine all-to-alls on the expert-parallel group (issue 16).
+// dp_wait: a DP rank waiting for the slowest one before the gradient reduction (issue 18).
+enum class Phase { compute, tp_comm, pp_wait, dp_comm, optimizer, ep_comm, dp_wait };
+inline constexpr int phase_count = 7;
 
 /// Trace threads, aligned with the simulator's streams (0 compute, 1 PP forward direction, 2 PP
-/// backward direction, 3 DP) plus the executor's own TP and optimizer streams.
-enum class Stream { compute = 0, pp_fwd = 1, pp_bwd = 2, dp = 3, tp = 4, optimizer = 5 };
+/// backward direction, 3 DP) plus the executor's own TP, optimizer and expert-parallel streams.
+enum class Stream { compute = 0, pp_fwd = 1, pp_bwd = 2, dp = 3, tp = 4, optimizer = 5, ep = 6 };
 
 class Recorder {
 public:
@@ -90,6 +92,8 @@ public:
             return "tp";
         case Stream::optimizer:
             return "optimizer";
+        case Stream::ep:
+            return "ep";
         }
         return "";
     }

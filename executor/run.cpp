@@ -6,6 +6,7 @@
 #include "executor/transformer.hpp"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace cleave::executor {
@@ -38,6 +39,7 @@ struct RankState {
     bool tied_copy = false;  // holds a tied embedding that must be synced across PP
     int64_t tied_handle = -1;
     Buffer flush_cell;  // one float: the first and last stage meet on it (tied_copy only)
+    Buffer dp_cell;     // one float: the DP ranks meet on it before the reduction (dp > 1)
 };
 
 MicroBatch make_microbatch(const RankState& s, int64_t iteration, int64_t mb) {
@@ -59,7 +61,7 @@ MicroBatch make_microbatch(const RankState& s, int64_t iteration, int64_t mb) {
     return out;
 }
 
-Groups make_groups(Backend& be, const Plan& plan, const RankCoords& at) {
+Groups make_groups(Backend& be, const Plan& plan, const RankCoords& at, const MoeDims& m) {
     const int world = be.world_rank();
     const auto i = [](int64_t v) { return static_cast<int>(v); };
     Groups g;
@@ -72,6 +74,13 @@ Groups make_groups(Backend& be, const Plan& plan, const RankCoords& at) {
         be.create_group(ends ? i(at.dp_rank * plan.tp + at.tp_rank) : i(plan.dp * plan.tp) + world,
                         i(at.pp_rank),
                         "embedding");
+    if (m.enabled()) {
+        // Issue 16: the expert grid of this stage (executor/moe.hpp).
+        const int64_t expert_model = m.ep_rank * m.etp + m.etp_rank;
+        g.ep = be.create_group(i(at.pp_rank * m.edp + m.edp_rank), i(expert_model), "ep");
+        g.edp =
+            be.create_group(i(at.pp_rank * m.group_size() + expert_model), i(m.edp_rank), "edp");
+    }
     return g;
 }
 
@@ -81,32 +90,83 @@ int p2p_tag(const RankState& s, int64_t mb, int64_t receiver_stage, int directio
     return static_cast<int>(tag);
 }
 
+// A pipeline receive posted before the step that uses it (issue 17).
+struct PostedRecv {
+    size_t step = 0;
+    Buffer buffer;
+    PendingRecv handle;
+};
+
+// Posts the receive of steps[i] (when it needs one) into `slot`.
+void post_recv(RankState& s,
+               Recorder& rec,
+               const std::vector<Step>& steps,
+               size_t i,
+               std::optional<PostedRecv>& slot) {
+    const StepRecv r = step_recv(steps[i], s.plan.pp, s.plan.vpp, s.at.pp_rank);
+    if (!r.needed) {
+        return;
+    }
+    PostedRecv p;
+    p.step = i;
+    p.buffer = Buffer(s.be, s.d.local_tokens() * s.d.hidden, uninitialized);
+    const int tag = p2p_tag(s, steps[i].microbatch, r.stage, r.gradient ? 1 : 0);
+    rec.timed(Phase::pp_wait, r.gradient ? Stream::pp_bwd : Stream::pp_fwd, "post recv", [&] {
+        p.handle = s.be.recv_start(s.groups.pp, p.buffer, static_cast<int>(r.peer), tag);
+    });
+    slot = std::move(p);
+}
+
+// The pipeline input of steps[i]: its receive (posted one step early, or now) completed, then
+// the next step's receive posted, so that transfer overlaps this step's compute. A GPU backend
+// waits on the device only; the order of receives, sends and steps is the schedule's.
+Buffer take_input(RankState& s,
+                  Recorder& rec,
+                  const std::vector<Step>& steps,
+                  size_t i,
+                  std::optional<PostedRecv>& posted) {
+    if (!posted || posted->step != i) {
+        CLEAVE_ASSERT(!posted, "a posted pipeline receive was skipped");
+        post_recv(s, rec, steps, i, posted);
+    }
+    Buffer in;
+    if (posted) {
+        const bool gradient = !steps[i].forward;
+        rec.timed(Phase::pp_wait,
+                  gradient ? Stream::pp_bwd : Stream::pp_fwd,
+                  gradient ? "recv gradient" : "recv activation",
+                  [&] { s.be.recv_wait(posted->handle); });
+        in = std::move(posted->buffer);
+        posted.reset();
+    }
+    if (i + 1 < steps.size()) {
+        post_recv(s, rec, steps, i + 1, posted);
+    }
+    return in;
+}
+
 // One pipeline step: receive, compute, send.
 void run_step_impl(RankState& s,
                    Transformer& tf,
                    Recorder& rec,
                    std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
-                   const Step& step,
+                   const std::vector<Step>& steps,
+                   size_t i,
                    int64_t iteration,
-                   double& loss_sum) {
+                   double& loss_sum,
+                   std::optional<PostedRecv>& posted) {
+    const Step& step = steps[i];
     const ChunkHandles& c = s.chunks[static_cast<size_t>(step.chunk)];
     const int64_t vs = c.virtual_stage;
     const int64_t stages = s.plan.pp * s.plan.vpp;
     const int prev = static_cast<int>((vs + stages - 1) % s.plan.pp);
     const int next = static_cast<int>((vs + 1) % s.plan.pp);
-    const int64_t act = s.d.local_tokens() * s.d.hidden;
     const MicroBatch mb = make_microbatch(s, iteration, step.microbatch);
     ChunkCache& cache = caches[{step.microbatch, step.chunk}];
     const std::string label =
         " mb" + std::to_string(step.microbatch) + " c" + std::to_string(step.chunk);
+    Buffer in = take_input(s, rec, steps, i, posted);
     if (step.forward) {
-        Buffer in;
-        if (!c.first) {
-            in = Buffer(s.be, act, uninitialized);
-            rec.timed(Phase::pp_wait, Stream::pp_fwd, "recv activation", [&] {
-                s.be.recv(s.groups.pp, in, prev, p2p_tag(s, step.microbatch, vs, 0));
-            });
-        }
         const double t0 = rec.now_s();
         Buffer out = tf.forward(c, std::move(in), mb, cache, loss_sum);
         rec.event("F" + label, Stream::compute, t0, rec.now_s());
@@ -117,15 +177,8 @@ void run_step_impl(RankState& s,
         }
         return;
     }
-    Buffer dy;
-    if (!c.last) {
-        dy = Buffer(s.be, act, uninitialized);
-        rec.timed(Phase::pp_wait, Stream::pp_bwd, "recv gradient", [&] {
-            s.be.recv(s.groups.pp, dy, next, p2p_tag(s, step.microbatch, vs, 1));
-        });
-    }
     const double t0 = rec.now_s();
-    Buffer dx = tf.backward(c, std::move(dy), mb, cache);
+    Buffer dx = tf.backward(c, std::move(in), mb, cache);
     rec.event("B" + label, Stream::compute, t0, rec.now_s());
     caches.erase({step.microbatch, step.chunk});
     if (!c.first) {
@@ -139,11 +192,14 @@ void run_step(RankState& s,
               Transformer& tf,
               Recorder& rec,
               std::map<std::pair<int64_t, int64_t>, ChunkCache>& caches,
-              const Step& step,
+              const std::vector<Step>& steps,
+              size_t i,
               int64_t iteration,
-              double& loss_sum) {
+              double& loss_sum,
+              std::optional<PostedRecv>& posted) {
+    const Step& step = steps[i];
     try {
-        run_step_impl(s, tf, rec, caches, step, iteration, loss_sum);
+        run_step_impl(s, tf, rec, caches, steps, i, iteration, loss_sum, posted);
     } catch (const CommTimeout& e) {
         throw CommTimeout(
             std::string(e.what()) + " (during the " + (step.forward ? "forward" : "backward") +
@@ -182,6 +238,20 @@ void start_layer_bucket(RankState& s, Recorder& rec, DpBuckets& b, const LayerHa
 // buckets started during the backward, then the wait for all of them.
 void reduce_dp(RankState& s, Recorder& rec, DpBuckets* buckets) {
     View g = s.params.grads();
+    if (s.d.moe.enabled()) {
+        // Issue 16: dense gradients over DP, expert gradients over expert-DP (the ranks that
+        // hold the same expert shards).
+        const int64_t e0 = s.params.expert_begin();
+        rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce", [&] {
+            if (s.plan.dp > 1) {
+                s.be.all_reduce(s.groups.dp, g.slice(0, e0), ReduceOp::sum);
+            }
+            if (s.d.moe.edp > 1) {
+                s.be.all_reduce(s.groups.edp, g.slice(e0, g.size - e0), ReduceOp::sum);
+            }
+        });
+        return;
+    }
     if (buckets == nullptr) {
         rec.timed(Phase::dp_comm, Stream::dp, "dp all_reduce", [&] {
             s.be.all_reduce(s.groups.dp, g, ReduceOp::sum);
@@ -195,6 +265,16 @@ void reduce_dp(RankState& s, Recorder& rec, DpBuckets* buckets) {
         rec.add_hidden_dp(s.be.all_reduce_wait());
     });
     buckets->reset();
+}
+
+// Issue 18: the DP ranks meet (a one-element all-reduce) before the gradient reduction, timed
+// as dp_wait, so that the reduction after it times the transfer alone: a rank that finished
+// its backward first waited for the other inside the all-reduce, and that skew was read as
+// communication.
+void meet_dp(RankState& s, Recorder& rec) {
+    rec.timed(Phase::dp_wait, Stream::dp, "dp wait: ranks meet", [&] {
+        s.be.all_reduce(s.groups.dp, s.dp_cell, ReduceOp::sum);
+    });
 }
 
 // Gradient synchronisation and the Adam step. `buckets`: the DP buckets started during the
@@ -223,7 +303,10 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     }
     const auto lr = s.opt.lr;
     if (s.plan.zero == 0 || s.plan.dp == 1) {
-        if (s.plan.dp > 1) {
+        if (s.plan.dp > 1 || s.d.moe.edp > 1) {
+            if (buckets == nullptr && s.plan.dp > 1) {
+                meet_dp(s, rec);  // with buckets, most of the reduction already ran
+            }
             reduce_dp(s, rec, buckets);
         }
         rec.timed(Phase::optimizer, Stream::optimizer, "adam", [&] {
@@ -245,6 +328,7 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     const int64_t shard = p.padded_size() / s.plan.dp;
     const int64_t begin = s.at.dp_rank * shard;
     Buffer g_shard(be, shard);
+    meet_dp(s, rec);
     rec.timed(Phase::dp_comm, Stream::dp, "dp reduce_scatter", [&] {
         be.reduce_scatter(s.groups.dp, p.grads(), g_shard);
     });
@@ -267,6 +351,30 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
     });
 }
 
+// Issue 16: what the executor's MoE layer runs (executor/moe.cpp).
+void check_moe(std::vector<Diagnostic>& out, const ModelSpec& model, const Plan& plan) {
+    const int64_t etp = expert_tp(plan);
+    need(out,
+         plan.tp == 1 || plan.sp,
+         "MoE with tp > 1 runs with sequence parallelism (--sp), as Megatron-Core requires");
+    need(out,
+         plan.ep > 0 && etp > 0 && (plan.tp * plan.dp) % (plan.ep * etp) == 0,
+         "ep*etp=" + std::to_string(plan.ep * etp) +
+             " must divide tp*dp=" + std::to_string(plan.tp * plan.dp));
+    need(out,
+         plan.ep > 0 && model.moe.experts % plan.ep == 0,
+         "ep=" + std::to_string(plan.ep) +
+             " must divide experts=" + std::to_string(model.moe.experts));
+    need(out,
+         etp > 0 && model.moe.expert_ffn_hidden % etp == 0,
+         "etp=" + std::to_string(etp) +
+             " must divide expert_ffn_hidden=" + std::to_string(model.moe.expert_ffn_hidden));
+    need(out, !model.linear_bias, "MoE experts with biases (linear_bias) are not executed");
+    need(out,
+         plan.zero == 0 || plan.ep * etp == plan.tp,
+         "ZeRO with MoE is executed only when expert-DP equals DP (ep*etp == tp)");
+}
+
 }  // namespace
 
 void check_executable(const ModelSpec& model,
@@ -280,7 +388,9 @@ void check_executable(const ModelSpec& model,
          "dp*tp*pp=" + std::to_string(ranks) + " but " + std::to_string(world_size) +
              " ranks were launched (mpirun -np N)");
     need(out, plan.cp == 1, "context parallelism (--cp) is not executed");
-    need(out, plan.ep == 1 && !model.moe.enabled(), "MoE / expert parallelism is not executed");
+    if (model.moe.enabled()) {
+        check_moe(out, model, plan);
+    }
     need(out, plan.zero <= 2, "ZeRO-3 is not executed (use --zero 0, 1 or 2)");
     need(out,
          plan.recompute_layers <= 1 && plan.recompute_method == RecomputeMethod::uniform,
@@ -323,8 +433,10 @@ Measurement run_training(Backend& be,
                 num_microbatches(plan, job),
                 false,
                 -1,
+                {},
                 {}};
-    s.groups = make_groups(be, plan, at);
+    s.d.moe = make_moe_dims(model, plan, at, opt.moe_aux_loss_coeff, job.global_batch);
+    s.groups = make_groups(be, plan, at, s.d.moe);
     const Group world = be.create_group(0, be.world_rank(), "world");
     s.chunks = build_chunks(s.params, model, s.d, plan, at);
     s.params.allocate(be, plan.zero > 0 ? plan.dp : 1, opt.seed);
@@ -337,26 +449,32 @@ Measurement run_training(Backend& be,
     if (s.tied_copy) {
         s.flush_cell = Buffer(be, 1);
     }
+    if (plan.dp > 1) {
+        s.dp_cell = Buffer(be, 1);
+    }
     Recorder rec(be, opt.trace, be.world_rank());
     const float loss_scale = 1.0f / static_cast<float>(job.global_batch * job.seq_len);
     Transformer tf(be, rec, s.d, s.groups, s.params, plan.recompute, loss_scale);
     const auto steps = pipeline_steps(plan.schedule, plan.pp, plan.vpp, at.pp_rank, s.microbatches);
     const bool counts_loss = s.chunks.back().last && at.tp_rank == 0;
     // Issue 17: DP gradient buckets during the backward (whole-buffer all-reduce, no ZeRO).
-    const bool buckets_on = opt.overlap_dp && plan.zero == 0 && plan.dp > 1;
+    // MoE: dense and expert gradients go to different groups; reduced whole (reduce_dp).
+    const bool buckets_on = opt.overlap_dp && plan.zero == 0 && plan.dp > 1 && !model.moe.enabled();
     DpBuckets buckets(s.params.padded_size());
     const std::vector<size_t> last_bwd = last_backward(steps, s.chunks.size());
 
     Collector col(be, world, opt.iters + opt.warmup);
     col.barrier();
     rec.set_origin(rec.now_s());
-    for (int64_t it = 0; it < opt.warmup + opt.iters; ++it) {
+    // One iteration: its wall time on this rank.
+    const auto iteration = [&](int64_t it, bool measured) {
         col.barrier();
         be.reset_peak();
         rec.start_iteration();
         be.fill(s.params.grads(), 0.0f);
         double loss_sum = 0.0;
         std::map<std::pair<int64_t, int64_t>, ChunkCache> caches;
+        std::optional<PostedRecv> posted;
         for (size_t i = 0; i < steps.size(); ++i) {
             if (opt.on_step) {
                 opt.on_step(it, static_cast<int64_t>(i));
@@ -367,21 +485,46 @@ Measurement run_training(Backend& be,
                     start_layer_bucket(s, rec, buckets, l);
                 };
             }
-            run_step(s, tf, rec, caches, steps[i], it, loss_sum);
+            run_step(s, tf, rec, caches, steps, i, it, loss_sum, posted);
             tf.after_layer_backward = nullptr;
         }
         rec.timed(Phase::pp_wait, Stream::pp_fwd, "pp flush", [&] { be.synchronize(); });
         update(s, rec, it + 1, buckets_on ? &buckets : nullptr);
         be.synchronize();
-        const double end = rec.now_s();
+        const double time_s = rec.now_s() - rec.iteration_start_s();
+        // MoE load-balancing terms: each TP group's rank 0 adds its micro-batches' and layers'.
+        const double aux = tf.take_aux_loss() * s.d.moe.microbatch_weight;
         col.record(it,
-                   it >= opt.warmup,
-                   end - rec.iteration_start_s(),
+                   measured,
+                   time_s,
                    rec,
-                   counts_loss ? loss_sum * static_cast<double>(loss_scale) : 0.0,
+                   (counts_loss ? loss_sum * static_cast<double>(loss_scale) : 0.0) +
+                       (at.tp_rank == 0 ? aux : 0.0),
                    be.peak_bytes());
+        return time_s;
+    };
+    // Warm-up: `warmup` iterations, then on until stable (every rank decides alike: the
+    // slowest rank's times), at most warmup_max.
+    const bool until_stable = opt.warmup_max > opt.warmup;
+    const int64_t warmup_cap = until_stable ? opt.warmup_max : opt.warmup;
+    std::vector<double> warm_s;
+    int64_t it = 0;
+    while (it < warmup_cap) {
+        const double t = iteration(it++, false);
+        if (until_stable) {
+            warm_s.push_back(col.max(t));
+        }
+        if (it >= opt.warmup && (!until_stable || warmed_up(warm_s, opt.stable_tolerance))) {
+            break;
+        }
     }
-    return col.finish(s.params.checksum(be), at, rec);
+    const int64_t warmup_run = it;
+    for (int64_t k = 0; k < opt.iters; ++k) {
+        (void)iteration(it++, true);
+    }
+    Measurement m = col.finish(s.params.checksum(be), s.params.probes(be), at, rec);
+    m.warmup_iterations = warmup_run;
+    return m;
 }
 
 }  // namespace cleave::executor

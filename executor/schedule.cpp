@@ -36,4 +36,19 @@ pipeline_steps(Schedule schedule, int64_t pp, int64_t vpp, int64_t pp_rank, int6
     return steps;
 }
 
+StepRecv step_recv(const Step& step, int64_t pp, int64_t vpp, int64_t pp_rank) {
+    CLEAVE_ASSERT(pp >= 1 && vpp >= 1 && pp_rank >= 0 && pp_rank < pp && step.chunk >= 0 &&
+                      step.chunk < vpp,
+                  "step_recv: bad arguments");
+    const int64_t stages = pp * vpp;
+    const int64_t vs = step.chunk * pp + pp_rank;
+    StepRecv r;
+    r.gradient = !step.forward;
+    r.stage = vs;
+    r.needed = step.forward ? vs > 0 : vs < stages - 1;
+    // Virtual stage v runs on pipeline rank v mod pp.
+    r.peer = step.forward ? (vs + stages - 1) % pp : (vs + 1) % pp;
+    return r;
+}
+
 }  // namespace cleave::executor

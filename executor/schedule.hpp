@@ -33,6 +33,20 @@ struct Step {
     bool operator==(const Step&) const = default;
 };
 
+/// The pipeline message a step needs before it runs. The chunk of a step is virtual stage
+/// chunk * pp + pp_rank; a forward receives the previous virtual stage's activation, a backward
+/// the next one's gradient, except at the first stage (forward) and the last (backward).
+struct StepRecv {
+    bool needed = false;
+    bool gradient = false;  // a backward's gradient (else a forward's activation)
+    int64_t peer = 0;       // the pipeline rank it comes from
+    int64_t stage = 0;      // the receiving virtual stage
+};
+
+/// What `step` of pipeline rank `pp_rank` receives (issue 17: cleave run posts it one step
+/// early, so the transfer overlaps the step before). Preconditions as pipeline_steps.
+[[nodiscard]] StepRecv step_recv(const Step& step, int64_t pp, int64_t vpp, int64_t pp_rank);
+
 /// The steps of pipeline rank `pp_rank` for `m` micro-batches:
 /// * gpipe: every forward (micro-batch order), then every backward (Huang et al. 2019, GPipe);
 /// * 1f1b: min(pp - rank - 1, m) warm-up forwards, then one forward / one backward, then the

@@ -75,7 +75,48 @@ struct Registrar {
     }
 };
 
-LayerHandles register_layer(Registrar& r, int64_t index) {
+// One expert's matrices, this rank's ETP shard of the global [hidden, ffn] / [ffn, hidden]
+// tensors (columns of fc1 / gate / up, rows of fc2 / down), named by the global expert id so
+// that every split draws the same initial values. Counted on expert-DP rank 0.
+ExpertHandles register_expert(Registrar& r, const std::string& name) {
+    const Dims& d = r.d;
+    const MoeDims& m = d.moe;
+    const int64_t f = m.ffn_local();
+    const bool counted = m.edp_rank == 0;
+    const auto column = [&](const std::string& n) {
+        return r.params.add(
+            {n, InitKind::weight, m.ffn, 0, d.hidden, m.etp_rank * f, f, false, counted, 0, true});
+    };
+    ExpertHandles e;
+    e.w1 = column(name + (d.swiglu ? ".gate.w" : ".fc1.w"));
+    if (d.swiglu) {
+        e.w3 = column(name + ".up.w");
+    }
+    e.w2 = r.params.add({name + (d.swiglu ? ".down.w" : ".fc2.w"),
+                         InitKind::weight,
+                         d.hidden,
+                         m.etp_rank * f,
+                         f,
+                         0,
+                         d.hidden,
+                         false,
+                         counted,
+                         0,
+                         true});
+    return e;
+}
+
+// MoE MLP: the router (replicated, fp32) and this rank's experts (ep_rank's block of them).
+void register_moe(Registrar& r, const std::string& p, LayerHandles& l) {
+    const MoeDims& m = r.d.moe;
+    l.router = r.replicated(p + ".router.w", InitKind::weight, r.d.hidden, m.experts);
+    for (int64_t le = 0; le < m.local_experts(); ++le) {
+        const int64_t e = m.ep_rank * m.local_experts() + le;
+        l.experts.push_back(register_expert(r, p + ".expert" + std::to_string(e)));
+    }
+}
+
+LayerHandles register_layer(Registrar& r, int64_t index, bool moe) {
     const Dims& d = r.d;
     const std::string p = "layer" + std::to_string(index);
     LayerHandles l;
@@ -85,6 +126,10 @@ LayerHandles register_layer(Registrar& r, int64_t index) {
     r.column_linear(p + ".v", d.hidden, d.kv_heads * d.head_dim, l.wv, l.bv, d.qkv_bias);
     r.row_linear(p + ".o", d.heads * d.head_dim, d.hidden, l.wo, l.bo);
     r.norm(p + ".norm2", l.norm2_g, l.norm2_b);
+    if (moe) {
+        register_moe(r, p, l);
+        return l;
+    }
     r.column_linear(p + (d.swiglu ? ".gate" : ".fc1"), d.hidden, d.ffn, l.w1, l.b1, d.bias);
     if (d.swiglu) {
         r.column_linear(p + ".up", d.hidden, d.ffn, l.w3, l.b3, d.bias);
@@ -115,7 +160,8 @@ std::vector<ChunkHandles> build_chunks(
         const int64_t first_layer = chunk_first_layer(model.layers, plan, at.pp_rank, v);
         const int64_t n_layers = chunk_layers(model.layers, plan, at.pp_rank, v);
         for (int64_t i = 0; i < n_layers; ++i) {
-            c.layers.push_back(register_layer(r, first_layer + i));
+            const int64_t index = first_layer + i;
+            c.layers.push_back(register_layer(r, index, is_moe_layer(model, index)));
         }
         if (c.last) {
             r.norm("final_norm", c.final_g, c.final_b);
@@ -284,6 +330,11 @@ Buffer Transformer::layer_fwd(const LayerHandles& l, Buffer x, LayerCache& lc) {
     lc.mean2 = buf(Tl);
     lc.rstd2 = buf(Tl);
     norm(lc.x2, l.norm2_g, l.norm2_b, lc.n2, lc.mean2, lc.rstd2);
+    if (l.router >= 0) {
+        Buffer y = moe_fwd(l, lc.n2, lc.moe);
+        be_.axpy(1.0f, lc.x2, y);
+        return y;
+    }
     const View n2 = gather_seq(lc.n2, lc.n2_full);
     const int64_t f = d_.ffn_local();
     lc.a = buf(T * f);
@@ -387,6 +438,11 @@ Buffer Transformer::run_layers(const ChunkHandles& c, Buffer x, ChunkCache& cach
         x = layer_fwd(c.layers[i], std::move(x), cache.layers[i]);
         if (full) {
             cache.layers[i] = LayerCache();
+            cache.inputs[i].pack();
+        } else {
+            // Issue 17: kept until the backward in the activation type (bf16 on a bf16 GPU run).
+            const int64_t scores = d_.batch * d_.heads_local() * d_.seq * d_.seq;
+            pack_saved(cache.layers[i], d_.seq > 1 && cache.layers[i].probs.size() == scores);
         }
     }
     return x;

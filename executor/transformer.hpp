@@ -7,6 +7,7 @@
 #include "core/model.hpp"
 #include "core/plan.hpp"
 #include "executor/backend.hpp"
+#include "executor/moe.hpp"
 #include "executor/params.hpp"
 #include "executor/recorder.hpp"
 #include "executor/schedule.hpp"
@@ -36,6 +37,7 @@ struct Dims {
     bool qkv_bias = false;  // Q, K and V have biases (Qwen2); implied by bias
     bool rope = false;
     float eps = 1e-5f;
+    MoeDims moe;  // MoE layers (issue 16); set by the caller from make_moe_dims
 
     [[nodiscard]] int64_t tokens() const { return seq * batch; }
 
@@ -63,15 +65,19 @@ struct Groups {
     Group dp;
     Group pp;
     Group embedding;  // first and last pipeline stage (tied embeddings with pp > 1)
+    Group ep;         // MoE: the expert-model-parallel group (ep x etp ranks of one stage)
+    Group edp;        // MoE: the expert-DP group (ranks holding the same expert shards)
 };
 
 struct LayerHandles {
     int64_t norm1_g = -1, norm1_b = -1;
     int64_t wq = -1, bq = -1, wk = -1, bk = -1, wv = -1, bv = -1, wo = -1, bo = -1;
     int64_t norm2_g = -1, norm2_b = -1;
-    int64_t w1 = -1, b1 = -1;  // GeLU: first matrix; SwiGLU: gate
-    int64_t w3 = -1, b3 = -1;  // SwiGLU: up
-    int64_t w2 = -1, b2 = -1;  // second (down) matrix
+    int64_t w1 = -1, b1 = -1;            // GeLU: first matrix; SwiGLU: gate
+    int64_t w3 = -1, b3 = -1;            // SwiGLU: up
+    int64_t w2 = -1, b2 = -1;            // second (down) matrix
+    int64_t router = -1;                 // MoE layer: router [hidden, experts] (else -1)
+    std::vector<ExpertHandles> experts;  // MoE layer: this rank's experts, in order
 };
 
 /// One model chunk (virtual pipeline stage) held by this rank.
@@ -99,7 +105,17 @@ struct MicroBatch {
 struct LayerCache {
     Buffer x, n1, mean1, rstd1, n1_full, q, k, v, probs, ctx;
     Buffer x2, n2, mean2, rstd2, n2_full, a, up, act;
+    MoeCache moe;
 };
+
+/// Issue 17: a layer's saved activations in the backend's activation type between its forward
+/// and its backward (Buffer::pack; bf16 / fp16 on a GPU running 16-bit GEMMs, unchanged fp32 on
+/// the CPU): every tensor the backward reads except the norms' statistics (mean, rstd) and the
+/// fused attention's log-sum-exp, which stay fp32 as in Megatron-LM / Transformer Engine.
+/// `scores`: probs holds the seq x seq probabilities (unfused attention), packed too.
+void pack_saved(LayerCache& lc, bool scores);
+/// Inverse of pack_saved (fp32 again), just before the layer's backward.
+void unpack_saved(LayerCache& lc);
 
 struct ChunkCache {
     // Full recomputation keeps each layer's input only (Megatron --recompute-granularity full
@@ -138,6 +154,14 @@ public:
     /// layer's DP gradient bucket after the chunk's last backward).
     std::function<void(const LayerHandles&)> after_layer_backward;
 
+    /// Sum of the MoE load-balancing losses of the forwards since the last call (one term per
+    /// micro-batch and MoE layer, not yet weighted by MoeDims::microbatch_weight); resets it.
+    [[nodiscard]] double take_aux_loss() {
+        const double s = aux_sum_;
+        aux_sum_ = 0.0;
+        return s;
+    }
+
 private:
     Buffer run_layers(const ChunkHandles& c, Buffer x, ChunkCache& cache);
     Buffer embed(const ChunkHandles& c, const MicroBatch& mb);
@@ -147,6 +171,16 @@ private:
     Buffer layer_bwd(const LayerHandles& l, Buffer dy, LayerCache& lc);
     Buffer mlp_bwd(const LayerHandles& l, View dy, LayerCache& lc);
     Buffer attention_bwd(const LayerHandles& l, View dy, LayerCache& lc);
+    // MoE MLP (executor/moe.cpp): x and dy are this rank's rows [local tokens, hidden]; both
+    // return complete (not TP-partial) rows.
+    Buffer moe_fwd(const LayerHandles& l, View x, MoeCache& mc);
+    Buffer moe_bwd(const LayerHandles& l, View x, View dy, MoeCache& mc);
+    void moe_route(const LayerHandles& l, View x, MoeCache& mc);
+    void moe_plan(MoeCache& mc);
+    Buffer moe_exchange(View rows, const MoeCache& mc, bool to_experts, const char* what);
+    void moe_experts_fwd(const LayerHandles& l, MoeCache& mc, View y);
+    Buffer moe_experts_bwd(const LayerHandles& l, MoeCache& mc, View dy);
+    Buffer moe_router_bwd(const LayerHandles& l, View x, const MoeCache& mc, View dslot_gate);
     Buffer head_bwd(const ChunkHandles& c, ChunkCache& cache);
     void embed_bwd(const ChunkHandles& c, Buffer dx, const MicroBatch& mb);
 
@@ -178,6 +212,8 @@ private:
     const Params& params_;
     Recompute recompute_;
     float loss_scale_;
+    double aux_sum_ = 0.0;
+    bool recomputing_ = false;  // full recomputation's rerun forward: no loss terms again
 };
 
 }  // namespace cleave::executor

@@ -2,6 +2,8 @@
 // tests/executor/test_gradcheck.cpp).
 #include "executor/transformer.hpp"
 
+#include <array>
+
 namespace cleave::executor {
 
 Buffer Transformer::mlp_bwd(const LayerHandles& l, View dy, LayerCache& lc) {
@@ -9,6 +11,12 @@ Buffer Transformer::mlp_bwd(const LayerHandles& l, View dy, LayerCache& lc) {
     const int64_t Tl = d_.local_tokens();
     const int64_t h = d_.hidden;
     const int64_t f = d_.ffn_local();
+    if (l.router >= 0) {
+        Buffer dn2 = moe_bwd(l, lc.n2, dy, lc.moe);
+        Buffer dx2 = buf(Tl * h);
+        norm_bwd(dn2, lc.x2, l.norm2_g, l.norm2_b, lc.mean2, lc.rstd2, dx2);
+        return dx2;
+    }
     if (l.b2 >= 0) {
         be_.bias_grad(dy, Tl, h, params_.ref(l.b2).g);
     }
@@ -126,14 +134,55 @@ void Transformer::embed_bwd(const ChunkHandles& c, Buffer dx, const MicroBatch& 
         mb.ids, dxf, d_.vocab_begin(), d_.vocab_local(), d_.hidden, params_.ref(c.embedding).g);
 }
 
+namespace {
+
+// The saved tensors pack_saved() stores in the activation type, but the probabilities.
+std::array<Buffer*, 13> packable(LayerCache& lc) {
+    return {&lc.x,
+            &lc.n1,
+            &lc.n1_full,
+            &lc.q,
+            &lc.k,
+            &lc.v,
+            &lc.ctx,
+            &lc.x2,
+            &lc.n2,
+            &lc.n2_full,
+            &lc.a,
+            &lc.up,
+            &lc.act};
+}
+
+}  // namespace
+
+void pack_saved(LayerCache& lc, bool scores) {
+    for (Buffer* b : packable(lc)) {
+        b->pack();
+    }
+    if (scores) {
+        lc.probs.pack();
+    }
+}
+
+void unpack_saved(LayerCache& lc) {
+    for (Buffer* b : packable(lc)) {
+        b->unpack();
+    }
+    lc.probs.unpack();  // unchanged when it was not packed
+}
+
 Buffer
 Transformer::backward(const ChunkHandles& c, Buffer dy, const MicroBatch& mb, ChunkCache& cache) {
     Buffer g = c.last ? head_bwd(c, cache) : std::move(dy);
     for (size_t i = c.layers.size(); i-- > 0;) {
         if (recompute_ == Recompute::full) {
             // Rebuild this layer's cache from its kept input; its output is not needed.
+            cache.inputs[i].unpack();
+            recomputing_ = true;
             (void)layer_fwd(c.layers[i], std::move(cache.inputs[i]), cache.layers[i]);
+            recomputing_ = false;
         }
+        unpack_saved(cache.layers[i]);
         g = layer_bwd(c.layers[i], std::move(g), cache.layers[i]);
         cache.layers[i] = LayerCache();
         if (after_layer_backward) {

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -38,7 +40,8 @@ std::unique_ptr<Backend> make_cpu_backend(const BackendOptions& options) {
 
 CpuBackend::CpuBackend(const BackendOptions& options)
     : groups_(options.timeout_s)
-    , poison_uninit_(options.poison_uninit) {}
+    , poison_uninit_(options.poison_uninit)
+    , emulate_packing_(options.emulate_packing) {}
 
 CpuBackend::~CpuBackend() {
     // Sends still in flight at destruction belong to a failed run; their buffers must outlive
@@ -115,9 +118,50 @@ void CpuBackend::free(View v) {
     auto it = allocations_.find(v.data);
     CLEAVE_ASSERT(it != allocations_.end(), "free: not a view returned by alloc()");
     in_use_B_ -= it->second;
+    packed_.erase(v.data);
     const int64_t rounded = (it->second + alignment_B - 1) / alignment_B * alignment_B;
     allocations_.erase(it);
     cached_.emplace(rounded, v.data);
+}
+
+namespace {
+
+// fp32 -> bf16 -> fp32, round to nearest even (the CUDA backend's __float2bfloat16_rn).
+float round_bf16(float x) {
+    uint32_t u = 0;
+    std::memcpy(&u, &x, sizeof u);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    float r = 0.0f;
+    std::memcpy(&r, &u, sizeof r);
+    return r;
+}
+
+}  // namespace
+
+// Issue 17, BackendOptions::emulate_packing: what the CUDA backend's 16-bit storage does to the
+// values, with NaN in the buffer meanwhile; otherwise the CPU backend stores fp32 (no-op).
+View CpuBackend::pack_activation(View x) {
+    if (!emulate_packing_ || x.data == nullptr || packed_.count(x.data) == 1) {
+        return x;
+    }
+    std::vector<float> kept(x.data, x.data + x.size);
+    for (float& v : kept) {
+        v = round_bf16(v);
+    }
+    std::fill(x.data, x.data + x.size, std::numeric_limits<float>::quiet_NaN());
+    packed_.emplace(x.data, std::move(kept));
+    return x;
+}
+
+View CpuBackend::unpack_activation(View x) {
+    const auto it = packed_.find(x.data);
+    if (it == packed_.end()) {
+        return x;
+    }
+    std::copy(it->second.begin(), it->second.end(), x.data);
+    packed_.erase(it);
+    return x;
 }
 
 void CpuBackend::upload(View dst, std::span<const float> src) {
@@ -270,6 +314,54 @@ void CpuBackend::recv(Group g, View x, int peer, int tag) {
         MPI_Irecv(x.data, detail::mpi_count(x.size), MPI_FLOAT, peer, tag, groups_.comm(g), &req));
     groups_.wait(
         req, g, "recv", "from rank " + std::to_string(peer) + " tag " + std::to_string(tag));
+}
+
+// MPI_Alltoallv with int counts and displacements (element counts checked to fit).
+void CpuBackend::all_to_all_v(Group g,
+                              View send,
+                              std::span<const int64_t> send_counts,
+                              View recv,
+                              std::span<const int64_t> recv_counts) {
+    const auto n = static_cast<size_t>(groups_.size(g));
+    CLEAVE_ASSERT(send_counts.size() == n && recv_counts.size() == n,
+                  "all_to_all_v: one count per group rank");
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    int64_t s_off = 0;
+    int64_t r_off = 0;
+    for (size_t p = 0; p < n; ++p) {
+        sc[p] = detail::mpi_count(send_counts[p]);
+        sd[p] = detail::mpi_count(s_off);
+        rc[p] = detail::mpi_count(recv_counts[p]);
+        rd[p] = detail::mpi_count(r_off);
+        s_off += send_counts[p];
+        r_off += recv_counts[p];
+    }
+    CLEAVE_ASSERT(s_off <= send.size && r_off <= recv.size, "all_to_all_v: buffer too small");
+    MPI_Request req = MPI_REQUEST_NULL;
+    CLEAVE_MPI_CHECK(MPI_Ialltoallv(send.data,
+                                    sc.data(),
+                                    sd.data(),
+                                    MPI_FLOAT,
+                                    recv.data,
+                                    rc.data(),
+                                    rd.data(),
+                                    MPI_FLOAT,
+                                    groups_.comm(g),
+                                    &req));
+    groups_.wait(req,
+                 g,
+                 "all_to_all_v",
+                 std::to_string(s_off) + " floats out, " + std::to_string(r_off) + " in");
+}
+
+void CpuBackend::gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) {
+    need_size(out, static_cast<int64_t>(rows.size()) * cols, "gather_rows: out too small");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        CLEAVE_ASSERT(rows[i] >= 0 && (rows[i] + 1) * cols <= x.size, "gather_rows: bad row");
+        std::memcpy(out.data + static_cast<int64_t>(i) * cols,
+                    x.data + rows[i] * cols,
+                    static_cast<size_t>(cols) * sizeof(float));
+    }
 }
 
 void CpuBackend::retire_completed_sends() {

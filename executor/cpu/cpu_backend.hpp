@@ -33,6 +33,8 @@ public:
     [[nodiscard]] View alloc(int64_t count) override;
     [[nodiscard]] View alloc_uninit(int64_t count) override;
     void free(View v) override;
+    [[nodiscard]] View pack_activation(View x) override;
+    [[nodiscard]] View unpack_activation(View x) override;
 
     [[nodiscard]] int64_t bytes_in_use() const override { return in_use_B_; }
 
@@ -174,6 +176,12 @@ public:
     void broadcast(Group g, View x, int root) override;
     void send(Group g, View x, int peer, int tag) override;
     void recv(Group g, View x, int peer, int tag) override;
+    void all_to_all_v(Group g,
+                      View send,
+                      std::span<const int64_t> send_counts,
+                      View recv,
+                      std::span<const int64_t> recv_counts) override;
+    void gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) override;
 
     void synchronize() override;
     [[nodiscard]] double clock_s() override;
@@ -198,6 +206,8 @@ private:
     /// iteration). The GPU backend's pool does the same.
     std::unordered_multimap<int64_t, float*> cached_;
     bool poison_uninit_ = false;
+    bool emulate_packing_ = false;
+    std::unordered_map<const float*, std::vector<float>> packed_;  // emulate_packing only
     int64_t in_use_B_ = 0;
     int64_t peak_B_ = 0;
     std::vector<PendingSend> sends_;

@@ -87,7 +87,8 @@ CudaBackend::CudaBackend(const BackendOptions& options)
         // Keep freed blocks in the pool instead of returning them at every synchronisation.
         uint64_t keep_B = UINT64_MAX;
         CLEAVE_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep_B));
-        CLEAVE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_tag_), sizeof(float)));
+        CLEAVE_CUDA_CHECK(cudaMallocHost(reinterpret_cast<void**>(&pinned_tag_),
+                                         sizeof(float) * static_cast<size_t>(tag_slots)));
     } catch (...) {
         release();
         throw;
@@ -131,6 +132,9 @@ void CudaBackend::release() noexcept {
         idle = idle && cudaEventQuery(s.done) == cudaSuccess;
     }
     idle = idle && (dp_stream_ == nullptr || cudaStreamQuery(dp_stream_) == cudaSuccess);
+    for (const auto& r : posted_) {
+        idle = idle && cudaEventQuery(r.done) == cudaSuccess;
+    }
     const auto close = [idle](ncclComm_t& comm) {
         if (comm == nullptr) {
             return;
@@ -160,6 +164,7 @@ void CudaBackend::release() noexcept {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(s.done));
     }
     sends_.clear();
+    release_posted();
     release_async();
     if (dp_stream_ != nullptr) {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaStreamDestroy(dp_stream_));
@@ -169,6 +174,7 @@ void CudaBackend::release() noexcept {
         CLEAVE_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(const_cast<float*>(ptr), stream_));
     }
     allocations_.clear();
+    packed_.clear();
     if (cublas_ != nullptr) {
         CLEAVE_CUBLAS_CHECK_NOEXCEPT(cublasDestroy(cublas_));
     }
@@ -193,28 +199,32 @@ void CudaBackend::release() noexcept {
 
 // ---- memory --------------------------------------------------------------------------------
 
+float* CudaBackend::tracked_alloc(int64_t bytes) {
+    void* p = nullptr;
+    const cudaError_t rc = cudaMallocAsync(&p, static_cast<size_t>(bytes), stream_);
+    if (rc == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();  // allocation failures are not sticky; clear the record
+        throw BackendError("cuda backend: out of device memory allocating " +
+                           std::to_string(bytes) + " bytes on device " + std::to_string(device_) +
+                           " (" + std::to_string(in_use_B_) + " bytes in use by cleave)");
+    }
+    if (rc != cudaSuccess) {
+        throw BackendError(cuda_error_message(rc, "cudaMallocAsync", __FILE__, __LINE__));
+    }
+    auto* f = static_cast<float*>(p);
+    allocations_.emplace(f, bytes);
+    in_use_B_ += bytes;
+    peak_B_ = std::max(peak_B_, in_use_B_);
+    return f;
+}
+
 View CudaBackend::alloc(int64_t count) {
     CLEAVE_ASSERT(count >= 0, "alloc: negative count");
     if (count == 0) {
         return {};
     }
-    void* p = nullptr;
-    const cudaError_t rc = cudaMallocAsync(&p, bytes_of(count), stream_);
-    if (rc == cudaErrorMemoryAllocation) {
-        (void)cudaGetLastError();  // allocation failures are not sticky; clear the record
-        throw BackendError("cuda backend: out of device memory allocating " +
-                           std::to_string(bytes_of(count)) + " bytes on device " +
-                           std::to_string(device_) + " (" + std::to_string(in_use_B_) +
-                           " bytes in use by cleave)");
-    }
-    if (rc != cudaSuccess) {
-        throw BackendError(cuda_error_message(rc, "cudaMallocAsync", __FILE__, __LINE__));
-    }
-    CLEAVE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes_of(count), stream_));
-    auto* f = static_cast<float*>(p);
-    allocations_.emplace(f, static_cast<int64_t>(bytes_of(count)));
-    in_use_B_ += static_cast<int64_t>(bytes_of(count));
-    peak_B_ = std::max(peak_B_, in_use_B_);
+    float* f = tracked_alloc(static_cast<int64_t>(bytes_of(count)));
+    CLEAVE_CUDA_CHECK(cudaMemsetAsync(f, 0, bytes_of(count), stream_));
     return {f, count};
 }
 
@@ -226,7 +236,37 @@ void CudaBackend::free(View v) {
     CLEAVE_ASSERT(it != allocations_.end(), "free: not a view returned by alloc()");
     in_use_B_ -= it->second;
     allocations_.erase(it);
+    packed_.erase(v.data);
     CLEAVE_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(v.data, stream_));
+}
+
+// Issue 17: saved activations in the GEMMs' 16-bit type between forward and backward (what the
+// cost model prices: activation_bytes() = 2 for bf16 / fp16 jobs). Stream-ordered on the
+// compute stream, like every kernel that produced or will read the tensor.
+View CudaBackend::pack_activation(View x) {
+    if (precision_ == GemmPrecision::fp32 || x.data == nullptr || packed_.count(x.data) == 1) {
+        return x;
+    }
+    const auto it = allocations_.find(x.data);
+    CLEAVE_ASSERT(it != allocations_.end() && it->second == static_cast<int64_t>(bytes_of(x.size)),
+                  "pack_activation: not a whole fp32 allocation");
+    float* p = tracked_alloc(x.size * 2);
+    const bool fp16 = precision_ == GemmPrecision::fp16;
+    packed_.insert(p);
+    CLEAVE_CUDA_CHECK(launch_pack16(x.data, p, x.size, fp16, stream_));
+    free(x);
+    return {p, x.size};
+}
+
+View CudaBackend::unpack_activation(View x) {
+    if (x.data == nullptr || packed_.count(x.data) == 0) {
+        return x;
+    }
+    float* f = tracked_alloc(static_cast<int64_t>(bytes_of(x.size)));
+    const bool fp16 = precision_ == GemmPrecision::fp16;
+    CLEAVE_CUDA_CHECK(launch_unpack16(x.data, f, x.size, fp16, stream_));
+    free(x);
+    return {f, x.size};
 }
 
 int64_t CudaBackend::peak_bytes() const {

@@ -3,8 +3,10 @@
 // collectives. Included only by executor/cuda/*.cpp (it includes CUDA headers).
 //
 // Execution model: one CUDA stream ("compute") carries every kernel, GEMM, copy, collective and
-// receive, in issue order. Communication calls wait on the host for their own completion, bounded
-// by the timeout, like the CPU backend's MPI calls; sends do not (see send()).
+// blocking receive, in issue order. Communication calls wait on the host for their own
+// completion, bounded by the timeout, like the CPU backend's MPI calls; sends do not (see
+// send()), nor do posted receives (recv_start / recv_wait, cuda_p2p.cpp: the receive runs on its
+// channel's stream and the compute stream waits for it on the device).
 //
 // Memory comes from the device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync on the
 // compute stream), so free() never blocks the host: a plain cudaFree synchronises the device
@@ -34,6 +36,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace cleave::executor::gpu {
@@ -60,6 +63,8 @@ public:
 
     [[nodiscard]] View alloc(int64_t count) override;
     void free(View v) override;
+    [[nodiscard]] View pack_activation(View x) override;
+    [[nodiscard]] View unpack_activation(View x) override;
 
     [[nodiscard]] int64_t bytes_in_use() const override { return in_use_B_; }
 
@@ -200,6 +205,15 @@ public:
     void broadcast(Group g, View x, int root) override;
     void send(Group g, View x, int peer, int tag) override;
     void recv(Group g, View x, int peer, int tag) override;
+    /// Grouped ncclSend / ncclRecv with every group rank on the group's collective
+    /// communicator (cuda_alltoall.cpp).
+    void all_to_all_v(Group g,
+                      View send,
+                      std::span<const int64_t> send_counts,
+                      View recv,
+                      std::span<const int64_t> recv_counts) override;
+    [[nodiscard]] PendingRecv recv_start(Group g, View x, int peer, int tag) override;
+    void recv_wait(const PendingRecv& r) override;
     void all_reduce_start(Group g, View x) override;
     double all_reduce_wait() override;
 
@@ -212,7 +226,7 @@ private:
         int peer = 0;
         bool outgoing = false;
         ncclComm_t comm = nullptr;
-        cudaStream_t stream = nullptr;  // sending side only
+        cudaStream_t stream = nullptr;  // sends (outgoing) or posted receives (incoming)
     };
 
     // A message a rank sent to itself (groups of one); staged in device memory.
@@ -236,6 +250,21 @@ private:
         int tag = 0;
     };
 
+    // One recv_start() (cuda_p2p.cpp): the message lands in `staged` on the channel's stream,
+    // its trailing tag in pinned_tag_[slot]; `done` marks both. recv_wait() makes the compute
+    // stream wait for `done`; the tag is checked by the next host wait (check_received_tags).
+    struct PostedRecv {
+        int64_t id = 0;
+        Group group;
+        int peer = 0;
+        int tag = 0;
+        int64_t count = 0;
+        float* staged = nullptr;
+        cudaEvent_t done = nullptr;
+        int slot = 0;
+        bool waited = false;
+    };
+
     // One all_reduce_start(): `ready` on the compute stream, `begin` and `end` around the
     // all-reduce on dp_stream_ (timing events).
     struct AsyncReduce {
@@ -257,6 +286,8 @@ private:
     void release() noexcept;
 
     // ---- device memory helpers (cuda_backend.cpp) ----
+    /// cudaMallocAsync on the compute stream, tracked (bytes_in_use, peak); OOM is BackendError.
+    [[nodiscard]] float* tracked_alloc(int64_t bytes);
     [[nodiscard]] void* temp_alloc(int64_t bytes);
     void temp_free(void* p);
     /// Copies host ints to a temporary device buffer (freed with temp_free).
@@ -309,6 +340,14 @@ private:
     /// Destroys the events of async_ and clears it.
     void release_async() noexcept;
     void send_to_self(Group g, View x, int tag);
+    /// Checks the tags of the waited-for posted receives that are done, and forgets them;
+    /// throws BackendError on a mismatch (cuda_p2p.cpp).
+    void check_received_tags();
+    /// " (waiting for: ...)" naming the posted receives not done yet, for timeout messages.
+    [[nodiscard]] std::string pending_recv_note() const;
+    [[nodiscard]] int free_tag_slot() const;
+    /// Destroys the events of posted_ and clears it.
+    void release_posted() noexcept;
     void recv_from_self(Group g, View x, int tag);
 
     detail::MpiGroups groups_;
@@ -323,17 +362,26 @@ private:
     cublasHandle_t cublas_ = nullptr;
     void* cublas_workspace_ = nullptr;
     cudaMemPool_t pool_ = nullptr;
-    float* pinned_tag_ = nullptr;   // host landing place of a received message's tag
+    // Host landing places of received messages' tags: [0] for recv(), the rest slots for
+    // posted receives (tag_slots of them).
+    float* pinned_tag_ = nullptr;
+    std::vector<PostedRecv> posted_;  // in posting order
+    int64_t next_recv_id_ = 0;
     std::vector<CommGroup> comms_;  // indexed by Group::id
     std::vector<PendingSend> sends_;
     cudaStream_t dp_stream_ = nullptr;  // all_reduce_start's stream (created on first use)
     std::vector<AsyncReduce> async_;
     double async_waited_s_ = 0.0;  // host time all_reduce_start spent waiting for buckets
     std::unordered_map<const float*, int64_t> allocations_;
+    std::unordered_set<const float*> packed_;  // allocations holding 16-bit activations
     int64_t in_use_B_ = 0;
     int64_t peak_B_ = 0;
     bool aborted_ = false;
 };
+
+/// Pinned tag slots: [0] for recv(), [1, tag_slots) for posted receives (each takes a free one),
+/// so at most tag_slots - 1 posted receives may be outstanding (the pipeline posts one ahead).
+inline constexpr int tag_slots = 64;
 
 /// Element count as the int that cuBLAS takes; throws BackendError when it does not fit.
 [[nodiscard]] int blas_int(int64_t n);

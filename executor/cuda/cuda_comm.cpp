@@ -196,10 +196,9 @@ void CudaBackend::init_channels(Group g) {
         // Within a channel the sender is NCCL rank 0 and the receiver NCCL rank 1.
         CLEAVE_NCCL_CHECK(ncclCommInitRank(&ch.comm, 2, ids[i], ch.outgoing ? 0 : 1));
         channels.push_back(ch);  // owned from here on, even if the stream creation fails
-        if (ch.outgoing) {
-            CLEAVE_CUDA_CHECK(
-                cudaStreamCreateWithFlags(&channels.back().stream, cudaStreamNonBlocking));
-        }
+        // Sends (outgoing) or posted receives (incoming) run on the channel's own stream.
+        CLEAVE_CUDA_CHECK(
+            cudaStreamCreateWithFlags(&channels.back().stream, cudaStreamNonBlocking));
         connect_channel(g, channels.back());
     }
 }
@@ -344,6 +343,12 @@ void CudaBackend::recv(Group g, View x, int peer, int tag) {
         return;
     }
     const Channel& ch = channel(g, peer, false);
+    CLEAVE_ASSERT(std::none_of(posted_.begin(),
+                               posted_.end(),
+                               [&](const PostedRecv& r) {
+                                   return !r.waited && r.group.id == g.id && r.peer == peer;
+                               }),
+                  "recv: a recv_start() from the same peer is still pending");
     auto* staged = static_cast<float*>(temp_alloc((x.size + 1) * 4));
     CLEAVE_NCCL_CHECK(ncclRecv(staged, count_of(x) + 1, ncclFloat, 0, ch.comm, stream_));
     if (x.size > 0) {
@@ -434,6 +439,7 @@ double CudaBackend::clock_s() {
 void CudaBackend::wait_compute(const WaitFor& what) {
     CLEAVE_CUDA_CHECK(cudaEventRecord(sync_event_, stream_));
     wait_event(sync_event_, what);
+    check_received_tags();
 }
 
 void CudaBackend::wait_event(cudaEvent_t event, const WaitFor& what) {
@@ -456,7 +462,7 @@ void CudaBackend::wait_event(cudaEvent_t event, const WaitFor& what) {
             check_async_errors(what);  // a peer's failure explains the wait better
             abort_all();
             std::ostringstream os;
-            os << describe(what) << ": not done after " << timeout_s_
+            os << describe(what) << pending_recv_note() << ": not done after " << timeout_s_
                << " s (NCCL communicators aborted)";
             throw CommTimeout(os.str());
         }

@@ -35,6 +35,11 @@ cudaError_t launch_swiglu_bwd(const float* gate,
                               int64_t n,
                               cudaStream_t stream);
 
+/// 16-bit activation storage (issue 17): y[i] = x[i] rounded to nearest-even in bf16 (or fp16
+/// when `fp16`), stored as 2-byte elements; and back to fp32 (exact).
+cudaError_t launch_pack16(const float* x, void* y, int64_t n, bool fp16, cudaStream_t stream);
+cudaError_t launch_unpack16(const void* x, float* y, int64_t n, bool fp16, cudaStream_t stream);
+
 /// Adam hyper-parameters; c1 = 1 - beta1^step and c2 = 1 - beta2^step are computed by the host.
 struct AdamArgs {
     float lr = 0;
@@ -184,6 +189,12 @@ struct FlashArgs {
 /// Flash-style causal attention forward (online softmax, no seq x seq buffer).
 /// cudaErrorInvalidValue when head_dim > flash_max_head_dim.
 cudaError_t launch_flash_attention_fwd(const FlashArgs& a, cudaStream_t stream);
+/// Head dims the tensor-core forward takes (multiples of 16 up to this).
+inline constexpr int64_t flash_tc_max_head_dim = 128;
+[[nodiscard]] bool flash_tc_supported(int64_t head_dim);
+/// The same forward with Q K^T and P V on tensor cores (WMMA, bf16 or fp16 operands, fp32
+/// accumulation; kernels_attention_tc.cu). cudaErrorInvalidValue unless flash_tc_supported.
+cudaError_t launch_flash_attention_fwd_tc(const FlashArgs& a, bool fp16, cudaStream_t stream);
 /// Its backward (recomputes the probabilities from lse).
 cudaError_t launch_flash_attention_bwd(const FlashArgs& a, cudaStream_t stream);
 

@@ -251,6 +251,12 @@ void CudaBackend::attention_fwd(View q,
         a.v = v.data;
         a.out = out.data;
         a.lse = probs.data;
+        // Issue 17: on a 16-bit run, both products on tensor cores (the backward stays fp32).
+        if (precision_ != GemmPrecision::fp32 && flash_tc_supported(head_dim)) {
+            CLEAVE_CUDA_CHECK(
+                launch_flash_attention_fwd_tc(a, precision_ == GemmPrecision::fp16, stream_));
+            return;
+        }
         CLEAVE_CUDA_CHECK(launch_flash_attention_fwd(a, stream_));
         return;
     }

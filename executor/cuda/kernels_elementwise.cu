@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 namespace cleave::executor::gpu {
 
 namespace {
@@ -63,6 +66,41 @@ __global__ void col_sum_kernel(const float* x, int64_t rows, int64_t cols, float
             s += x[r * cols + c];
         }
         out[c] += s;
+    }
+}
+
+template <class H>
+__device__ H to_16(float v);
+
+template <>
+__device__ __nv_bfloat16 to_16<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
+
+template <>
+__device__ __half to_16<__half>(float v) {
+    return __float2half_rn(v);
+}
+
+__device__ float from_16(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
+
+__device__ float from_16(__half v) {
+    return __half2float(v);
+}
+
+template <class H>
+__global__ void pack16_kernel(const float* x, H* y, int64_t n) {
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        y[i] = to_16<H>(x[i]);
+    }
+}
+
+template <class H>
+__global__ void unpack16_kernel(const H* x, float* y, int64_t n) {
+    for (int64_t i = first_index(); i < n; i += grid_stride()) {
+        y[i] = from_16(x[i]);
     }
 }
 
@@ -165,6 +203,33 @@ __global__ void rope_kernel(float* x, RopeShape sh, double sign) {
 }
 
 }  // namespace
+
+cudaError_t launch_pack16(const float* x, void* y, int64_t n, bool fp16, cudaStream_t stream) {
+    if (n <= 0) {
+        return cudaGetLastError();
+    }
+    if (fp16) {
+        pack16_kernel<<<blocks_for(n), block_threads, 0, stream>>>(x, static_cast<__half*>(y), n);
+    } else {
+        pack16_kernel<<<blocks_for(n), block_threads, 0, stream>>>(
+            x, static_cast<__nv_bfloat16*>(y), n);
+    }
+    return cudaGetLastError();
+}
+
+cudaError_t launch_unpack16(const void* x, float* y, int64_t n, bool fp16, cudaStream_t stream) {
+    if (n <= 0) {
+        return cudaGetLastError();
+    }
+    if (fp16) {
+        unpack16_kernel<<<blocks_for(n), block_threads, 0, stream>>>(
+            static_cast<const __half*>(x), y, n);
+    } else {
+        unpack16_kernel<<<blocks_for(n), block_threads, 0, stream>>>(
+            static_cast<const __nv_bfloat16*>(x), y, n);
+    }
+    return cudaGetLastError();
+}
 
 cudaError_t launch_fill(float* x, int64_t n, float value, cudaStream_t stream) {
     fill_kernel<<<blocks_for(n), block_threads, 0, stream>>>(x, n, value);

@@ -65,6 +65,32 @@ TEST_SUITE("core") {
         CHECK(sum == 46702792704);
     }
 
+    TEST_CASE("cmd model: DeepSeek-V3 prints MLA, the MTP module apart and the convention") {
+        const Run r =
+            cleave_cli({"model", data("examples/hf/deepseek-v3.config.json"), "--format", "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        // Hand counts in tests/core/test_load_hf.cpp: 671,026,419,200 total, 37,552,297,472
+        // active, less the 129280 x 7168 = 926,679,040 embedding: 36,625,618,432.
+        CHECK(j["params_total"] == 671026419200);
+        CHECK(j["params_active"] == 37552297472);
+        CHECK(j["params_active_no_embedding"] == 36625618432);
+        CHECK(j["params_mtp"] == 11610068224);
+        CHECK(j["mtp_layers"] == 1);
+        CHECK(j["head_dim"] == 192);
+        CHECK(j["attention"]["v_head_dim"] == 128);
+        CHECK(j["attention"]["mla"]["kv_lora_rank"] == 512);
+        CHECK(j["moe"]["shared_ffn_hidden"] == 2048);
+        CHECK(j["moe"]["moe_layers"] == 58);
+        CHECK(j["convention"].get<std::string>().find("MTP modules apart") != std::string::npos);
+        const Run oss = cleave_cli({"model", data("examples/hf/gpt-oss-120b.config.json")});
+        REQUIRE(oss.code == 0);
+        // The card's 5.13B active leaves the input embedding out.
+        CHECK(oss.out.find("params_active_no_embedding      5132849472  5.133B") !=
+              std::string::npos);
+        CHECK(oss.out.find("attention.windowed_layers       18") != std::string::npos);
+    }
+
     TEST_CASE("cmd model: table lines are data or start with #") {
         const Run r = cleave_cli({"model", data("examples/llama-3-8b.toml")});
         REQUIRE(r.code == 0);

@@ -59,7 +59,10 @@ TEST_SUITE("core") {
         } catch (const ConfigError& e) {
             REQUIRE(e.diagnostics().size() == 1);
             CHECK(e.diagnostics()[0].message ==
-                  "the model would have more than 1e15 parameters; cleave's counts would overflow");
+                  "the model would have more than 1e15 parameters; cleave's counts would overflow "
+                  "(config key 'num_hidden_layers')");
+            CHECK(e.diagnostics()[0].where.line == 1);
+            CHECK(e.diagnostics()[0].where.column == 25);
         }
     }
 }

@@ -114,7 +114,7 @@ TEST_SUITE("core") {
               "entry (2)"}});
     }
 
-    TEST_CASE("stack: the [moe] table reaches SoftwareStack; absent it prices alltoall") {
+    TEST_CASE("stack: the [moe] table reaches SoftwareStack, and absent it prices alltoall") {
         const SoftwareStack none = parse_stack_toml(good_stack, "s.toml");
         CHECK(none.moe_dispatcher == MoeDispatcher::alltoall);
         CHECK_FALSE(none.moe_a2a_overlap);

@@ -192,6 +192,30 @@ TEST_SUITE("cuda") {
         f.expect_equal(scattered, "reduce_scatter");
     }
 
+    TEST_CASE("cuda backend: all_to_all_v on a group of one and gather_rows match the CPU") {
+        // Issue 16: the MoE dispatch's building blocks. The all-to-all to oneself is a copy of
+        // the first send_counts[0] elements; gather_rows picks rows 3, 0, 3, 1 of a 4 x 5 matrix.
+        Fixture f;
+        Group g[2];
+        f.both([&](Backend& be, Side s) { g[static_cast<int>(s)] = be.create_group(0, 0, "ep"); });
+        const Pair x = f.tensor(ints(20, 21));
+        const Pair got = f.zeros(20);
+        const Pair rows = f.zeros(20);
+        const std::vector<int64_t> counts = {15};
+        const std::vector<int64_t> pick = {3, 0, 3, 1};
+        f.both([&](Backend& be, Side s) {
+            be.all_to_all_v(g[static_cast<int>(s)], x(s), counts, got(s), counts);
+            be.gather_rows(x(s), 5, pick, rows(s));
+            be.synchronize();
+        });
+        f.expect_equal(got, "all_to_all_v");
+        f.expect_equal(rows, "gather_rows");
+        const auto [x_cpu, x_gpu] = f.read(x);
+        const auto [r_cpu, r_gpu] = f.read(rows);
+        CHECK(r_gpu[0] == x_cpu[15]);  // row 3 first
+        CHECK(r_gpu[5] == x_cpu[0]);
+    }
+
     TEST_CASE("cuda backend: send to itself is staged, matched by tag, and checked") {
         Fixture f;
         Backend& be = f.gpu();

@@ -8,6 +8,9 @@
 #include "executor/cuda/cuda_backend.hpp"
 #include "tests/cuda/cuda_fixture.hpp"
 
+#include <string>
+#include <vector>
+
 #include <doctest/doctest.h>
 #include <mpi.h>
 
@@ -83,6 +86,34 @@ TEST_SUITE("cuda") {
         f.expect_equal(z, "broadcast");
     }
 
+    TEST_CASE("cuda mpi: all_to_all_v with uneven counts matches MPI_Alltoallv on the CPU") {
+        // Issue 16: rank r sends 10 (2r + p + 1) elements to rank p (so p receives from r what
+        // it expects, 10 (2r + p + 1)); grouped ncclSend / ncclRecv against MPI_Ialltoallv.
+        Fixture f;
+        const int rank = f.gpu().world_rank();
+        Group g[2];
+        f.both(
+            [&](Backend& be, Side s) { g[static_cast<int>(s)] = be.create_group(0, rank, "ep"); });
+        const int n = f.gpu().group_size(g[1]);
+        std::vector<int64_t> sent(static_cast<size_t>(n));
+        std::vector<int64_t> received(static_cast<size_t>(n));
+        int64_t out = 0;
+        int64_t in = 0;
+        for (int p = 0; p < n; ++p) {
+            sent[static_cast<size_t>(p)] = 10 * (2 * rank + p + 1);
+            received[static_cast<size_t>(p)] = 10 * (2 * p + rank + 1);
+            out += sent[static_cast<size_t>(p)];
+            in += received[static_cast<size_t>(p)];
+        }
+        const Pair x = f.tensor(ints(out, 900 + rank));
+        const Pair y = f.zeros(in);
+        f.both([&](Backend& be, Side s) {
+            be.all_to_all_v(g[static_cast<int>(s)], x(s), sent, y(s), received);
+            be.synchronize();
+        });
+        f.expect_equal(y, "all_to_all_v");
+    }
+
     TEST_CASE("cuda mpi: overlapped bucket all-reduces on a dp group equal all_reduce") {
         // Issue 17: three buckets started on the "dp" group's second communicator and stream,
         // with a GEMM and a send/recv issued between them, then one wait; the sums must equal
@@ -146,6 +177,70 @@ TEST_SUITE("cuda") {
         CHECK_THROWS_WITH_AS(
             be->recv(g, x, prev, 7), doctest::Contains("recv on group 'pp'"), CommTimeout);
         CHECK_THROWS_AS(be->all_reduce(g, x, ReduceOp::sum), BackendError);  // aborted
+    }
+
+    TEST_CASE("cuda mpi: posted receives complete on the device, whatever the host issues") {
+        // Issue 17: both neighbours' receives posted before any send (as the pipeline posts the
+        // next step's receive before it computes), then the sends, a GEMM, and the waits: the
+        // compute stream waits on the device; data must arrive intact (16 MiB, above NCCL's
+        // buffers, so each transfer needs its receive running).
+        ensure_mpi();
+        auto be = make_cuda_backend({30.0});
+        const int rank = be->world_rank();
+        const Group g = be->create_group(0, rank, "pp");
+        const int n = be->group_size(g);
+        const int next = (rank + 1) % n;
+        const int prev = (rank + n - 1) % n;
+        const int64_t count = int64_t{4} << 20;
+        Buffer from_prev(*be, count);
+        Buffer from_next(*be, count);
+        const PendingRecv rp = be->recv_start(g, from_prev, prev, 1);
+        const PendingRecv rn = be->recv_start(g, from_next, next, 2);
+        Buffer a(*be, count);
+        Buffer b(*be, count);
+        be->upload(a, ints(count, 500 + rank));
+        be->upload(b, ints(count, 600 + rank));
+        be->send(g, a, next, 1);
+        be->send(g, b, prev, 2);
+        Buffer m(*be, 64 * 64);
+        Buffer c(*be, 64 * 64);
+        be->upload(m, ints(64 * 64, 7));
+        be->gemm(Trans::no, Trans::no, 64, 64, 64, 1.0f, m, m, 0.0f, c);
+        be->recv_wait(rp);
+        be->recv_wait(rn);
+        be->axpy(1.0f, from_prev, from_prev);  // compute after the wait sees the data: x 2
+        be->synchronize();
+        std::vector<float> want = ints(count, 500 + prev);
+        for (float& x : want) {
+            x *= 2.0f;
+        }
+        CHECK(download(*be, from_prev) == want);
+        CHECK(download(*be, from_next) == ints(count, 600 + next));
+    }
+
+    TEST_CASE("cuda mpi: a posted receive's wrong tag or missing message shows at the host wait") {
+        ensure_mpi();
+        {
+            auto be = make_cuda_backend({30.0});
+            const int rank = be->world_rank();
+            const Group g = be->create_group(0, rank, "pp");
+            const int n = be->group_size(g);
+            Buffer x(*be, 16);
+            Buffer y(*be, 16);
+            const PendingRecv r = be->recv_start(g, y, (rank + n - 1) % n, 5);
+            be->send(g, x, (rank + 1) % n, 6);
+            be->recv_wait(r);  // no host wait: nothing to report yet
+            CHECK_THROWS_WITH_AS(be->synchronize(), doctest::Contains("has tag 6"), BackendError);
+        }
+        auto be = make_cuda_backend({1.0});
+        const int rank = be->world_rank();
+        const Group g = be->create_group(0, rank, "pp");
+        const int prev = (rank + be->group_size(g) - 1) % be->group_size(g);
+        Buffer x(*be, 16);
+        be->recv_wait(be->recv_start(g, x, prev, 9));
+        const std::string named =
+            "waiting for a posted recv: from rank " + std::to_string(prev) + " tag 9";
+        CHECK_THROWS_WITH_AS(be->synchronize(), doctest::Contains(named.c_str()), CommTimeout);
     }
 
 }  // TEST_SUITE

@@ -205,6 +205,70 @@ TEST_SUITE("cuda") {
         }
     }
 
+    TEST_CASE("cuda fused attention on tensor cores (bf16): forward and backward vs unfused") {
+        // On a bf16 run the fused forward computes Q K^T and P V with WMMA bf16 operands and
+        // fp32 accumulation (kernels_attention_tc.cu). Inputs are multiples of 1/32 in
+        // [-0.5, 0.5] (5 significant bits): exact in bf16, and every product q_d k_d is a
+        // multiple of 2^-10, so the fp32 sums of at most 128 of them (|sum| <= 32, 15 bits) are
+        // exact: the scores equal the fp32 reference's up to its own rounding of the scale. What
+        // remains is P rounded to bf16, |P~ - P| <= 2^-9 P, so |out~ - out| <= sum_j |P~_ij -
+        // P_ij| |v_j| / sum_j P_ij <= 2^-9 max |v| = 2^-9 x 0.5; we allow that plus the fp32
+        // tolerance of expect_close_to_scale. The backward is the fp32 CUDA-core kernel, which
+        // reads q, k, v, dout and the log-sum-exp only (delta_i = sum_j P_ij dP_ij, not from
+        // out); the log-sum-exp sums the unrounded fp32 P, so dq, dk and dv agree within the
+        // fp32 tolerance of expect_close_to_scale.
+        const int64_t seq = 70;  // five key tiles of 16 (the last partial), two blocks of 64 rows
+        const int64_t batch = 2;
+        const int64_t heads = 4;
+        const double u_half = std::ldexp(1.0, -9);
+        for (const int64_t hd : {int64_t{16}, int64_t{64}, int64_t{128}}) {
+            for (const int64_t kv_heads : {int64_t{4}, int64_t{2}}) {
+                const std::string name = "tensor-core fused hd=" + std::to_string(hd) +
+                                         " kv_heads=" + std::to_string(kv_heads) + " ";
+                Fixture f(with(GemmPrecision::bf16, true));
+                const int64_t q_n = seq * batch * heads * hd;
+                const int64_t kv_n = seq * batch * kv_heads * hd;
+                const Pair q = f.tensor(quarter_eighths(q_n, 80));
+                const Pair k = f.tensor(quarter_eighths(kv_n, 81));
+                const Pair v = f.tensor(quarter_eighths(kv_n, 82));
+                const Pair dout = f.tensor(quarter_eighths(q_n, 83));
+                const Pair saved = f.zeros(batch * heads * seq * seq);
+                const Pair out = f.zeros(q_n);
+                const Pair dq = f.zeros(q_n);
+                const Pair dk = f.zeros(kv_n);
+                const Pair dv = f.zeros(kv_n);
+                f.both([&](Backend& be, Side s) {
+                    be.attention_fwd(
+                        q(s), k(s), v(s), seq, batch, heads, kv_heads, hd, saved(s), out(s));
+                    be.attention_bwd(q(s),
+                                     k(s),
+                                     v(s),
+                                     saved(s),
+                                     dout(s),
+                                     seq,
+                                     batch,
+                                     heads,
+                                     kv_heads,
+                                     hd,
+                                     dq(s),
+                                     dk(s),
+                                     dv(s));
+                });
+                const double max_v = 0.5;
+                const auto [ref_out, got_out] = f.read(out);
+                double worst = 0.0;
+                for (size_t i = 0; i < ref_out.size(); ++i) {
+                    worst = std::max(worst, std::fabs(double{got_out[i]} - double{ref_out[i]}));
+                }
+                CHECK(worst > 0.0);  // P was rounded: not the fp32 result
+                f.expect_close(out, name + "out", 1e-4, u_half * max_v + 1e-4 * max_v);
+                expect_close_to_scale(f, dq, name + "dq");
+                expect_close_to_scale(f, dk, name + "dk");
+                expect_close_to_scale(f, dv, name + "dv");
+            }
+        }
+    }
+
     TEST_CASE("cuda fused attention: a training run equals the unfused one within fp32 rounding") {
         ensure_mpi();
         const ModelSpec model =

@@ -2,11 +2,16 @@
 // loss and updated weights of the single-rank run, relative tolerance 1e-5) and the fault test
 // (a rank that dies or hangs takes the whole job down within the timeout, with a message that
 // names what failed). Each case launches mpirun (CLEAVE_MPIEXEC) on the cleave binary.
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <sys/wait.h>
+#include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
@@ -67,6 +72,35 @@ void same_as_single_rank(const std::string& model, int ranks, const std::string&
     CHECK(got["iteration_time_s"].get<double>() > 0.0);
     CHECK(got["peak_memory_gib"].get<double>() > 0.0);
     CHECK(got["ranks"].size() == static_cast<size_t>(ranks));
+}
+
+// Issue 16: as same_as_single_rank, and every tensor: its probe (Params::probes) weighs each
+// weight by its own pseudo-random number, so one weight of a tensor off by an Adam step shows
+// even where the plain sum (dominated by the norm gains near 1) would hide it.
+void moe_same_as_single_rank(int ranks, const std::string& flags) {
+    const nlohmann::json ref = run_json("tiny_moe.toml", 1, "");
+    const nlohmann::json got = run_json("tiny_moe.toml", ranks, flags);
+    CAPTURE(flags);
+    const double loss = ref["loss"];
+    const double probe = ref["weights_probe"];
+    CHECK(loss > 3.0);  // about ln(64) = 4.16, plus the load-balancing terms (about 0.01 each)
+    CHECK(std::abs(probe) > 1e-2);
+    CHECK(got["loss"].get<double>() == doctest::Approx(loss).epsilon(1e-5));
+    CHECK(got["weights_checksum"].get<double>() ==
+          doctest::Approx(ref["weights_checksum"].get<double>()).epsilon(1e-5));
+    CHECK(got["weights_probe"].get<double>() == doctest::Approx(probe).epsilon(1e-5));
+    // 4 layers: 4 norm pairs, q k v o; layer 0 gate up down; layers 1-3 a router and 4
+    // experts x 3 matrices; embedding, output, final norm = 4 * 6 + 3 + 3 * 13 + 3 = 69.
+    CHECK(ref["weights_probes"].size() == 69);
+    CHECK(got["weights_probes"].size() == ref["weights_probes"].size());
+    for (const auto& [name, value] : ref["weights_probes"].items()) {
+        CAPTURE(name);
+        REQUIRE(got["weights_probes"].contains(name));
+        CHECK(got["weights_probes"][name].get<double>() ==
+              doctest::Approx(value.get<double>()).epsilon(1e-5));
+    }
+    CHECK(got["world_size"].get<int>() == ranks);
+    CHECK(got["phases_s"]["ep_comm"].get<double>() > 0.0);
 }
 
 }  // namespace
@@ -163,6 +197,58 @@ TEST_SUITE("executor") {
         same_as_single_rank("tiny_llama.toml", 4, "--pp 2 --dp 2 --zero 1");
     }
 
+    TEST_CASE("run: MoE ep2 (dp2) matches 1x1x1, and the trace shows its all-to-alls") {
+        moe_same_as_single_rank(2, "--dp 2 --ep 2");
+        const std::string trace = std::string(CLEAVE_BINARY_DIR) + "/executor_test_moe_trace.json";
+        run_json("tiny_moe.toml", 2, "--dp 2 --ep 2 --trace " + trace);
+        FILE* f = std::fopen(trace.c_str(), "r");
+        REQUIRE(f != nullptr);
+        const nlohmann::json t = nlohmann::json::parse(f);
+        std::fclose(f);
+        // Per rank: 2 iterations x 2 micro-batches x 3 MoE layers; each forward has a counts
+        // exchange, a dispatch and a combine, each backward a dispatch and a combine.
+        std::map<std::string, int> count;
+        for (const auto& e : t["traceEvents"]) {
+            if (e["ph"] == "X" && e.value("cat", "") == "ep" && e["pid"] == 0) {
+                CHECK(e["tid"] == 6);
+                ++count[e.value("name", "")];
+            }
+        }
+        CHECK(count["ep all_to_all counts"] == 12);
+        CHECK(count["ep all_to_all dispatch"] == 12);
+        CHECK(count["ep all_to_all combine"] == 12);
+        CHECK(count["ep all_to_all dispatch (backward)"] == 12);
+        CHECK(count["ep all_to_all combine (backward)"] == 12);
+    }
+    TEST_CASE("run: MoE ep2 with expert-DP 2 (dp4) matches 1x1x1") {
+        // edp = tp * dp / (etp * ep) = 4 / 2 = 2: expert gradients are reduced over their own
+        // group (ranks 0+2 and 1+3), dense ones over all four.
+        moe_same_as_single_rank(4, "--dp 4 --ep 2");
+    }
+    TEST_CASE("run: MoE ep2 x pp2 (dp2) with full recompute matches 1x1x1") {
+        // The backward re-runs each MoE layer's forward (routing, both all-to-alls) without
+        // adding its load-balancing term to the loss a second time.
+        moe_same_as_single_rank(4, "--dp 2 --pp 2 --ep 2 --recompute full");
+    }
+    TEST_CASE("run: MoE ep2 x etp2 (tp2 sp dp2) matches 1x1x1") {
+        // etp unset = tp = 2 (Megatron-Core's default): each expert's gate / up columns and
+        // down rows split over 2 ranks; ep * etp = 4 = tp * dp.
+        moe_same_as_single_rank(4, "--dp 2 --tp 2 --sp --ep 2");
+    }
+    TEST_CASE("run: MoE probe sees the load-balancing loss and the learning rate") {
+        // The probe is not blind: a run without the load-balancing loss, or with another
+        // learning rate, ends at other weights (and, without it, a lower loss).
+        const nlohmann::json ref = run_json("tiny_moe.toml", 2, "--dp 2 --ep 2");
+        const nlohmann::json no_aux =
+            run_json("tiny_moe.toml", 2, "--dp 2 --ep 2 --moe-aux-loss-coeff 0");
+        const nlohmann::json lr = run_json("tiny_moe.toml", 2, "--dp 2 --ep 2 --lr 2e-4");
+        CHECK(no_aux["loss"].get<double>() < ref["loss"].get<double>() - 1e-3);
+        CHECK(no_aux["weights_probe"].get<double>() !=
+              doctest::Approx(ref["weights_probe"].get<double>()).epsilon(1e-5));
+        CHECK(lr["weights_probe"].get<double>() !=
+              doctest::Approx(ref["weights_probe"].get<double>()).epsilon(1e-5));
+    }
+
     TEST_CASE("run: the table marks non-data lines with # and the trace has every step") {
         const std::string trace = std::string(CLEAVE_BINARY_DIR) + "/executor_test_trace.json";
         const Result r =
@@ -205,6 +291,41 @@ TEST_SUITE("executor") {
         CHECK(steps[1] == 8);
         CHECK(meets[0] == 1);
         CHECK(meets[1] == 1);
+        // Issue 17: each step's receive is posted one step early, before the previous step's
+        // compute. 1F1B, pp 2, m 4: stage 0 runs F0 F1 B0 F2 B1 F3 B2 B3 and receives before
+        // B0..B3, all four posted a step ahead; stage 1 runs F0 B0 F1 B1 ... and receives before
+        // F0..F3, F0's posted at step 0 itself, the other three a step ahead.
+        for (int pid = 0; pid < 2; ++pid) {
+            std::vector<std::pair<double, std::string>> ev;
+            for (const auto& e : t["traceEvents"]) {
+                if (e["ph"] == "X" && e["pid"].get<int>() == pid) {
+                    ev.emplace_back(e["ts"].get<double>(), e.value("name", ""));
+                }
+            }
+            std::stable_sort(ev.begin(), ev.end(), [](const auto& a, const auto& b) {
+                return a.first < b.first;
+            });
+            int receives = 0;
+            int early = 0;
+            bool posted = false;
+            bool computed_since_post = false;
+            for (const auto& [ts, name] : ev) {
+                if (name == "post recv") {
+                    posted = true;
+                    computed_since_post = false;
+                } else if (name.rfind("F mb", 0) == 0 || name.rfind("B mb", 0) == 0) {
+                    computed_since_post = true;
+                } else if (name == "recv activation" || name == "recv gradient") {
+                    CHECK(posted);
+                    ++receives;
+                    early += computed_since_post ? 1 : 0;
+                    posted = false;
+                }
+            }
+            CAPTURE(pid);
+            CHECK(receives == 4);
+            CHECK(early == (pid == 0 ? 4 : 3));
+        }
     }
 
     TEST_CASE("run: a hung rank aborts the job within the timeout, naming group and operation") {

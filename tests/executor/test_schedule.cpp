@@ -7,6 +7,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <tuple>
 
 #include <doctest/doctest.h>
 
@@ -61,6 +63,107 @@ void check_cover(Schedule s, int64_t pp, int64_t vpp, int64_t m) {
             CHECK(n == 1);
         }
     }
+}
+
+// Issue 17: the CUDA backend's pipeline transfers, played on one hardware queue per rank (CUDA_
+// DEVICE_MAX_CONNECTIONS=1, which Megatron sets). cleave run issues, per step i: the wait for
+// step i's posted receive, the post of step i+1's receive (step 0's is posted first), the
+// compute, the send. The queue dispatches in issue order; an entry that cannot start holds every
+// entry behind it: a wait until its receive is done, a receive or a send until the previous one
+// on its channel (its stream) is done. Compute always finishes. A transfer is done once both its
+// send and its receive run (NCCL's rendezvous, the worst case: messages above NCCL's buffer).
+// Returns "" when everything completes and every channel delivers the tags its receiver expects.
+struct QueueEntry {
+    enum Kind { post, wait, compute, send } kind = compute;
+
+    int64_t src = 0, dst = 0, k = 0;  // transfer: the k-th message on channel src -> dst
+    int64_t tag = 0;
+};
+
+std::vector<QueueEntry> issue_order(Schedule s, int64_t pp, int64_t vpp, int64_t r, int64_t m) {
+    const std::vector<Step> steps = pipeline_steps(s, pp, vpp, r, m);
+    const int64_t stages = pp * vpp;
+    std::map<std::pair<int64_t, int64_t>, int64_t> sent, posted;
+    std::vector<QueueEntry> q;
+    std::vector<QueueEntry> post_of(steps.size());
+    const auto post = [&](size_t i) {
+        const StepRecv rv = step_recv(steps[i], pp, vpp, r);
+        if (rv.needed) {
+            const int64_t tag =
+                (steps[i].microbatch * stages + rv.stage) * 2 + (rv.gradient ? 1 : 0);
+            post_of[i] = {QueueEntry::post, rv.peer, r, posted[{rv.peer, r}]++, tag};
+            q.push_back(post_of[i]);
+        }
+    };
+    post(0);
+    for (size_t i = 0; i < steps.size(); ++i) {
+        const Step& st = steps[i];
+        if (step_recv(st, pp, vpp, r).needed) {
+            QueueEntry w = post_of[i];
+            w.kind = QueueEntry::wait;
+            q.push_back(w);
+        }
+        if (i + 1 < steps.size()) {
+            post(i + 1);
+        }
+        q.push_back({});
+        const int64_t vs = st.chunk * pp + r;
+        if (st.forward ? vs < stages - 1 : vs > 0) {
+            const int64_t to_vs = st.forward ? vs + 1 : vs - 1;
+            const int64_t dst = to_vs % pp;
+            const int64_t tag = (st.microbatch * stages + to_vs) * 2 + (st.forward ? 0 : 1);
+            q.push_back({QueueEntry::send, r, dst, sent[{r, dst}]++, tag});
+        }
+    }
+    return q;
+}
+
+std::string play_one_queue(Schedule s, int64_t pp, int64_t vpp, int64_t m) {
+    using Key = std::tuple<int64_t, int64_t, int64_t>;
+    std::vector<std::vector<QueueEntry>> q;
+    for (int64_t r = 0; r < pp; ++r) {
+        q.push_back(issue_order(s, pp, vpp, r, m));
+    }
+    std::map<Key, int64_t> send_tag, recv_tag;  // running transfers, by (src, dst, k)
+    std::set<Key> done;
+    const auto prev_done = [&](const QueueEntry& e) {
+        return e.k == 0 || done.count({e.src, e.dst, e.k - 1}) == 1;
+    };
+    std::vector<size_t> head(static_cast<size_t>(pp), 0);
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (size_t r = 0; r < q.size(); ++r) {
+            while (head[r] < q[r].size()) {
+                const QueueEntry& e = q[r][head[r]];
+                const Key key{e.src, e.dst, e.k};
+                const bool go = e.kind == QueueEntry::compute ||
+                                (e.kind == QueueEntry::wait ? done.count(key) == 1 : prev_done(e));
+                if (!go) {
+                    break;
+                }
+                if (e.kind == QueueEntry::send) {
+                    send_tag[key] = e.tag;
+                } else if (e.kind == QueueEntry::post) {
+                    recv_tag[key] = e.tag;
+                }
+                if (send_tag.count(key) == 1 && recv_tag.count(key) == 1 &&
+                    done.insert(key).second) {
+                    if (send_tag[key] != recv_tag[key]) {
+                        return "tag mismatch";
+                    }
+                }
+                ++head[r];
+                progress = true;
+            }
+        }
+    }
+    for (size_t r = 0; r < q.size(); ++r) {
+        if (head[r] < q[r].size()) {
+            return "deadlock: rank " + std::to_string(r) + " held at entry " +
+                   std::to_string(head[r]);
+        }
+    }
+    return "";
 }
 
 }  // namespace
@@ -136,6 +239,42 @@ TEST_SUITE("executor") {
                         CAPTURE(vpp);
                         check_cover(Schedule::interleaved, pp, vpp, m);
                         CHECK(plays_without_deadlock(Schedule::interleaved, pp, vpp, m));
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_SUITE("executor") {
+    TEST_CASE("step_recv: what each step receives and from whom") {
+        // pp 2, vpp 2, rank 1: chunk 0 = virtual stage 1, chunk 1 = virtual stage 3 (the last).
+        const StepRecv f0 = step_recv(Step{true, 5, 0}, 2, 2, 1);
+        CHECK(f0.needed);
+        CHECK_FALSE(f0.gradient);
+        CHECK(f0.peer == 0);  // virtual stage 0 runs on rank 0
+        CHECK(f0.stage == 1);
+        CHECK_FALSE(step_recv(Step{false, 5, 1}, 2, 2, 1).needed);  // last stage's backward
+        const StepRecv b0 = step_recv(Step{false, 5, 0}, 2, 2, 1);
+        CHECK(b0.gradient);
+        CHECK(b0.peer == 0);  // virtual stage 2 runs on rank 0
+        // Rank 0, chunk 0 = virtual stage 0: its forward receives nothing; chunk 1 (stage 2)
+        // receives stage 1's activation from rank 1.
+        CHECK_FALSE(step_recv(Step{true, 0, 0}, 2, 2, 0).needed);
+        CHECK(step_recv(Step{true, 0, 1}, 2, 2, 0).peer == 1);
+    }
+
+    TEST_CASE("posted receives one step early: no deadlock on one hardware queue") {
+        for (const int64_t pp : {2, 3, 4}) {
+            for (const int64_t m : {1, 2, 3, 4, 8}) {
+                CAPTURE(pp);
+                CAPTURE(m);
+                CHECK(play_one_queue(Schedule::gpipe, pp, 1, m) == "");
+                CHECK(play_one_queue(Schedule::one_f_one_b, pp, 1, m) == "");
+                if (m % pp == 0) {
+                    for (const int64_t vpp : {2, 3}) {
+                        CAPTURE(vpp);
+                        CHECK(play_one_queue(Schedule::interleaved, pp, vpp, m) == "");
                     }
                 }
             }

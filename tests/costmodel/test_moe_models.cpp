@@ -1,0 +1,151 @@
+// MoE models as published (DeepSeek-V3 MLA + shared expert + MTP, Qwen3-MoE head_dim, GPT-OSS
+// sliding windows): GEMM shapes, FLOPs, attention cost and memory, each worked by hand.
+#include "core/errors.hpp"
+#include "core/load.hpp"
+#include "costmodel/attention.hpp"
+#include "costmodel/flops.hpp"
+#include "costmodel/memory.hpp"
+#include "costmodel/published.hpp"
+#include "tests/costmodel/fixtures.hpp"
+
+#include <string>
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+
+namespace {
+
+ModelSpec shipped(const std::string& name) {
+    return load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/" + name + ".config.json");
+}
+
+Plan plan_tp(int64_t tp) {
+    Plan p;
+    p.tp = tp;
+    p.mbs = 1;
+    return p;
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("moe models: DeepSeek-V3's MLA GEMMs after a TP 2 split") {
+        const ModelSpec m = shipped("deepseek-v3");
+        const LayerGemms g = layer_gemms(m, test::job(1, 1, 4096), plan_tp(2), true);
+        // Down projections, whole on each TP rank: 4096 tokens x 7168 -> 1536 + 512 + 64 = 2112.
+        CHECK(g.qkv == GemmShape{4096, 2112, 7168, 1});
+        // q up: 1536 -> 128 heads x (128 + 64) / 2 = 12288; kv up: 512 -> 128 x (128 + 128) / 2.
+        CHECK(g.q_up == GemmShape{4096, 12288, 1536, 1});
+        CHECK(g.kv_up == GemmShape{4096, 16384, 512, 1});
+        // Core: 64 local heads, Q K^T over 192, P V over 128; projection from 128 x 128 / 2.
+        CHECK(g.score == GemmShape{4096, 4096, 192, 64});
+        CHECK(g.attn_v == GemmShape{4096, 128, 4096, 64});
+        CHECK(g.proj == GemmShape{4096, 7168, 8192, 1});
+        // Shared expert (gate, up, down of 2048) split by TP: 3 x 2048 / 2 = 3072 columns.
+        CHECK(g.shared == GemmShape{4096, 3072, 7168, 1});
+    }
+
+    TEST_CASE("moe models: active GEMM weights of DeepSeek-V3 and Qwen3 per token") {
+        const ModelSpec ds = shipped("deepseek-v3");
+        // q 1536 x (7168 + 128 x 192) = 48,758,784; kv 512 x (7168 + 128 x 256) = 20,447,232
+        // + rope 7168 x 64 = 458,752; o 128 x 128 x 7168 = 117,440,512: 187,105,280
+        // (params_attention less the two latent norms, 2,048). Dense: + 3 x 7168 x 18432
+        // = 396,361,728 -> 583,467,008. MoE: + 8 x 44,040,192 + shared 44,040,192 + router
+        // 7168 x 256 = 1,835,008 -> 585,302,016.
+        CHECK(gemm_params_active(ds, false) == 583467008.0);
+        CHECK(gemm_params_active(ds, true) == 585302016.0);
+        const ModelSpec qw = shipped("qwen3-30b-a3b");
+        // head_dim 128 stated: q 2048 x 4096 = 8,388,608, k + v 2 x 2048 x 512 = 2,097,152,
+        // o 8,388,608; MoE 8 x 3 x 2048 x 768 = 37,748,736 + router 262,144 -> 56,885,248.
+        CHECK(gemm_params_active(qw, true) == 56885248.0);
+    }
+
+    TEST_CASE("moe models: GPT-OSS windowed layers see min(s, 128) keys") {
+        const ModelSpec m = shipped("gpt-oss-120b");
+        // per key and layer 2 s a (d_qk + d_v) = 2 x 4096 x 64 x 128 = 67,108,864; 18 full layers
+        // x 4096 keys = 4,947,802,324,992 + 18 windowed x 128 keys = 154,618,822,656
+        // = 5,102,421,147,648 (all 36 full would be 9,895,604,649,984).
+        CHECK(attention_core_per_sequence(m, 4096) == 5102421147648.0);
+        // s below the window: every layer sees s keys: 36 x 2 x 64 x 64 x 64 x 128.
+        CHECK(attention_core_per_sequence(m, 64) == 36.0 * 2 * 64 * 64 * 64 * 128);
+    }
+
+    TEST_CASE("moe models: fused attention of a windowed layer pays its band, not s x s") {
+        const ModelSpec m = shipped("gpt-oss-120b");
+        JobSpec job = test::job(1, 1, 4096);
+        job.stack.attention = AttentionImpl::fused;
+        job.stack.causal_skip = true;
+        job.stack.attention_step_overhead_us = 10.0;
+        job.stack.attention_curves = {{"h100", 64.0, {1024, 4096}, {0.2, 0.3}, {0.2, 0.3}}};
+        GpuSpec gpu;
+        gpu.name = "NVIDIA H100";
+        gpu.peak_bf16 = tflops(1000);
+        gpu.peak_fp32 = tflops(60);
+        const FusedAttentionCost c = fused_attention_cost(m, gpu, job, plan_tp(1), Seconds{});
+        // Full causal layer: 2 x 64 x 4096 x 2048 keys x 128 = 137,438,953,472 FLOPs.
+        // Windowed: keys per query 128 - 128 x 127 / (2 x 4096) = 126.015625 -> 67,108,864 x
+        // 126.015625 = 8,456,765,440. Half the layers each: 72,947,859,456.
+        CHECK(c.fwd_flops.value() == doctest::Approx(72947859456.0).epsilon(1e-12));
+        // Time: full 137,438,953,472 / (1e15 x 0.3 at 4096 keys) = 458.130 us + 10 us; windowed
+        // 8,456,765,440 / (1e15 x 0.2, read at 128 keys, clamped to 1024) = 42.284 us + 10 us;
+        // mean (468.130 + 52.284) / 2 = 260.207 us.
+        CHECK(c.fwd.value() == doctest::Approx(2.602068360533e-4).epsilon(1e-9));
+    }
+
+    TEST_CASE("moe models: DeepSeek-V3's MTP FLOPs count only when the job trains it") {
+        const ModelSpec m = shipped("deepseek-v3");
+        JobSpec job = test::job(1, 1, 4096);
+        const double without = model_flops(m, job).value();
+        job.mtp = true;
+        // One more MoE layer 2 s G = 2 x 4096 x 585,302,016 = 4,794,794,115,072, its core
+        // 2 s^2 a (192 + 128) = 1,374,389,534,720, eh_proj 2 s 2h^2 = 841,813,590,016, logits
+        // 2 s h V = 7,591,354,695,680: 14,602,351,935,488 forward, x 3 = 43,807,055,806,464.
+        CHECK(model_flops(m, job).value() - without ==
+              doctest::Approx(43807055806464.0).epsilon(1e-12));
+    }
+
+    TEST_CASE("moe models: MLA keeps its latents and the up-projected K and V") {
+        const ModelSpec m = shipped("deepseek-v3");
+        // TP 2: Q 128 x 192 + K, V 128 x (192 + 128) + projection input 128 x 128 = 81,920 / 2
+        // = 40,960; latents whole on each rank: 2 x 1536 + 2 x 512 + 64 = 4,160 -> 45,120.
+        CHECK(attention_activation_elements(m, plan_tp(2)) == 45120.0);
+        // K and V per token as the kernel reads them: 128 x 320 / 2 x 2 B = 40,960 B.
+        CHECK(kv_bytes_per_token(m, test::job(1, 1, 4096), plan_tp(2)) == 40960.0);
+        // Qwen3-30B-A3B: head_dim 128 (not 2048 / 32 = 64): 32 x 128 + 4 x 256 + 32 x 128 = 9,216.
+        CHECK(attention_activation_elements(shipped("qwen3-30b-a3b"), plan_tp(1)) == 9216.0);
+        // Largest matrix under TP 2: MLP in 2 x 7168 x 18432 / 2 = 132,120,576 (dense layers).
+        CHECK(largest_layer_matrix(m, plan_tp(2)) == 132120576.0);
+    }
+
+    TEST_CASE("moe models: published MoE rows take the shipped config and must agree with it") {
+        const std::string header =
+            "row_id,model,num_layers,hidden_size,num_attention_heads,vocab_size,seq_length,"
+            "num_experts,moe_topk,gpu_type,num_gpus,tp,pp,dp,ep,micro_batch_size,"
+            "global_batch_size,framework,iteration_time_s,notes\n";
+        const auto ok =
+            parse_public_runs(header + "9,DeepSeek-V3,61,7168,128,129280,4096,256,8,"
+                                       "H100 (DGX-H100),64,1,1,64,8,1,512,Megatron-Core,"
+                                       "10,Table: with MTP\n",
+                              "runs.csv");
+        REQUIRE(ok.size() == 1);
+        CHECK(ok[0].model.mla.enabled());
+        CHECK(ok[0].model.moe.shared_ffn_hidden == 2048);
+        CHECK(ok[0].model.seq_len == 4096);
+        CHECK(ok[0].job.mtp);
+        CHECK(ok[0].reason.find("model from examples/hf/deepseek-v3.config.json") !=
+              std::string::npos);
+        try {
+            (void)parse_public_runs(header +
+                                        "9,DeepSeek-V3,60,7168,128,129280,4096,256,8,"
+                                        "H100 (DGX-H100),64,1,1,64,8,1,512,Megatron-Core,10,\n",
+                                    "runs.csv");
+            FAIL("expected ConfigError");
+        } catch (const ConfigError& e) {
+            REQUIRE(e.diagnostics().size() == 1);
+            CHECK(e.diagnostics()[0].where.line == 2);
+            CHECK(e.diagnostics()[0].message ==
+                  "column 'num_layers': row 9 says 60 but deepseek-v3.config.json has 61");
+        }
+    }
+}
