@@ -250,10 +250,11 @@ void add_tp(LayerCost& lc,
     if (p.tp <= 1) {
         return;
     }
-    // An MoE layer's MLP block has no dense-TP collectives: its token dispatcher moves the SP
-    // shards (all-to-all over EP, all-gather over ETP; add_ep), so only the attention block's
-    // count here (Megatron-Core MoELayer: the dispatcher takes the sequence-parallel input).
-    const int blocks = moe ? 1 : 2;
+    // An MoE layer's routed experts have no dense-TP collectives: the token dispatcher moves the
+    // SP shards (all-to-all over EP, all-gather over ETP; add_ep), so only the attention block's
+    // count here (Megatron-Core MoELayer: the dispatcher takes the sequence-parallel input). A
+    // shared expert is a dense TP MLP on the same input (SharedExpertMLP) and keeps its pair.
+    const int blocks = moe && m.moe.shared_ffn_hidden <= 0 ? 1 : 2;
     const double nb = static_cast<double>(blocks);
     const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.hidden) * activation_bytes(job));
     const Seconds ar = collective(Collective::all_reduce, s, p.tp, links.tp);
