@@ -6,11 +6,13 @@
 #include "costmodel/estimate.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/risks.hpp"
+#include "tests/cli_run.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <cmath>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 using namespace cleave;
 
@@ -284,5 +286,45 @@ TEST_SUITE("costmodel") {
         const Estimate b = estimate(m, c, j, ep_plan(8, 2, 8, 1));
         CHECK((b.memory.weights - a.memory.weights).value() ==
               doctest::Approx(22548578304.0 / 16.0 * 2.0).epsilon(1e-6));
+    }
+
+    TEST_CASE("moe: explain shows the EP bytes per link and a bad --moe-imbalance exits 2") {
+        const std::vector<std::string> base = {"explain",
+                                               std::string(CLEAVE_TEST_DATA_DIR) +
+                                                   "/examples/mixtral-8x7b.toml",
+                                               "dgx-h100",
+                                               "--gpus",
+                                               "16",
+                                               "--gbs",
+                                               "64",
+                                               "--seq",
+                                               "4096",
+                                               "--dp",
+                                               "16",
+                                               "--ep",
+                                               "8",
+                                               "--format",
+                                               "json"};
+        const test::CliRun ok = test::run_cleave(base);
+        REQUIRE(ok.code == 0);
+        const nlohmann::json j = nlohmann::json::parse(ok.out);
+        const nlohmann::json& b = j["comm_bytes_per_gpu"];
+        // EP 8 inside one DGX H100: every byte on NVLink.
+        CHECK(b["ep_nic"].get<double>() == 0.0);
+        CHECK(b["ep_nvlink"].get<double>() == doctest::Approx(b["ep"].get<double>()));
+        CHECK(j["plan"]["etp"] == 1);  // tp 1: etp = tp = 1
+        std::vector<std::string> bad = base;
+        bad.insert(bad.end(), {"--moe-imbalance", "0.5"});
+        const test::CliRun r = test::run_cleave(bad);
+        CHECK(r.code == 2);
+        CHECK(r.err.find("--moe-imbalance") != std::string::npos);
+        std::vector<std::string> skew = base;
+        skew.insert(skew.end(), {"--moe-imbalance", "2"});
+        const test::CliRun s2 = test::run_cleave(skew);
+        REQUIRE(s2.code == 0);
+        CHECK(s2.out.find("moe_imbalance") != std::string::npos);  // the risk is named
+        // The busiest rank: (2 + 0) / 1 local expert = 2 x the all-to-all bytes.
+        CHECK(nlohmann::json::parse(s2.out)["comm_bytes_per_gpu"]["ep"].get<double>() ==
+              doctest::Approx(2.0 * b["ep"].get<double>()));
     }
 }
