@@ -434,8 +434,13 @@ void add_ep(
         fwd = max(Seconds{}, fwd - lc.bwd);
         bwd = max(Seconds{}, bwd - lc.fwd);
     }
-    lc.ep_fwd = fwd + sync;
-    lc.ep_bwd = bwd + lc.ep_fwd * redo;
+    // Each all-to-all is a point where every rank of the EP group waits for the slowest
+    // (node.sync_wait, as add_tp charges per TP collective): forward 3 (the per-expert counts,
+    // dispatch, combine: Megatron-Core MoEAlltoAllTokenDispatcher preprocess / dispatch /
+    // combine), backward 2 (dispatch and combine reversed).
+    const Seconds w = links.ep.sync_wait;
+    lc.ep_fwd = fwd + sync + 3.0 * w;
+    lc.ep_bwd = bwd + 2.0 * w + lc.ep_fwd * redo;
     const double n = 4.0 + 2.0 * redo;
     lc.ep_bytes = e.sent * n;
     lc.ep_nvlink_bytes = e.nvlink * n;

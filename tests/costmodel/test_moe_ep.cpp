@@ -134,6 +134,28 @@ TEST_SUITE("costmodel") {
         CHECK(hid.ep_bytes == bare.ep_bytes);  // the bytes still move
     }
 
+    TEST_CASE("moe: each EP all-to-all charges the rank-sync wait, 3 forward and 2 backward") {
+        // A calibrated CPU profile's sync_wait (here 2 ms) is charged per all-to-all, as per TP
+        // collective: forward 3 x 2 = 6 ms more (counts, dispatch, combine), backward 2 x 2 = 4 ms;
+        // full recomputation repeats the forward's: backward 4 + 6 = 10 ms more.
+        const ModelSpec m = moe16();
+        ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(16, 64, 4096);
+        Plan p = ep_plan(16, 1, 16);
+        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        c.node.sync_wait = seconds(2e-3);
+        const LayerCost waited = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(waited.ep_fwd.value() - bare.ep_fwd.value() == doctest::Approx(6e-3));
+        CHECK(waited.ep_bwd.value() - bare.ep_bwd.value() == doctest::Approx(4e-3));
+        CHECK(waited.ep_bytes == bare.ep_bytes);
+        p.recompute = Recompute::full;
+        c.node.sync_wait = Seconds{};
+        const LayerCost full_bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        c.node.sync_wait = seconds(2e-3);
+        const LayerCost full = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(full.ep_bwd.value() - full_bare.ep_bwd.value() == doctest::Approx(10e-3));
+    }
+
     TEST_CASE("moe: expert GEMMs split by etp, not tp (parallel folding)") {
         const ModelSpec m = moe16();
         const JobSpec j = test::job(16, 64, 4096);
