@@ -64,6 +64,12 @@ nlohmann::json full_stack_json(const SoftwareStack& s) {
               {"comm_sm_fraction", s.comm_sm_fraction}}},
             {"tensor_parallel", {{"comm_overlap", s.tp_comm_overlap}}},
             {"pipeline", {{"p2p_overhead_us", s.p2p_overhead_us}}},
+            {"moe",
+             {{"dispatcher", to_string(s.moe_dispatcher)},
+              {"a2a_overlap", s.moe_a2a_overlap},
+              {"grouped_gemm", s.moe_grouped_gemm},
+              {"grouped_gemm_streams", s.moe_grouped_gemm_streams},
+              {"sync_us", s.moe_sync_us}}},
             {"export",
              {{"torch_compile", s.torch_compile}, {"recompute_modules", s.recompute_modules}}}};
 }

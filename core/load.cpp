@@ -49,6 +49,7 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.bf16_layers_start, r.count("bf16_layers_start", Need::optional, true));
     set(job.bf16_layers_end, r.count("bf16_layers_end", Need::optional, true));
     set(job.train_tokens, r.quantity("train_tokens", Need::optional));
+    set(job.mtp, r.flag("mtp", Need::optional));
     set(job.optimizer,
         r.choice<Optimizer>(
             "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));

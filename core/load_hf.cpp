@@ -312,6 +312,7 @@ void read_gpt_oss(JsonReader& r, ModelSpec& m) {
                 "'attention_bias' = false: cleave has no GPT-OSS variant without attention biases");
     }
     m.attention_sinks = true;
+    m.clamped_glu = true;
     m.moe.router_bias = true;
     set(m.moe.experts, r.size("num_local_experts", Need::required));
     const auto k = r.size("num_experts_per_tok", Need::optional);

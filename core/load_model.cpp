@@ -205,6 +205,34 @@ void read_sizes(TableReader& r, ModelSpec& m) {
     set(m.seq_len, r.count("seq_len", Need::required));
 }
 
+// Attention as published models state it: head_dim, q/k norms, sinks, a sliding window on every
+// layer but each full_attention_every-th (Megatron window_attn_skip_freq), MTP modules.
+void read_attention(TableReader& r, ModelSpec& m) {
+    set(m.head_size, r.count("head_dim", Need::optional));
+    set(m.qk_norm, r.flag("qk_norm", Need::optional));
+    set(m.attention_sinks, r.flag("attention_sinks", Need::optional));
+    set(m.clamped_glu, r.flag("clamped_glu", Need::optional));
+    set(m.mtp_layers, r.count("mtp_layers", Need::optional, true));
+    set(m.sliding_window, r.count("sliding_window", Need::optional, true));
+    const auto every = r.count("full_attention_every", Need::optional);
+    if (m.sliding_window > 0 && m.layers > 0 && m.layers <= detail::max_count / 1000000) {
+        const int64_t n = every.value_or(0);  // 0 / absent: every layer windowed
+        for (int64_t i = 0; i < m.layers; ++i) {
+            m.windowed.push_back(n <= 0 || (i + 1) % n != 0);
+        }
+    }
+}
+
+// [model.mla]: multi-head latent attention; kv_heads = heads.
+void read_mla(TableReader& r, ModelSpec& m) {
+    set(m.mla.q_lora_rank, r.count("q_lora_rank", Need::optional, true));
+    set(m.mla.kv_lora_rank, r.count("kv_lora_rank", Need::required));
+    set(m.mla.qk_nope_dim, r.count("qk_nope_head_dim", Need::required));
+    set(m.mla.qk_rope_dim, r.count("qk_rope_head_dim", Need::required));
+    set(m.mla.v_dim, r.count("v_head_dim", Need::required));
+    r.finish();
+}
+
 void read_moe(TableReader& r, ModelSpec& m) {
     set(m.moe.experts, r.count("experts", Need::required));
     set(m.moe.top_k, r.count("top_k", Need::required));
@@ -212,6 +240,8 @@ void read_moe(TableReader& r, ModelSpec& m) {
     set(m.moe.expert_ffn_hidden, r.count("expert_ffn_hidden", Need::optional));
     set(m.moe.layer_freq, r.count("layer_freq", Need::optional));
     set(m.moe.first_dense_layers, r.count("first_dense_layers", Need::optional, true));
+    set(m.moe.shared_ffn_hidden, r.count("shared_ffn_hidden", Need::optional, true));
+    set(m.moe.router_bias, r.flag("router_bias", Need::optional));
     r.finish();
 }
 
@@ -245,6 +275,11 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source_name
         set(m.name, r.text("name", Need::optional));
         read_style(r, m);
         read_sizes(r, m);
+        read_attention(r, m);
+        if (const toml::table* at = r.table("mla", Need::optional)) {
+            TableReader mla(*at, "model.mla", sink);
+            read_mla(mla, m);
+        }
         std::optional<TableReader> moe;
         if (const toml::table* mt = r.table("moe", Need::optional)) {
             moe.emplace(*mt, "model.moe", sink);

@@ -66,6 +66,9 @@ struct ModelSpec {
     int64_t head_size = 0;
     bool qk_norm = false;          // RMSNorm over each head's q and k (Qwen3): 2 x head_dim params
     bool attention_sinks = false;  // one learned softmax logit per head (GPT-OSS): heads params
+    /// GPT-OSS's GLU: x sigma(1.702 x) (x_up + 1), clamped at 7 (Megatron quick_gelu +
+    /// activation_func_clamp_value). Same FLOPs as SwiGLU; Megatron-Bridge counts it ungated.
+    bool clamped_glu = false;
     /// Keys a windowed layer's query attends to (GPT-OSS: 128); 0 = every layer attends fully.
     int64_t sliding_window = 0;
     /// windowed[i]: layer i uses the sliding window. Empty = no windowed layer; else size layers.

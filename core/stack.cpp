@@ -178,6 +178,7 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
                                      {"deepep", MoeDispatcher::deepep}}));
         set(s.moe_a2a_overlap, r.flag("a2a_overlap", Need::required));
         set(s.moe_grouped_gemm, r.flag("grouped_gemm", Need::required));
+        set(s.moe_grouped_gemm_streams, r.count("grouped_gemm_streams", Need::required, true));
         set(s.moe_sync_us, r.quantity("sync_us", Need::required, true));
         r.finish();
     }

@@ -87,8 +87,11 @@ struct SoftwareStack {
     // Mixture of experts ([moe]; absent: alltoall, nothing overlapped, no host sync).
     MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
     bool moe_a2a_overlap = false;  // EP all-to-all hidden behind the other micro-batch's compute
-    bool moe_grouped_gemm = true;  // local experts as one grouped GEMM kernel (else a loop)
-    double moe_sync_us = 0.0;      // per MoE layer forward: host waits for the device (D2H)
+    bool moe_grouped_gemm = true;  // local experts as one grouped GEMM call (else a loop)
+    /// The grouped GEMM's concurrent streams: Transformer Engine runs a group as one cuBLAS GEMM
+    /// per expert over this many streams; 0 = one fused grouped kernel for the whole group.
+    int64_t moe_grouped_gemm_streams = 0;
+    double moe_sync_us = 0.0;  // per MoE layer forward: host waits for the device (D2H)
 
     // Keys that change only what an export writes.
     bool torch_compile = false;

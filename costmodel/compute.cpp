@@ -89,7 +89,8 @@ ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) 
     return e;
 }
 
-Seconds expert_gemm_time(const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group) {
+Seconds expert_gemm_time(
+    const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group, double local) {
     const Flops f = gemm_flops(g);
     if (f.value() <= 0.0) {
         return {};
@@ -99,7 +100,12 @@ Seconds expert_gemm_time(const GpuSpec& gpu, const JobSpec& job, const GemmShape
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
-    double eff = gemm_efficiency(gpu, job.stack.moe_grouped_gemm ? group : f, run);
+    const SoftwareStack& st = job.stack;
+    const double streams = d(st.moe_grouped_gemm_streams);
+    const Flops lookup = !st.moe_grouped_gemm ? f
+                         : streams > 0.0      ? f * std::max(1.0, std::min(local, streams))
+                                              : group;
+    double eff = gemm_efficiency(gpu, lookup, run);
     if (eff <= 0.0) {
         eff = 1.0;
     }
@@ -244,10 +250,11 @@ void add_tp(LayerCost& lc,
     if (p.tp <= 1) {
         return;
     }
-    // An MoE layer's MLP block has no dense-TP collectives: its token dispatcher moves the SP
-    // shards (all-to-all over EP, all-gather over ETP; add_ep), so only the attention block's
-    // count here (Megatron-Core MoELayer: the dispatcher takes the sequence-parallel input).
-    const int blocks = moe ? 1 : 2;
+    // An MoE layer's routed experts have no dense-TP collectives: the token dispatcher moves the
+    // SP shards (all-to-all over EP, all-gather over ETP; add_ep), so only the attention block's
+    // count here (Megatron-Core MoELayer: the dispatcher takes the sequence-parallel input). A
+    // shared expert is a dense TP MLP on the same input (SharedExpertMLP) and keeps its pair.
+    const int blocks = moe && m.moe.shared_ffn_hidden <= 0 ? 1 : 2;
     const double nb = static_cast<double>(blocks);
     const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.hidden) * activation_bytes(job));
     const Seconds ar = collective(Collective::all_reduce, s, p.tp, links.tp);
@@ -427,8 +434,13 @@ void add_ep(
         fwd = max(Seconds{}, fwd - lc.bwd);
         bwd = max(Seconds{}, bwd - lc.fwd);
     }
-    lc.ep_fwd = fwd + sync;
-    lc.ep_bwd = bwd + lc.ep_fwd * redo;
+    // Each all-to-all is a point where every rank of the EP group waits for the slowest
+    // (node.sync_wait, as add_tp charges per TP collective): forward 3 (the per-expert counts,
+    // dispatch, combine: Megatron-Core MoEAlltoAllTokenDispatcher preprocess / dispatch /
+    // combine), backward 2 (dispatch and combine reversed).
+    const Seconds w = links.ep.sync_wait;
+    lc.ep_fwd = fwd + sync + 3.0 * w;
+    lc.ep_bwd = bwd + 2.0 * w + lc.ep_fwd * redo;
     const double n = 4.0 + 2.0 * redo;
     lc.ep_bytes = e.sent * n;
     lc.ep_nvlink_bytes = e.nvlink * n;
@@ -456,10 +468,11 @@ LayerCost layer_cost(const ModelSpec& m,
         const ExpertGemms e = expert_gemms(m, job, p);
         const Flops grp_in = gemm_flops(e.avg_in) * e.others + gemm_flops(e.hot_in);
         const Flops grp_out = gemm_flops(e.avg_out) * e.others + gemm_flops(e.hot_out);
-        t_in = expert_gemm_time(gpu, job, e.avg_in, grp_in) * e.others +
-               expert_gemm_time(gpu, job, e.hot_in, grp_in);
-        t_out = expert_gemm_time(gpu, job, e.avg_out, grp_out) * e.others +
-                expert_gemm_time(gpu, job, e.hot_out, grp_out);
+        const double local = e.others + 1.0;
+        t_in = expert_gemm_time(gpu, job, e.avg_in, grp_in, local) * e.others +
+               expert_gemm_time(gpu, job, e.hot_in, grp_in, local);
+        t_out = expert_gemm_time(gpu, job, e.avg_out, grp_out, local) * e.others +
+                expert_gemm_time(gpu, job, e.hot_out, grp_out, local);
         g.mlp_in = {e.avg_in.m, e.avg_in.n, e.avg_in.k, e.others + 1.0};
         g.mlp_out = {e.avg_out.m, e.avg_out.n, e.avg_out.k, e.others + 1.0};
     }

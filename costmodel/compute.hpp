@@ -142,13 +142,15 @@ struct ExpertGemms {
 
 [[nodiscard]] ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
-/// Time of one expert GEMM: the grouped kernel (stack moe_grouped_gemm) runs every local
-/// expert's tiles in one launch, so the efficiency is the curve's at the FLOPs of all local
-/// experts together (`group_flops`); a loop runs each at its own FLOPs. Either way no faster
-/// than streaming the expert's weights and its rows through HBM once (roofline: a small-M
-/// expert GEMM reads an N x K weight for few rows).
-[[nodiscard]] Seconds
-expert_gemm_time(const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group_flops);
+/// Time of one expert GEMM of a group of `local` experts whose GEMMs total `group_flops`. How
+/// full the GPU runs (the efficiency curve's lookup) depends on what runs at once: a fused
+/// grouped kernel (stack moe_grouped_gemm_streams = 0) fills it with every expert's tiles (the
+/// whole group's FLOPs); Transformer Engine's grouped GEMM runs one cuBLAS GEMM per expert over
+/// moe_grouped_gemm_streams streams (min(local, streams) GEMMs at once); a loop (no grouped
+/// GEMM) one at a time. Either way no faster than streaming the expert's weight and its rows
+/// through HBM once (roofline: a small-M expert GEMM reads a K x N weight for few rows).
+[[nodiscard]] Seconds expert_gemm_time(
+    const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group_flops, double local);
 
 /// Embedding (first stage) and output layer + fp32 cross-entropy (last stage), one micro-batch.
 struct EdgeCost {

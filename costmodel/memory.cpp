@@ -45,8 +45,10 @@ Bytes activation_per_layer(
     // QKV input and MLP input (norm outputs): replicated across TP ranks unless SP.
     const double replicated = 2.0 * ab * tok * h / sp;
     const double attn = attention_activation_elements(m, p) * ab * tok;
+    // MoE: top_k routed copies + the shared expert's every token (DeepSeek), TP-split alike.
     const double inner =
-        moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) : tok * d(m.ffn_hidden);
+        moe ? tok * (d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) + d(m.moe.shared_ffn_hidden))
+            : tok * d(m.ffn_hidden);
     const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * inner / t +
                        (moe ? ab * tok * d(m.moe.top_k) * h / t : 0.0);
     double total = ln_region + replicated + attn + mlp;

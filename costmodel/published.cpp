@@ -2,10 +2,10 @@
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
-#include "core/load_detail.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
+#include "costmodel/flops.hpp"
 #include "costmodel/precision.hpp"
 #include "costmodel/splits.hpp"
 
@@ -178,40 +178,10 @@ ModelSpec model_of(const Reader& r) {
     return m;
 }
 
-// The shipped Hugging Face config of a row's model, by the name the CSV gives it: the rows' own
-// columns cannot carry MLA, shared experts, dense first layers or a stated head_dim.
-const char* shipped_config_of(const std::string& name) {
-    const std::pair<const char*, const char*> known[] = {
-        {"DeepSeek-V3", "deepseek-v3.config.json"},
-        {"Qwen3-235B-A22B", "qwen3-235b-a22b.config.json"},
-        {"Qwen3-30B-A3B", "qwen3-30b-a3b.config.json"},
-        {"GPT-OSS 120B", "gpt-oss-120b.config.json"},
-        {"GPT-OSS-120B", "gpt-oss-120b.config.json"},
-        {"GPT-OSS 20B", "gpt-oss-20b.config.json"},
-        {"GPT-OSS-20B", "gpt-oss-20b.config.json"}};
-    for (const auto& [key, file] : known) {
-        if (contains(name, key)) {
-            return file;
-        }
-    }
-    return nullptr;
-}
-
-std::filesystem::path shipped_config_path(const char* file) {
-    for (const auto& dir :
-         detail::data_dirs("CLEAVE_MODELS", CLEAVE_SOURCE_MODELS, CLEAVE_INSTALL_MODELS)) {
-        std::error_code ec;
-        if (std::filesystem::is_regular_file(dir / file, ec)) {
-            return dir / file;
-        }
-    }
-    return {};
-}
-
 // The row's model from its shipped config, its columns checked against the config: a row that
 // disagrees names itself and the column.
 ModelSpec model_from_config(const Reader& r, const char* file, std::string& notes) {
-    const std::filesystem::path path = shipped_config_path(file);
+    const std::filesystem::path path = shipped_model_config_path(file);
     if (path.empty()) {
         r.fail("model",
                std::string("the shipped config ") + file +
@@ -352,7 +322,7 @@ PublishedCase case_of(const Reader& r) {
     c.model_name = r.str("model");
     c.confidence = r.str("confidence");
     std::string notes;
-    const char* config = shipped_config_of(r.str("model"));
+    const char* config = shipped_model_config(r.str("model"));
     c.model = config != nullptr ? model_from_config(r, config, notes) : model_of(r);
     c.job = job_of(r, notes);
     // Megatron-Bridge trains DeepSeek-V3's MTP module unless the run switched it off; the rows'
@@ -453,12 +423,8 @@ double convention_flops(const std::string& def, const ModelSpec& m, const JobSpe
     if (contains(def, "Korthikanti")) {
         return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (12.0 * h * l));
     }
-    if (contains(def, "flop_utils") && !m.moe.enabled()) {
-        const double kvd = static_cast<double>(m.kv_heads * head_dim(m));
-        const double f = static_cast<double>(m.ffn_hidden);
-        const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
-        const double per_token = l * (2.0 * h * h + 2.0 * h * kvd + mlp) + h * V;
-        return 3.0 * (2.0 * B * s * per_token + 2.0 * B * s * s * h * l);
+    if (contains(def, "flop_utils")) {
+        return bridge_flops(m, job);
     }
     return 0.0;
 }

@@ -9,6 +9,7 @@
 #include "core/plan.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -71,6 +72,23 @@ struct PublishedResult {
 /// (GQA, SwiGLU, causal attention at half). 0 when `definition` names none of them.
 [[nodiscard]] double
 convention_flops(const std::string& definition, const ModelSpec& m, const JobSpec& job);
+
+/// The shipped Hugging Face config file (examples/hf) of a published row's model, by the name the
+/// CSV gives it (DeepSeek-V3, Qwen3-235B-A22B, Qwen3-30B-A3B, GPT-OSS 120B / 20B); nullptr when
+/// the row's columns describe the model.
+[[nodiscard]] const char* shipped_model_config(const std::string& name);
+
+/// Where `file` lies: $CLEAVE_MODELS, the source tree's examples/hf, or share/cleave/models;
+/// empty when in none.
+[[nodiscard]] std::filesystem::path shipped_model_config_path(const char* file);
+
+/// Megatron-Bridge's model FLOPs per iteration (src/megatron/bridge/training/utils/flop_utils.py
+/// num_floating_point_operations @7af9601c9d, the convention of public_runs_2025.csv's TFLOP/s):
+/// 3 B s [2 sum_l (G_l + s a (d_qk + d_v) / 2) + 2 h V (mtp + 1) + 2 mtp (3h + 2h^2)], G_l the
+/// layer's GEMM weights (MLA with its latent-norm columns, top_k routed + shared experts, no
+/// router; SwiGLU x 3/2 only for F.silu GLUs), MTP layers when the job trains them, every layer
+/// causal over s keys (windows not counted), the vocabulary unpadded.
+[[nodiscard]] double bridge_flops(const ModelSpec& m, const JobSpec& job);
 
 [[nodiscard]] PublishedResult evaluate_published(const PublishedCase& c,
                                                  const ClusterSpec& cluster);

@@ -86,15 +86,15 @@ struct BackendOptions {
     /// Fill every alloc_uninit() block with NaN (CPU backend; tests use it to prove that the
     /// workload writes each such buffer before reading it).
     bool poison_uninit = false;
-    /// CPU backend, tests only (issue 17): pack_activation() keeps the values on the host,
-    /// rounded to bf16, and fills the buffer with NaN until unpack_activation() restores them,
-    /// so a run proves that the workload reads no saved tensor while it is packed.
-    bool emulate_packing = false;
     /// GEMM arithmetic; a backend that cannot run it throws ConfigError from its factory.
     GemmPrecision precision = GemmPrecision::fp32;
     /// Flash-style attention: one kernel, online softmax, no seq x seq buffer; the saved state
     /// is one log-sum-exp per query row (attention_saved_size()). CUDA backend only.
     bool fused_attention = false;
+    /// CPU backend, tests only (issue 17): pack_activation() keeps the values on the host,
+    /// rounded to bf16, and fills the buffer with NaN until unpack_activation() restores them,
+    /// so a run proves that the workload reads no saved tensor while it is packed.
+    bool emulate_packing = false;
 };
 
 /// Abstract backend. One instance per process (one rank per process under mpirun / srun).

@@ -136,8 +136,9 @@ void Transformer::embed_bwd(const ChunkHandles& c, Buffer dx, const MicroBatch& 
 
 namespace {
 
-// The saved tensors pack_saved() stores in the activation type, but the probabilities.
-std::array<Buffer*, 13> packable(LayerCache& lc) {
+// The saved tensors pack_saved() stores in the activation type, but the probabilities: the
+// dense layer's, and an MoE layer's received rows and expert activations.
+std::array<Buffer*, 17> packable(LayerCache& lc) {
     return {&lc.x,
             &lc.n1,
             &lc.n1_full,
@@ -150,7 +151,11 @@ std::array<Buffer*, 13> packable(LayerCache& lc) {
             &lc.n2_full,
             &lc.a,
             &lc.up,
-            &lc.act};
+            &lc.act,
+            &lc.moe.xr,
+            &lc.moe.a,
+            &lc.moe.up,
+            &lc.moe.act};
 }
 
 }  // namespace

@@ -110,6 +110,28 @@ TEST_SUITE("calibrate") {
         CHECK(shapes.size() == 3);  // dp2, tp2 and pp2 all present
     }
 
+    TEST_CASE("choose_plans: an MoE model's table has an EP plan the executor runs") {
+        // Issue 16: ep (and etp) are part of a plan's shape, so the best executable dp2 ep2
+        // plan is listed beside the dense-grid ones, named after its expert grid.
+        const ModelSpec m =
+            load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/calibrate/data/small-moe.toml");
+        JobSpec j;
+        j.gpus = 2;
+        j.global_batch = 8;
+        j.seq_len = 128;
+        j = as_executed(j);
+        const auto cands = choose_plans(m, load_cluster("dgx-h100"), j, 1);
+        bool ep_plan = false;
+        for (const auto& x : cands) {
+            CHECK_NOTHROW(executor::check_executable(m, j, x.plan, 2));
+            if (x.plan.ep == 2 && x.plan.dp == 2) {
+                ep_plan = true;
+                CHECK(x.role.find("ep2") != std::string::npos);
+            }
+        }
+        CHECK(ep_plan);
+    }
+
     TEST_CASE("predicted_phases: pp_wait is exposed send/recv plus the bubble") {
         Estimate e;
         e.time.compute = seconds(1.0);

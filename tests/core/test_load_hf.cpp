@@ -255,6 +255,17 @@ TEST_SUITE("core") {
         CHECK(params_active(small) - small.vocab * small.hidden == 3608307264);
     }
 
+    TEST_CASE("hf: the DeepSeek-V3 and gpt-oss-120b configs match their TOML twins") {
+        const std::string dir = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/";
+        for (const char* name : {"deepseek-v3", "gpt-oss-120b"}) {
+            CAPTURE(name);
+            const ModelSpec hf = load_model(dir + "hf/" + name + ".config.json");
+            ModelSpec toml = load_model(dir + name + ".toml");
+            toml.name = hf.name;
+            CHECK(hf == toml);
+        }
+    }
+
     TEST_CASE("hf: DeepSeek-V2-Lite's null q_lora_rank is a plain q projection") {
         // deepseek-ai/DeepSeek-V2-Lite config.json, architecture keys (published values)
         const ModelSpec m = parse_model_hf_json(R"({

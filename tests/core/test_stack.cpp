@@ -121,12 +121,15 @@ TEST_SUITE("core") {
         CHECK(none.moe_grouped_gemm);
         CHECK(none.moe_sync_us == 0.0);
         const std::string moe = "[moe]\ndispatcher = \"deepep\"\na2a_overlap = true\n"
-                                "grouped_gemm = false\nsync_us = 35\n\n[export]";
+                                "grouped_gemm = false\nsync_us = 35\ngrouped_gemm_streams = 4\n\n"
+                                "[export]";
         const SoftwareStack s = parse_stack_toml(replace(good_stack, "[export]", moe), "s.toml");
         CHECK(s.moe_dispatcher == MoeDispatcher::deepep);
         CHECK(s.moe_a2a_overlap);
         CHECK_FALSE(s.moe_grouped_gemm);
         CHECK(s.moe_sync_us == 35.0);
+        CHECK(s.moe_grouped_gemm_streams == 4);
+        CHECK(none.moe_grouped_gemm_streams == 0);
         // A dispatcher Megatron does not have, and an unknown key: file:line:col and key.
         std::string bad = replace(good_stack, "[export]", moe);
         bad = replace(bad, "\"deepep\"", "\"ring\"");

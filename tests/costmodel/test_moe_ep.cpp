@@ -6,11 +6,13 @@
 #include "costmodel/estimate.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/risks.hpp"
+#include "tests/cli_run.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <cmath>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 using namespace cleave;
 
@@ -132,6 +134,28 @@ TEST_SUITE("costmodel") {
         CHECK(hid.ep_bytes == bare.ep_bytes);  // the bytes still move
     }
 
+    TEST_CASE("moe: each EP all-to-all charges the rank-sync wait, 3 forward and 2 backward") {
+        // A calibrated CPU profile's sync_wait (here 2 ms) is charged per all-to-all, as per TP
+        // collective: forward 3 x 2 = 6 ms more (counts, dispatch, combine), backward 2 x 2 = 4 ms;
+        // full recomputation repeats the forward's: backward 4 + 6 = 10 ms more.
+        const ModelSpec m = moe16();
+        ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(16, 64, 4096);
+        Plan p = ep_plan(16, 1, 16);
+        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        c.node.sync_wait = seconds(2e-3);
+        const LayerCost waited = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(waited.ep_fwd.value() - bare.ep_fwd.value() == doctest::Approx(6e-3));
+        CHECK(waited.ep_bwd.value() - bare.ep_bwd.value() == doctest::Approx(4e-3));
+        CHECK(waited.ep_bytes == bare.ep_bytes);
+        p.recompute = Recompute::full;
+        c.node.sync_wait = Seconds{};
+        const LayerCost full_bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        c.node.sync_wait = seconds(2e-3);
+        const LayerCost full = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(full.ep_bwd.value() - full_bare.ep_bwd.value() == doctest::Approx(10e-3));
+    }
+
     TEST_CASE("moe: expert GEMMs split by etp, not tp (parallel folding)") {
         const ModelSpec m = moe16();
         const JobSpec j = test::job(16, 64, 4096);
@@ -178,6 +202,35 @@ TEST_SUITE("costmodel") {
         const LayerCost folded = layer_cost(m, c, j, q, plan_links(c, q), true);
         // EP 4 with stride 2 inside one host: 4 x S x 3/4 = 100,663,296, + ETP 134,217,728.
         CHECK(folded.ep_bytes.value() == doctest::Approx(100663296.0 + 134217728.0));
+    }
+
+    TEST_CASE("moe: expert GEMM efficiency by what runs at once, never above the HBM roofline") {
+        ClusterSpec c = test::dgx_a100();
+        // Efficiency 0.4 at 1 GFLOP rising log-linearly to 0.8 at 1 TFLOP.
+        c.gpu.gemm_efficiency = {{flop(1e9), 0.4}, {flop(1e12), 0.8}};
+        JobSpec j = test::job(8, 64, 4096);
+        const GemmShape g{1024.0, 1024.0, 1024.0, 1.0};  // 2 x 1024^3 = 2.147 GFLOP
+        const Flops f = gemm_flops(g);
+        // TE multi-stream (4 streams, 16 local experts): lookup at 4 f = 8.590 GFLOP:
+        // eff = 0.4 + 0.4 ln(8.590) / ln(1000) = 0.4 + 0.4 x 2.1506 / 6.9078 = 0.52453;
+        // t = 2.147e9 / (312e12 x 0.52453) = 13.12 us (HBM: 6.29 MB / 2039 GB/s = 3.1 us).
+        j.stack.moe_grouped_gemm_streams = 4;
+        CHECK(expert_gemm_time(c.gpu, j, g, f * 16.0, 16.0).value() ==
+              doctest::Approx(2.147483648e9 / (312e12 * 0.52453)).epsilon(1e-3));
+        // A fused grouped kernel: lookup at the group's 34.36 GFLOP:
+        // eff = 0.4 + 0.4 x ln(34.36) / 6.9078 = 0.4 + 0.4 x 3.5369 / 6.9078 = 0.60481.
+        j.stack.moe_grouped_gemm_streams = 0;
+        CHECK(expert_gemm_time(c.gpu, j, g, f * 16.0, 16.0).value() ==
+              doctest::Approx(2.147483648e9 / (312e12 * 0.60481)).epsilon(1e-3));
+        // A loop: at its own 2.147 GFLOP: 0.4 + 0.4 x 0.76427 / 6.9078 = 0.44426.
+        j.stack.moe_grouped_gemm = false;
+        CHECK(expert_gemm_time(c.gpu, j, g, f * 16.0, 16.0).value() ==
+              doctest::Approx(2.147483648e9 / (312e12 * 0.44426)).epsilon(1e-3));
+        // 16 rows through a 4096 x 4096 expert: (16 x 4096 + 4096^2 + 16 x 4096) x 2 B
+        // = 33,816,576 B / 2039e9 B/s = 16.585 us > the 4.30 us of its 0.537 GFLOP at 0.4.
+        const GemmShape thin{16.0, 4096.0, 4096.0, 1.0};
+        CHECK(expert_gemm_time(c.gpu, j, thin, gemm_flops(thin), 1.0).value() ==
+              doctest::Approx(33816576.0 / 2039e9).epsilon(1e-6));
     }
 
     TEST_CASE("moe: imbalance and capacity set the busiest expert's load") {
@@ -255,5 +308,45 @@ TEST_SUITE("costmodel") {
         const Estimate b = estimate(m, c, j, ep_plan(8, 2, 8, 1));
         CHECK((b.memory.weights - a.memory.weights).value() ==
               doctest::Approx(22548578304.0 / 16.0 * 2.0).epsilon(1e-6));
+    }
+
+    TEST_CASE("moe: explain shows the EP bytes per link and a bad --moe-imbalance exits 2") {
+        const std::vector<std::string> base = {"explain",
+                                               std::string(CLEAVE_TEST_DATA_DIR) +
+                                                   "/examples/mixtral-8x7b.toml",
+                                               "dgx-h100",
+                                               "--gpus",
+                                               "16",
+                                               "--gbs",
+                                               "64",
+                                               "--seq",
+                                               "4096",
+                                               "--dp",
+                                               "16",
+                                               "--ep",
+                                               "8",
+                                               "--format",
+                                               "json"};
+        const test::CliRun ok = test::run_cleave(base);
+        REQUIRE(ok.code == 0);
+        const nlohmann::json j = nlohmann::json::parse(ok.out);
+        const nlohmann::json& b = j["comm_bytes_per_gpu"];
+        // EP 8 inside one DGX H100: every byte on NVLink.
+        CHECK(b["ep_nic"].get<double>() == 0.0);
+        CHECK(b["ep_nvlink"].get<double>() == doctest::Approx(b["ep"].get<double>()));
+        CHECK(j["plan"]["etp"] == 1);  // tp 1: etp = tp = 1
+        std::vector<std::string> bad = base;
+        bad.insert(bad.end(), {"--moe-imbalance", "0.5"});
+        const test::CliRun r = test::run_cleave(bad);
+        CHECK(r.code == 2);
+        CHECK(r.err.find("--moe-imbalance") != std::string::npos);
+        std::vector<std::string> skew = base;
+        skew.insert(skew.end(), {"--moe-imbalance", "2"});
+        const test::CliRun s2 = test::run_cleave(skew);
+        REQUIRE(s2.code == 0);
+        CHECK(s2.out.find("moe_imbalance") != std::string::npos);  // the risk is named
+        // The busiest rank: (2 + 0) / 1 local expert = 2 x the all-to-all bytes.
+        CHECK(nlohmann::json::parse(s2.out)["comm_bytes_per_gpu"]["ep"].get<double>() ==
+              doctest::Approx(2.0 * b["ep"].get<double>()));
     }
 }

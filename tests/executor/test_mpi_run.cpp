@@ -220,10 +220,12 @@ TEST_SUITE("executor") {
         CHECK(count["ep all_to_all dispatch (backward)"] == 12);
         CHECK(count["ep all_to_all combine (backward)"] == 12);
     }
-    TEST_CASE("run: MoE ep2 with expert-DP 2 (dp4) matches 1x1x1") {
-        // edp = tp * dp / (etp * ep) = 4 / 2 = 2: expert gradients are reduced over their own
-        // group (ranks 0+2 and 1+3), dense ones over all four.
-        moe_same_as_single_rank(4, "--dp 4 --ep 2");
+    TEST_CASE("run: MoE ep2 etp1 under tp2 sp dp2 (expert-DP 2) matches 1x1x1") {
+        // Expert TP apart from dense TP (--etp 1 with tp 2): ep rank = stage-local rank % 2, so
+        // each TP pair dispatches to both EP ranks; edp = tp * dp / (etp * ep) = 2: expert
+        // gradients are reduced over ranks 0+2 and 1+3, dense ones over DP (0+2, 1+3 too, but
+        // the router and norms also over TP).
+        moe_same_as_single_rank(4, "--tp 2 --sp --dp 2 --ep 2 --etp 1");
     }
     TEST_CASE("run: MoE ep2 x pp2 (dp2) with full recompute matches 1x1x1") {
         // The backward re-runs each MoE layer's forward (routing, both all-to-alls) without

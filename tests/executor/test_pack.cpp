@@ -62,6 +62,7 @@ TEST_SUITE("executor") {
             CAPTURE(static_cast<int>(r));
             check_packed_run("tiny_gpt.toml", r);
             check_packed_run("tiny_llama.toml", r);
+            check_packed_run("tiny_moe.toml", r);
         }
     }
 }

@@ -66,7 +66,8 @@ TEST_SUITE("executor") {
         // Collectives are timed too, named by operation and bytes, and marked as communication.
         const Group world = be.create_group(0, 0, "world");
         be.all_reduce(world, c, ReduceOp::sum);
-        const KernelStat* ar = find(be.stats(), "all_reduce 80 B");  // 20 floats
+        const std::vector<KernelStat> after = be.stats();       // find() points into it
+        const KernelStat* ar = find(after, "all_reduce 80 B");  // 20 floats
         REQUIRE(ar != nullptr);
         CHECK(ar->calls == 1);
         CHECK(ar->comm);

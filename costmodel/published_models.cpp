@@ -1,0 +1,96 @@
+// The models of published MoE rows: the shipped Hugging Face configs they are built from, and
+// Megatron-Bridge's FLOP convention for them (the TFLOP/s of public_runs_2025.csv).
+#include "core/load_detail.hpp"
+#include "costmodel/flops.hpp"
+#include "costmodel/published.hpp"
+
+#include <filesystem>
+#include <string>
+#include <utility>
+
+namespace cleave {
+
+// The shipped Hugging Face config of a row's model, by the name the CSV gives it: the rows' own
+// columns cannot carry MLA, shared experts, dense first layers or a stated head_dim.
+const char* shipped_model_config(const std::string& name) {
+    const std::pair<const char*, const char*> known[] = {
+        {"DeepSeek-V3", "deepseek-v3.config.json"},
+        {"Qwen3-235B-A22B", "qwen3-235b-a22b.config.json"},
+        {"Qwen3-30B-A3B", "qwen3-30b-a3b.config.json"},
+        {"GPT-OSS 120B", "gpt-oss-120b.config.json"},
+        {"GPT-OSS-120B", "gpt-oss-120b.config.json"},
+        {"GPT-OSS 20B", "gpt-oss-20b.config.json"},
+        {"GPT-OSS-20B", "gpt-oss-20b.config.json"}};
+    for (const auto& [key, file] : known) {
+        if (name.find(key) != std::string::npos) {
+            return file;
+        }
+    }
+    return nullptr;
+}
+
+std::filesystem::path shipped_model_config_path(const char* file) {
+    for (const auto& dir :
+         detail::data_dirs("CLEAVE_MODELS", CLEAVE_SOURCE_MODELS, CLEAVE_INSTALL_MODELS)) {
+        std::error_code ec;
+        if (std::filesystem::is_regular_file(dir / file, ec)) {
+            return dir / file;
+        }
+    }
+    return {};
+}
+
+namespace {
+
+// Megatron-Bridge's count of one layer's GEMM weights per token (flop_utils.py
+// num_floating_point_operations @7af9601c9d): GQA 2hq + 2h kv, or MLA q_lora (h + a d_qk + 1)
+// + kv_lora (h + a (nope + v) + 1) + h rope + a v h; MLP 2 h f x 3/2 when gated with F.silu,
+// x 1 otherwise (GPT-OSS's clamped quick-GELU GLU); no router.
+double bridge_layer_weights(const ModelSpec& m, bool moe) {
+    const double h = static_cast<double>(m.hidden);
+    const double a = static_cast<double>(m.heads);
+    double attn = 0.0;
+    if (m.mla.enabled()) {
+        const MlaSpec& x = m.mla;
+        const double dqk = static_cast<double>(x.qk_nope_dim + x.qk_rope_dim);
+        const double q_lora = static_cast<double>(x.q_lora_rank);
+        attn = (x.q_lora_rank > 0 ? q_lora * (h + a * dqk + 1.0) : h * a * dqk) +
+               static_cast<double>(x.kv_lora_rank) *
+                   (h + a * static_cast<double>(x.qk_nope_dim + x.v_dim) + 1.0) +
+               h * static_cast<double>(x.qk_rope_dim) + a * static_cast<double>(x.v_dim) * h;
+    } else {
+        const double d = static_cast<double>(head_dim(m));
+        attn = 2.0 * h * a * d + 2.0 * h * static_cast<double>(m.kv_heads) * d;
+    }
+    const double gated = m.mlp == MlpKind::swiglu && !m.clamped_glu ? 1.5 : 1.0;
+    const double f =
+        moe ? static_cast<double>(m.moe.top_k * m.moe.expert_ffn_hidden + m.moe.shared_ffn_hidden)
+            : static_cast<double>(m.ffn_hidden);
+    return attn + 2.0 * h * f * gated;
+}
+
+}  // namespace
+
+double bridge_flops(const ModelSpec& m, const JobSpec& job) {
+    const double B = static_cast<double>(job.global_batch);
+    const double s = static_cast<double>(job.seq_len);
+    const double h = static_cast<double>(m.hidden);
+    const double V = static_cast<double>(m.vocab);
+    const int64_t n_moe = moe_layers_in(m, 0, m.layers);
+    // MTP modules add layers of the last layer's kind, 3 norms + the 2h^2 projection, logits.
+    const double mtp = job.mtp ? static_cast<double>(m.mtp_layers) : 0.0;
+    const bool last_moe = m.layers > 0 && is_moe_layer(m, m.layers - 1);
+    const double moe_layers = static_cast<double>(n_moe) + (last_moe ? mtp : 0.0);
+    const double dense_layers = static_cast<double>(m.layers - n_moe) + (last_moe ? 0.0 : mtp);
+    const double layers = moe_layers + dense_layers;
+    // Core attention per token, causal half: s a (d_qk + d_v) / 2 per GEMM pair member; the
+    // window of GPT-OSS's layers is not in Bridge's count.
+    const double core =
+        s * static_cast<double>(m.heads) * static_cast<double>(head_dim(m) + v_head_dim(m)) / 2.0;
+    const double per_token = 2.0 * (dense_layers * bridge_layer_weights(m, false) +
+                                    moe_layers * bridge_layer_weights(m, true) + layers * core) +
+                             2.0 * mtp * (3.0 * h + 2.0 * h * h) + 2.0 * h * V * (mtp + 1.0);
+    return 3.0 * B * s * per_token;
+}
+
+}  // namespace cleave
