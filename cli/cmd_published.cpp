@@ -68,11 +68,7 @@ void prepare(PublishedCase& c, const std::vector<std::string>& profiles) {
         c.reason = "no shipped profile '" + c.profile + "' (cleave hw list)";
         return;
     }
-    const bool grads_from_row = c.job.grads != JobSpec{}.grads;
-    c.job.stack = load_stack(c.stack);
-    if (!grads_from_row) {
-        c.job.grads = c.job.stack.grad_dtype;
-    }
+    load_case_stack(c);
 }
 
 /// True when `csv` is the file the overlay names (compared by file name).

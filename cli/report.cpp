@@ -158,6 +158,9 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
         {"precision", precision_json(in)},
         {"stack", stack_json(in.job.stack)},
         {"risks", risks}};
+    if (e.expert_overhead > Seconds{}) {  // of time_s.compute
+        j["expert_overhead_s"] = e.expert_overhead.value();
+    }
     if (e.comm_bytes_per_gpu.ep.value() > 0.0) {  // the EP traffic per link
         j["comm_bytes_per_gpu"]["ep_nvlink"] = e.comm_bytes_per_gpu.ep_nvlink.value();
         j["comm_bytes_per_gpu"]["ep_nic"] = e.comm_bytes_per_gpu.ep_nic.value();
@@ -269,6 +272,11 @@ void print_time(std::ostream& os, const Plan& p, const Estimate& e) {
     }
     os << " " << pad(f("%.4g", t.optimizer.value()), 9) << " "
        << pad(f("%.4g", e.iteration_time.value()), 10) << "\n";
+    if (e.expert_overhead > Seconds{}) {
+        os << "#   of compute, " << f("%.4g", e.expert_overhead.value())
+           << " s is the quantised expert GEMMs' fixed cost per local expert (the profile's "
+              "calibration overlay, fitted)\n";
+    }
     os << "#\n# one micro-batch per stage (ms): fwd and bwd include their exposed comm\n";
     os << "# stage      fwd      bwd fwd_comm bwd_comm dp_grad_sync optimizer\n";
     for (int64_t s = 0; s < p.pp; ++s) {

@@ -75,6 +75,14 @@ void read_gpu(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink
     r.finish();
 }
 
+void read_moe(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink) {
+    TableReader r(t, "moe", sink);
+    if (const auto v = r.quantity("quantised_expert_overhead_us", Need::optional, true)) {
+        c.quantised_expert_overhead_us = *v;
+    }
+    r.finish();
+}
+
 }  // namespace
 
 bool Calibration::fitted(int64_t row_id) const {
@@ -109,6 +117,9 @@ Calibration parse_calibration_toml(std::string_view text, const std::string& sou
     }
     if (const toml::table* t = top.table("gpu", Need::optional)) {
         read_gpu(*t, c, sink);
+    }
+    if (const toml::table* t = top.table("moe", Need::optional)) {
+        read_moe(*t, c, sink);
     }
     top.finish();
     sink.throw_if_any();
@@ -148,6 +159,9 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
         if (double* f = efficiency_field(c.gpu, key)) {
             *f = value;
         }
+    }
+    if (cal.quantised_expert_overhead_us) {
+        c.node.quantised_expert_overhead = seconds(*cal.quantised_expert_overhead_us * 1e-6);
     }
     c.calibration = cal.source;
 }

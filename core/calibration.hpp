@@ -15,6 +15,10 @@
 //                                        # (16-bit and the fp8 / mxfp8 / nvfp4 ones)
 //   hbm_efficiency = 0.55                # replaces the profile's value; any [gpu] *_efficiency
 //                                        # key of the profile may be given the same way
+//   [moe]
+//   quantised_expert_overhead_us = 400   # NodeSpec::quantised_expert_overhead: fixed cost of one
+//                                        # local expert per MoE layer per micro-batch under
+//                                        # fp8 / mxfp8 / nvfp4 expert GEMMs
 
 #include "core/cluster.hpp"
 
@@ -37,6 +41,7 @@ struct Calibration {
     std::string method;
     double gemm_efficiency_factor = 1.0;
     std::vector<std::pair<std::string, double>> efficiencies;  // [gpu] key -> value
+    std::optional<double> quantised_expert_overhead_us;        // [moe], microseconds
 
     bool operator==(const Calibration&) const = default;
 

@@ -117,6 +117,12 @@ struct NodeSpec {
     // moments (E[max] over ranks > the mean). Measured by cleave calibrate on shared CPUs; 0
     // when absent (the shipped GPU profiles: not measured).
     Seconds sync_wait;
+    // Fixed cost of one local expert in one MoE layer, one micro-batch (forward + backward),
+    // when the expert GEMMs are quantised (fp8 / mxfp8 / nvfp4): the per-expert quantise, scale
+    // and GEMM launches of Transformer Engine's grouped GEMM, serialised with the GPU work, not
+    // proportional to FLOPs. Only a calibration overlay sets it ([moe] in
+    // hwprofiles/calibration/, fitted to published runs); 0 = not priced.
+    Seconds quantised_expert_overhead;
     CollectiveBandwidths collective_bw;  // [node] <collective>_bandwidth_gbps, optional
 
     bool operator==(const NodeSpec&) const = default;

@@ -99,6 +99,9 @@ struct LayerCost {
     Seconds cp_bwd;
     Seconds ep_fwd;
     Seconds ep_bwd;
+    // Of fwd + bwd + recompute: the quantised grouped GEMM's fixed per-expert cost (local
+    // experts x node.quantised_expert_overhead), what a2a overlap does not hide.
+    Seconds expert_overhead;
     Bytes tp_bytes;  // sent per GPU, fwd + bwd (+ recompute)
     Bytes cp_bytes;
     Bytes ep_bytes;

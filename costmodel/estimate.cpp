@@ -56,6 +56,7 @@ struct StageWork {
     StageCost cost;
     Seconds compute;  // per micro-batch, no comm
     Seconds tp, cp, ep, zero3, p2p;
+    Seconds expert_overhead;             // per micro-batch, of compute
     Bytes tp_b, cp_b, ep_b, dp_b, pp_b;  // per iteration
     Bytes ep_nvlink_b, ep_nic_b;         // of ep_b, per link
     Seconds dp_total;
@@ -190,6 +191,7 @@ void add_layers(StageWork& w, const LayerCost& l, double n) {
     w.tp += (l.tp_fwd + l.tp_bwd) * n;
     w.cp += (l.cp_fwd + l.cp_bwd) * n;
     w.ep += (l.ep_fwd + l.ep_bwd) * n;
+    w.expert_overhead += l.expert_overhead * n;
     w.tp_b += l.tp_bytes * n;
     w.cp_b += l.cp_bytes * n;
     w.ep_b += l.ep_bytes * n;
@@ -539,6 +541,7 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.time.tp_comm = ws.tp * mb;
     e.time.cp_comm = ws.cp * mb;
     e.time.ep_comm = ws.ep * mb;
+    e.expert_overhead = ws.expert_overhead * mb;
     e.time.pp_comm = ws.p2p * mb;
     e.time.dp_comm = ws.zero3 * mb + w[tail_stage].cost.dp_grad_sync;
     e.time.bubble = max(Seconds{}, pipe - tmax * mb);

@@ -114,6 +114,8 @@ struct Estimate {
     CommBytes comm_bytes_per_gpu;
     int64_t microbatches = 0;    // m = global_batch / (mbs * dp)
     Seconds dp_sync;             // whole DP gradient reduction of the slowest stage, unoverlapped
+    Seconds expert_overhead;     // of time.compute: quantised expert GEMMs' fixed per-expert
+                                 // cost (node.quantised_expert_overhead, a calibration)
     Seconds longest_collective;  // longest single blocking NCCL call: a collective, or (pp > 1)
                                  // stage 1's p2p recv waiting out stage 0's grad sync + optimizer
     uint32_t risk_mask = 0;      // bit (1u << RiskKind) set per risk found

@@ -2,6 +2,7 @@
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
+#include "core/stack.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
@@ -339,6 +340,15 @@ PublishedCase case_of(const Reader& r) {
         // (the recipes' expert_tensor_parallel_size = 1).
         c.plan.etp = 1;
         notes += "etp=1 (the notes' ETP=1 for Megatron-Bridge MoE rows; no etp column); ";
+        // Combined-1F1B all-to-all overlap only where the row is the recipe preset that sets it
+        // (notes "Matches preset ...: ... moe_a2a_overlap=True"); a non-matching preset's
+        // setting says nothing about the row.
+        const std::string& row_notes = r.str("notes");
+        c.moe_a2a_overlap =
+            contains(row_notes, "Matches preset") && contains(row_notes, "moe_a2a_overlap=True");
+        if (c.moe_a2a_overlap) {
+            notes += "EP all-to-all overlapped (the matching preset's moe_a2a_overlap=True); ";
+        }
     }
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
@@ -466,6 +476,17 @@ std::vector<PublishedCase> parse_public_runs(std::string_view csv, const std::st
         out.push_back(case_of(Reader{row, source_name, static_cast<int64_t>(i + 1)}));
     }
     return out;
+}
+
+void load_case_stack(PublishedCase& c) {
+    const bool grads_from_row = c.job.grads != JobSpec{}.grads;
+    c.job.stack = load_stack(c.stack);
+    if (c.moe_a2a_overlap) {
+        c.job.stack.moe_a2a_overlap = true;
+    }
+    if (!grads_from_row) {
+        c.job.grads = c.job.stack.grad_dtype;
+    }
 }
 
 PublishedResult evaluate_published(const PublishedCase& c, const ClusterSpec& cluster) {

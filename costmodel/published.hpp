@@ -38,6 +38,8 @@ struct PublishedCase {
     bool derived = false;          // published value is the CSV's iteration_time_s_derived
     double published_s = 0.0;      // iteration time, or layer forward time
     double published_bwd_s = 0.0;  // layer backward time (layer_time rows)
+    bool moe_a2a_overlap = false;  // the row's recipe overlaps the EP all-to-all (row notes);
+                                   // set on the stack when it is loaded
     ModelSpec model;
     JobSpec job;
     Plan plan;
@@ -47,6 +49,11 @@ struct PublishedCase {
 /// the column when the header lacks a needed column or a number does not parse.
 [[nodiscard]] std::vector<PublishedCase> parse_public_runs(std::string_view csv,
                                                            const std::string& source_name);
+
+/// Loads the row's shipped stack (PublishedCase::stack) into its job, with the row's own
+/// settings on top: moe_a2a_overlap from its notes, and 16-bit grads where the row fixed them
+/// (else the stack's grad dtype). Throws ConfigError when the stack is not shipped.
+void load_case_stack(PublishedCase& c);
 
 /// Prediction and error of one expressible case against `cluster`.
 struct PublishedResult {

@@ -29,7 +29,34 @@ TEST_SUITE("core") {
         CHECK(overlay->fitted(1));
         CHECK(overlay->fitted(80));
         CHECK_FALSE(overlay->fitted(13));  // ZeRO-3 rows were in no fit
-        CHECK_FALSE(find_calibration("dgx-h100").has_value());
+        CHECK_FALSE(find_calibration("dgx-h200").has_value());
+    }
+
+    TEST_CASE("calibration: [moe] sets the quantised expert overhead, in microseconds") {
+        const Calibration cal = parse_calibration_toml(
+            "[calibration]\nprofile = \"dgx-b200\"\nfitted_on = \"x.csv\"\n"
+            "fitted_rows = [[7, 9]]\n[moe]\nquantised_expert_overhead_us = 250\n",
+            "m.toml");
+        REQUIRE(cal.quantised_expert_overhead_us);
+        CHECK(*cal.quantised_expert_overhead_us == 250.0);
+        ClusterSpec c = load_cluster_uncalibrated("dgx-b200");
+        CHECK(c.node.quantised_expert_overhead.value() == 0.0);
+        const double factor_before = c.gpu.gemm_efficiency.back().efficiency;
+        apply_calibration(cal, c);
+        CHECK(c.node.quantised_expert_overhead.value() == doctest::Approx(250e-6));
+        CHECK(c.gpu.gemm_efficiency.back().efficiency == factor_before);  // factor 1: unchanged
+        CHECK(c.calibration == "m.toml");
+        expect_diagnostics(
+            [] {
+                (void)parse_calibration_toml(
+                    "[calibration]\nprofile = \"x\"\nfitted_on = \"a.csv\"\n[moe]\n"
+                    "quantised_expert_overhead_us = -1\nexpert_us = 3\n",
+                    "c.toml");
+            },
+            {{5,
+              32,
+              "'moe.quantised_expert_overhead_us' must be zero or positive and finite, got -1"},
+             {6, 1, "unknown key 'moe.expert_us'"}});
     }
 
     TEST_CASE("calibration: bad overlays name line:col and key") {

@@ -1,5 +1,6 @@
 // Expert parallelism on the real topology (issue 16 items 2-3): the all-to-all per link, the
 // expert grid (etp x ep x edp), the dispatchers, capacity and imbalance. Every figure by hand.
+#include "core/calibration.hpp"
 #include "core/stack.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
@@ -154,6 +155,57 @@ TEST_SUITE("costmodel") {
         c.node.sync_wait = seconds(2e-3);
         const LayerCost full = layer_cost(m, c, j, p, plan_links(c, p), true);
         CHECK(full.ep_bwd.value() - full_bare.ep_bwd.value() == doctest::Approx(10e-3));
+    }
+
+    TEST_CASE("moe: quantised expert GEMMs pay the fixed cost per local expert, 1/3 fwd 2/3 bwd") {
+        // moe16 on EP 16 has 16 / 16 = 1 local expert; EP 4 has 16 / 4 = 4. With an overhead of
+        // 300 us per local expert per layer per micro-batch: EP 4 under fp8 adds 4 x 300 = 1200
+        // us, forward 1200 / 3 = 400 us, backward 800 us; EP 16 adds 300 (100 + 200). BF16 expert
+        // GEMMs add nothing. Full recomputation repeats the forward's share: +400 us in recompute.
+        const ModelSpec m = moe16();
+        ClusterSpec c = load_cluster_uncalibrated("dgx-h100");  // an fp8 GPU, no overlay
+        JobSpec j = test::job(16, 64, 4096);
+        j.compute = Dtype::fp8;
+        j.fp8_recipe = Fp8Recipe::tensorwise;
+        Plan p = ep_plan(16, 1, 4);
+        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(bare.expert_overhead.value() == 0.0);
+        c.node.quantised_expert_overhead = seconds(300e-6);
+        const LayerCost q = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(q.fwd.value() - bare.fwd.value() == doctest::Approx(400e-6));
+        CHECK(q.bwd.value() - bare.bwd.value() == doctest::Approx(800e-6));
+        CHECK(q.expert_overhead.value() == doctest::Approx(1200e-6));
+        CHECK(q.ep_fwd == bare.ep_fwd);
+        p = ep_plan(16, 1, 16);
+        CHECK(layer_cost(m, c, j, p, plan_links(c, p), true).expert_overhead.value() ==
+              doctest::Approx(300e-6));
+        p = ep_plan(16, 1, 4);
+        JobSpec b = j;
+        b.compute = Dtype::bf16;
+        CHECK(layer_cost(m, c, b, p, plan_links(c, p), true).expert_overhead.value() == 0.0);
+        CHECK(layer_cost(m, c, j, p, plan_links(c, p), false).expert_overhead.value() == 0.0);
+        p.recompute = Recompute::full;
+        const LayerCost full = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(full.expert_overhead.value() == doctest::Approx(1600e-6));
+    }
+
+    TEST_CASE("moe: a2a overlap hides the all-to-all but not the per-expert fixed cost") {
+        // Both micro-batches of the combined 1F1B are issued by one host thread: the 1200 us of
+        // 4 local experts x 300 us stay exposed (400 fwd + 800 bwd) while the all-to-all hides.
+        const ModelSpec m = moe16();
+        ClusterSpec c = load_cluster_uncalibrated("dgx-h100");
+        JobSpec j = test::job(16, 64, 4096);
+        j.compute = Dtype::fp8;
+        j.fp8_recipe = Fp8Recipe::tensorwise;
+        j.stack.moe_a2a_overlap = true;
+        const Plan p = ep_plan(16, 1, 4);
+        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        c.node.quantised_expert_overhead = seconds(300e-6);
+        const LayerCost q = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(q.fwd.value() - bare.fwd.value() == doctest::Approx(400e-6));
+        CHECK(q.bwd.value() - bare.bwd.value() == doctest::Approx(800e-6));
+        CHECK(q.expert_overhead.value() == doctest::Approx(1200e-6));
+        CHECK(q.ep_fwd == bare.ep_fwd);
     }
 
     TEST_CASE("moe: expert GEMMs split by etp, not tp (parallel folding)") {

@@ -109,8 +109,8 @@ TEST_SUITE("costmodel") {
         CHECK(a.find("dgx-h100 has no") == std::string::npos);
         CHECK(a.find("software stack megatron-core on every profile") != std::string::npos);
         CHECK(a.find("fitted calibration overlays: dgx-a100-80g (fitted with stack "
-                     "megatron-2021), gb200-nvl72 (fitted with stack megatron-core)") !=
-              std::string::npos);
+                     "megatron-2021), dgx-h100 (fitted with stack megatron-core), gb200-nvl72 "
+                     "(fitted with stack megatron-core)") != std::string::npos);
         CHECK(j["profiles"][0]["gemm_dtype"] == "bf16");
         CHECK(j["profiles"][1]["gemm_dtype"] == "fp8");
         CHECK(j["profiles"][2]["gemm_dtype"] == "fp8");

@@ -1,4 +1,5 @@
 // Fidelity against published runs: a real bound on the error of the shipped profiles.
+#include "core/calibration.hpp"
 #include "core/load.hpp"
 #include "costmodel/published.hpp"
 
@@ -12,8 +13,8 @@ using namespace cleave;
 
 namespace {
 
-std::string csv_text() {
-    std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs.csv");
+std::string csv_text(const char* file = "public_runs.csv") {
+    std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/" + file);
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
@@ -100,5 +101,41 @@ TEST_SUITE("costmodel") {
         CHECK(it.mape_pct <= 5.0);
         CHECK(it.worst_pct <= 15.0);
         CHECK(cal.mape_pct <= 5.0);
+    }
+
+    TEST_CASE("published: the MoE rows of the 2025 runs, fitted and not, stay within bounds") {
+        // Issue 16's 17 MoE rows (DeepSeek-V3, Qwen3, GPT-OSS on B200 / GB200 / GB300 / H100),
+        // priced with the shipped overlays: the quantised rows (9) fitted the overlays'
+        // quantised_expert_overhead_us, the BF16 rows (8) were in no MoE fit. Measured (cleave
+        // published, 2026-12-01): all 17 MAPE 11.5 %; fitted 1.9 %; not fitted 22.2 % (GPT-OSS
+        // 35-55 % too fast, not modelled). Only row 1029 is a preset with moe_a2a_overlap=True.
+        auto cases = parse_public_runs(csv_text("public_runs_2025.csv"), "public_runs_2025.csv");
+        std::map<std::string, ClusterSpec> clusters;
+        std::vector<std::pair<int64_t, double>> all, fitted, unfitted;
+        for (auto& c : cases) {
+            if (!c.expressible || !c.model.moe.enabled()) {
+                continue;
+            }
+            CAPTURE(c.row_id);
+            CHECK(c.moe_a2a_overlap == (c.row_id == 1029));
+            load_case_stack(c);
+            if (!clusters.count(c.profile)) {
+                clusters.emplace(c.profile, load_cluster(c.profile));
+            }
+            const double err = evaluate_published(c, clusters.at(c.profile)).error_pct;
+            all.emplace_back(c.row_id, err);
+            const auto cal = find_calibration(c.profile);
+            (cal && cal->fitted(c.row_id) ? fitted : unfitted).emplace_back(c.row_id, err);
+        }
+        const ErrorSummary a = summarize_errors(all);
+        const ErrorSummary f = summarize_errors(fitted);
+        const ErrorSummary u = summarize_errors(unfitted);
+        MESSAGE("MoE rows MAPE " << a.mape_pct << " % (fitted " << f.mape_pct << " %, not fitted "
+                                 << u.mape_pct << " %)");
+        CHECK(a.count == 17);
+        CHECK(f.count == 9);
+        CHECK(a.mape_pct <= 15.0);
+        CHECK(f.mape_pct <= 5.0);
+        CHECK(u.mape_pct <= 25.0);
     }
 }

@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Fit [moe] quantised_expert_overhead_us of the calibration overlays to the quantised MoE rows.
+
+    scripts/fit_moe_overhead.py [CLEAVE] [CSV]
+
+For each hardware profile with MoE rows whose expert GEMMs are quantised (FP8-CS, MXFP8) in
+public_runs_2025.csv, a grid search (0..2000 us, step 5) of the profile's overlay value that
+minimises the iteration-time MAPE of `cleave published` over those rows; then, for each such row,
+the same fit without it and that row's error at the value the other rows chose (leave one row out;
+a profile with one row has no held-out figure). The value is a fitted constant: it goes into
+hwprofiles/calibration/<profile>.toml, whose fitted_rows must list the rows used. Runs the search
+in a temporary CLEAVE_HWPROFILES folder holding a copy of each overlay; the repository's files are
+only read.
+"""
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLEAVE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build/dev/cleave")
+CSV = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "../shared/validation/public_runs_2025.csv")
+GRID = range(0, 2001, 5)
+
+
+def quantised_moe_rows():
+    rows = []
+    with open(CSV, newline="") as f:
+        for r in csv.DictReader(f):
+            if r["num_experts"] and r["precision"].startswith(("FP8", "MXFP8")):
+                rows.append(int(r["row_id"]))
+    return rows
+
+
+def overlay_text(profile, value):
+    src = os.path.join(ROOT, "hwprofiles", "calibration", profile + ".toml")
+    if os.path.exists(src):
+        text = open(src).read()
+        text = re.sub(r"\n\[moe\][^\[]*", "\n", text)
+    else:
+        text = ('[calibration]\nprofile = "%s"\nfitted_on = "public_runs_2025.csv"\n' % profile)
+    return text.rstrip() + "\n\n[moe]\nquantised_expert_overhead_us = %g\n" % value
+
+
+def published(tmp, values):
+    cal = os.path.join(tmp, "calibration")
+    os.makedirs(cal, exist_ok=True)
+    for profile, v in values.items():
+        with open(os.path.join(cal, profile + ".toml"), "w") as f:
+            f.write(overlay_text(profile, v))
+    env = dict(os.environ, CLEAVE_HWPROFILES=tmp)
+    out = subprocess.run([CLEAVE, "published", CSV, "--format", "json"], env=env,
+                         capture_output=True, text=True, check=True)
+    return {r["row_id"]: r for r in json.loads(out.stdout)["rows"]}
+
+
+def mape(res, ids):
+    return sum(abs(res[i]["error_pct"]) for i in ids) / len(ids)
+
+
+def main():
+    ids = quantised_moe_rows()
+    tmp = tempfile.mkdtemp(prefix="fit-moe-")
+    try:
+        base = published(tmp, {})
+        by_profile = {}
+        for i in ids:
+            if i in base and base[i].get("in_mape", True):
+                by_profile.setdefault(base[i]["profile"], []).append(i)
+        for profile, rows in sorted(by_profile.items()):
+            curve = {v: published(tmp, {profile: v}) for v in GRID}
+            best = min(GRID, key=lambda v: mape(curve[v], rows))
+            print("%s: rows %s  best %d us  MAPE %.2f %% (0 us: %.2f %%)" % (
+                profile, rows, best, mape(curve[best], rows), mape(curve[0], rows)))
+            for i in rows:
+                print("  row %d: %+.1f %% at %d us (0 us: %+.1f %%)" % (
+                    i, curve[best][i]["error_pct"], best, curve[0][i]["error_pct"]))
+            if len(rows) > 1:
+                for held in rows:
+                    rest = [i for i in rows if i != held]
+                    v = min(GRID, key=lambda x: mape(curve[x], rest))
+                    print("  leave out %d: others choose %d us; row %d then %+.1f %%" % (
+                        held, v, held, curve[v][held]["error_pct"]))
+    finally:
+        shutil.rmtree(tmp)
+
+
+if __name__ == "__main__":
+    main()
