@@ -74,10 +74,16 @@ void print_table(std::ostream& os,
               "before and just after its run (collectives: the one before planning); "
               "plan(ms) = its price at plan choice\n";
     }
+    // An ep column (the all-to-alls) only when some plan has expert parallelism.
+    const bool any_ep =
+        std::any_of(r.plans.begin(), r.plans.end(), [](const auto& p) { return p.plan.ep > 1; });
+    const auto col = [](const std::string& x) {  // one right-aligned 13-wide column and a space
+        return std::string(x.size() < 13 ? 13 - x.size() : 0, ' ') + x + " ";
+    };
     char line[512];
     std::snprintf(line,
                   sizeof line,
-                  "# %-18s %-44s %s%9s %9s %6s %17s %13s %13s %13s %13s %8s %13s %13s\n",
+                  "# %-18s %-44s %s%9s %9s %6s %17s %13s %13s %13s %13s %s%8s %13s %13s\n",
                   "role",
                   "plan",
                   o.calibrate ? " plan(ms) " : "",
@@ -89,6 +95,7 @@ void print_table(std::ostream& os,
                   "tp",
                   "pp",
                   "dp",
+                  any_ep ? col("ep").c_str() : "",
                   "dpwait",
                   "optimizer",
                   "mem(MiB)");
@@ -99,7 +106,7 @@ void print_table(std::ostream& os,
         std::snprintf(
             line,
             sizeof line,
-            "  %-18s %-44s %s%9.2f %9.2f %6.1f %17s %13s %13s %13s %13s %8s %13s %13s\n",
+            "  %-18s %-44s %s%9.2f %9.2f %6.1f %17s %13s %13s %13s %13s %s%8s %13s %13s\n",
             p.role.c_str(),
             to_string(p.plan).c_str(),
             // The plan(ms) column only with --calibrate (otherwise it equals pred).
@@ -113,6 +120,7 @@ void print_table(std::ostream& os,
             pair_ms(a.tp_comm_s, b.tp_comm_s).c_str(),
             pair_ms(a.pp_wait_s, b.pp_wait_s).c_str(),
             pair_ms(a.dp_comm_s, b.dp_comm_s).c_str(),
+            any_ep ? col(pair_ms(a.ep_comm_s, b.ep_comm_s)).c_str() : "",
             fmt("%.1f", b.dp_wait_s * 1e3).c_str(),
             pair_ms(a.optimizer_s, b.optimizer_s).c_str(),
             (fmt("%.1f", p.predicted_memory_B / 1048576.0) + "/" +

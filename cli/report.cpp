@@ -319,8 +319,11 @@ void print_traffic(std::ostream& os, const Inputs& in, const Plan& p, const Esti
         os << "#   ep per link: " << l.ep_a2a.r << " of " << l.ep_a2a.n
            << " EP ranks in this GPU's NVLink domain (dispatcher "
            << to_string(in.job.stack.moe_dispatcher) << "): nvlink "
-           << f("%.3f", to_gib(b.ep_nvlink)) << " GiB, nic " << f("%.3f", to_gib(b.ep_nic))
-           << " GiB\n";
+           << f("%.3f", to_gib(b.ep_nvlink)) << " GiB at " << f("%.4g", to_gbps(l.ep_a2a.nvlink_bw))
+           << " GB/s, nic " << f("%.3f", to_gib(b.ep_nic)) << " GiB at "
+           << f("%.4g", to_gbps(l.ep_a2a.nic_bw))
+           << " GB/s (the two at once; the busbw column above is the ring's, not used for "
+              "the all-to-all)\n";
     }
     print_group(os,
                 "dp",

@@ -195,9 +195,14 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     const double mask = job.stack.hidden_dropout ? 1.0 : 0.0;
     const bool swiglu = m.mlp == MlpKind::swiglu;
     const double hd = d(head_dim(m));
-    const double rope = m.positions == PositionKind::rope
-                            ? 2.0 * ab * tok * (d(m.heads) + d(m.kv_heads)) * hd / t
-                            : 0.0;
+    // RoPE reads and writes the rotated parts of q and k. MLA rotates only the decoupled
+    // qk_rope_dim columns: one per query head and one key part shared by all heads
+    // (DeepSeek-V2, arXiv:2405.04434, eq. 12-19: q^R per head, k^R = RoPE(W^KR h) shared).
+    double rope = 0.0;
+    if (m.positions == PositionKind::rope) {
+        rope = m.mla.enabled() ? 2.0 * ab * tok * (d(m.heads) / t + 1.0) * d(m.mla.qk_rope_dim)
+                               : 2.0 * ab * tok * (d(m.heads) + d(m.kv_heads)) * hd / t;
+    }
     // MoE permutation (Megatron-Core moe_utils.py permute / sort_chunks_by_idxs / unpermute,
     // @d98e8a64): permute reads T x h, writes k T x h; the chunk sort after the all-to-all and
     // the one before the combine each read + write k T x h; unpermute reads k T x h, writes

@@ -92,6 +92,30 @@ TEST_SUITE("costmodel") {
         CHECK(s.bwd_by_class.gated_activation.value() == 20.0 * 131072.0);
     }
 
+    TEST_CASE("kernel classes: RoPE bytes, and MLA rotating only its decoupled rope columns") {
+        // small_gpt with RoPE, fp32, 128 tokens: q and k each 8 heads x 32 = 256 columns read and
+        // written: 2 x 4 x 128 x (8 + 8) x 32 = 524288 B more elementwise traffic each way.
+        ModelSpec plain = small_gpt();
+        const double base = layer_traffic(plain, fp32_job(), test::plan(1, 1, 1), false)
+                                .fwd_by_class.elementwise.value();
+        plain.positions = PositionKind::rope;
+        const LayerTraffic r = layer_traffic(plain, fp32_job(), test::plan(1, 1, 1), false);
+        CHECK(r.fwd_by_class.elementwise.value() - base == 524288.0);
+        CHECK(r.bwd_by_class.elementwise.value() -
+                  layer_traffic(small_gpt(), fp32_job(), test::plan(1, 1, 1), false)
+                      .bwd_by_class.elementwise.value() ==
+              524288.0);
+        // MLA (nope 32, rope 16): only q's 8 heads x 16 rope columns and the one shared 16-wide
+        // key part rotate: 2 x 4 x 128 x (8 + 1) x 16 = 147456 B, not 2 x 4 x 128 x 16 x 48.
+        ModelSpec mla = plain;
+        mla.mla.kv_lora_rank = 64;
+        mla.mla.qk_nope_dim = 32;
+        mla.mla.qk_rope_dim = 16;
+        mla.mla.v_dim = 32;
+        const LayerTraffic q = layer_traffic(mla, fp32_job(), test::plan(1, 1, 1), false);
+        CHECK(q.fwd_by_class.elementwise.value() - base == 147456.0);
+    }
+
     TEST_CASE("kernel classes: a layer prices each class at its own efficiency") {
         const ClusterSpec base = slow_gpu();
         ClusterSpec gelu_slow = base;

@@ -107,7 +107,7 @@ TEST_SUITE("costmodel") {
         // Issue 16's 17 MoE rows (DeepSeek-V3, Qwen3, GPT-OSS on B200 / GB200 / GB300 / H100),
         // priced with the shipped overlays: the quantised rows (9) fitted the overlays'
         // quantised_expert_overhead_us, the BF16 rows (8) were in no MoE fit. Measured (cleave
-        // published, 2026-12-01): all 17 MAPE 11.5 %; fitted 1.9 %; not fitted 22.2 % (GPT-OSS
+        // published, 2026-12-01): all 17 MAPE 11.7 %; fitted 2.1 %; not fitted 22.4 % (GPT-OSS
         // 35-55 % too fast, not modelled). Only row 1029 is a preset with moe_a2a_overlap=True.
         auto cases = parse_public_runs(csv_text("public_runs_2025.csv"), "public_runs_2025.csv");
         std::map<std::string, ClusterSpec> clusters;
