@@ -130,6 +130,8 @@ const char* risk_code(RiskKind k) {
         return "epnic";
     case RiskKind::moe_imbalance:
         return "moeimb";
+    case RiskKind::moe_fixed_cost:
+        return "moefix";
     case RiskKind::count:
         break;
     }
@@ -365,7 +367,9 @@ void print_table(std::ostream& os,
     }
     os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
           "bubble(>30%) sharedcomm"
-       << (in.model.moe.enabled() ? " epnic(EP all-to-all through NICs) moeimb(imbalance>1.5)" : "")
+       << (in.model.moe.enabled() ? " epnic(EP all-to-all through NICs) moeimb(imbalance>1.5) "
+                                    "moefix(expert fixed cost>=25%)"
+                                  : "")
        << "\n";
     print_rows(os, in.model, r);
     print_sim_rows(os, r, sims);

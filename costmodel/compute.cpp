@@ -584,6 +584,25 @@ EdgeCost embedding_cost(const ModelSpec& m,
     return e;
 }
 
+EdgeCost
+mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job, const Plan& p) {
+    const double ab = activation_bytes(job);
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    const GemmShape proj{tok, h / d(p.tp), 2.0 * h, 1.0};
+    const Seconds gemm = gemm_time(c.gpu, job.compute, proj);
+    // Three norms over T x h: read + write forward, read x and dy + write dx backward.
+    const double norm = (p.sp ? 1.0 / d(p.tp) : 1.0) * tok * h;
+    KernelBytes fwd;
+    fwd.norm = bytes(3.0 * 2.0 * ab * norm);
+    KernelBytes bwd;
+    bwd.norm = bytes(3.0 * 3.0 * ab * norm);
+    EdgeCost e;
+    e.fwd = gemm + memory_time(c.gpu, fwd);
+    e.bwd = 2.0 * gemm + memory_time(c.gpu, bwd);
+    return e;
+}
+
 EdgeCost output_cost(const ModelSpec& m,
                      const ClusterSpec& c,
                      const JobSpec& job,

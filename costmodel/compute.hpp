@@ -172,6 +172,13 @@ struct EdgeCost {
                                       const Plan& p,
                                       const PlanLinks& links);
 
+/// One multi-token-prediction module's own work beside its transformer block and its output
+/// head (DeepSeek-V3 report arXiv:2412.19437 Sec. 2.2, Megatron-Core multi_token_prediction.py):
+/// RMSNorm of the hidden state and of the next token's embedding, their concatenation projected
+/// 2h -> h (eh_proj, column-split over TP), and the block's final norm. Backward: 2x the GEMM.
+[[nodiscard]] EdgeCost
+mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job, const Plan& p);
+
 [[nodiscard]] EdgeCost output_cost(const ModelSpec& m,
                                    const ClusterSpec& c,
                                    const JobSpec& job,

@@ -118,12 +118,16 @@ StageParams stage_params(const Context& x, int64_t s) {
     if (s == 0) {
         all += lp.params_embedding;
     }
+    double experts = expert_total;
     if (s == x.p.pp - 1) {
         all += lp.params_head + (x.p.pp > 1 ? lp.params_tied_copy : 0.0);
+        // MTP modules (their experts sharded like the main layers'; embedding and head shared).
+        all += lp.params_mtp;
+        experts += lp.mtp_moe ? d(lp.mtp_layers) * lp.params_experts : 0.0;
     }
-    sp.dense = (all - expert_total) / d(x.p.tp);
+    sp.dense = (all - experts) / d(x.p.tp);
     // Expert weights sharded over the expert grid's etp x ep (parallel folding).
-    sp.expert = expert_total / (d(expert_tp(x.p)) * d(x.p.ep));
+    sp.expert = experts / (d(expert_tp(x.p)) * d(x.p.ep));
     return sp;
 }
 
@@ -151,9 +155,15 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     const auto kept = [&rs](Bytes ckpt, Bytes whole) {
         return ckpt * (rs.recomputed * rs.kept_inputs) + whole * (1.0 - rs.recomputed);
     };
-    const Bytes per_mb = kept(lp.act_dense, lp.act_dense_none) * n_dense +
-                         kept(lp.act_moe, lp.act_moe_none) * n_moe +
-                         (s == 0 ? lp.act_embedding : Bytes{});
+    // The last stage also keeps each MTP module's block activations (+ its projection input,
+    // 2 h per token, within the layer's share here) for every micro-batch in flight.
+    const double n_mtp = s == p.pp - 1 ? d(lp.mtp_layers) : 0.0;
+    const Bytes per_mb =
+        kept(lp.act_dense, lp.act_dense_none) * n_dense +
+        kept(lp.act_moe, lp.act_moe_none) * n_moe +
+        (lp.mtp_moe ? kept(lp.act_moe, lp.act_moe_none) : kept(lp.act_dense, lp.act_dense_none)) *
+            n_mtp +
+        (s == 0 ? lp.act_embedding : Bytes{});
     mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
     if (p.recompute != Recompute::none && rs.recomputed > 0.0) {
         // Backward rematerialises `live` layers' full activations at a time (one for selective
@@ -163,7 +173,7 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
                                      : lp.act_dense_none * rs.live - lp.act_dense;
     }
     if (s == p.pp - 1) {
-        mem.logits = lp.logits;
+        mem.logits = lp.logits * (1.0 + n_mtp);  // each MTP module's logits and loss too
     }
     const double abth = lp.layer_io_bytes;  // activation bytes x tokens x hidden
     if (p.pp > 1) {
@@ -408,6 +418,14 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
     }
     if (s == p.pp - 1) {
         add_edge(w, x.parts.out);
+        // MTP modules run after the main model on the last stage (Megatron-Core puts the MTP
+        // block in the last pipeline stage): each a transformer block, its projection, and its
+        // own logits + loss.
+        for (int64_t i = 0; i < x.parts.mtp_layers; ++i) {
+            add_layers(w, x.parts.mtp_moe ? x.parts.moe : x.parts.dense, 1.0);
+            add_edge(w, x.parts.mtp_proj);
+            add_edge(w, x.parts.out);
+        }
     }
     if (p.zero >= 3) {
         add_zero3(x, w, sp);
@@ -484,6 +502,12 @@ LayerParts layer_parts(const ModelSpec& m,
     }
     lp.emb = embedding_cost(m, c, job, p, links);
     lp.out = output_cost(m, c, job, p, links);
+    if (job.mtp && m.mtp_layers > 0) {
+        lp.mtp_layers = m.mtp_layers;
+        lp.mtp_moe = m.moe.enabled() && moe_layers_in(m, m.layers - 1, m.layers) > 0;
+        lp.mtp_proj = mtp_projection_cost(m, c, job, p);
+        lp.params_mtp = d(params_mtp(m));
+    }
     lp.act_embedding = embedding_activation_bytes(m, job, p);
     lp.logits = logits_bytes(m, job, p);
     lp.hardware_flops = hardware_flops(m, job, p.recompute);

@@ -87,6 +87,7 @@ enum class RiskKind : uint8_t {
     shared_communicator,  // pipeline and data-parallel traffic would share one communicator
     ep_cross_domain,      // the EP all-to-all leaves the NVLink domain
     moe_imbalance,        // busiest expert > 1.5 x average with no capacity factor
+    moe_fixed_cost,       // quantised experts' fixed per-expert cost >= 25 % of the step
     count
 };
 
@@ -160,8 +161,15 @@ struct LayerParts {
     LayerCost dense_hp;  // a dense layer kept bf16 under quantised training (job.bf16_layers_*)
     EdgeCost emb;
     EdgeCost out;
-    Bytes act_dense;       // activations kept per dense layer, under the plan's recompute
-    Bytes act_dense_none;  // ... without recomputation (what backward rematerialises)
+    // Multi-token prediction (job.mtp): per MTP module on the last stage, its eh_proj (2h -> h)
+    // GEMM and norms; the module's transformer block is priced as `mtp_moe ? moe : dense`, its
+    // logits + loss as `out`.
+    EdgeCost mtp_proj;
+    int64_t mtp_layers = 0;   // trained MTP modules (0 without job.mtp)
+    bool mtp_moe = false;     // the MTP block is shaped like the last layer: MoE or dense
+    double params_mtp = 0.0;  // all MTP modules (core params_mtp), experts included
+    Bytes act_dense;          // activations kept per dense layer, under the plan's recompute
+    Bytes act_dense_none;     // ... without recomputation (what backward rematerialises)
     Bytes act_moe;
     Bytes act_moe_none;
     Bytes act_embedding;          // embedding output kept on the first stage

@@ -1,5 +1,6 @@
 #include "costmodel/risks.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -27,6 +28,8 @@ const char* to_string(RiskKind k) {
         return "ep_cross_domain";
     case RiskKind::moe_imbalance:
         return "moe_imbalance";
+    case RiskKind::moe_fixed_cost:
+        return "moe_fixed_cost";
     case RiskKind::count:
         break;
     }
@@ -78,6 +81,10 @@ uint32_t detect_risks(const ModelSpec& model,
     }
     if (model.moe.enabled() && job.moe_imbalance > moe_imbalance_limit && job.moe_capacity <= 0.0) {
         mask |= bit(RiskKind::moe_imbalance);
+    }
+    if (e.expert_overhead.value() >= moe_fixed_cost_fraction * e.iteration_time.value() &&
+        e.expert_overhead > Seconds{}) {
+        mask |= bit(RiskKind::moe_fixed_cost);
     }
     return mask;
 }
@@ -154,7 +161,7 @@ Risk ep_risk(const ClusterSpec& c, const Plan& plan, const PlanLinks& l, const E
 
 }  // namespace
 
-std::vector<Risk> describe_risks(const ModelSpec&,
+std::vector<Risk> describe_risks(const ModelSpec& model,
                                  const ClusterSpec& cluster,
                                  const JobSpec& job,
                                  const Plan& plan,
@@ -230,6 +237,24 @@ std::vector<Risk> describe_risks(const ModelSpec&,
                                "routing can go higher (dropless)",
                            "set --moe-capacity (token dropping, e.g. 1.25) or train with a "
                            "load-balancing loss / aux-loss-free bias that keeps it near 1"});
+            break;
+        case RiskKind::moe_fixed_cost:
+            out.push_back(
+                {kind,
+                 secs(e.expert_overhead) + " of the " + secs(e.iteration_time) + " step (" +
+                     fmt("%.0f", 100.0 * e.expert_overhead.value() / e.iteration_time.value()) +
+                     " %) is the quantised expert GEMMs' fixed cost: " +
+                     fmt("%.0f",
+                         static_cast<double>(model.moe.experts) /
+                             static_cast<double>(std::max<int64_t>(1, plan.ep))) +
+                     " local experts x " + num(e.microbatches) +
+                     " micro-batches x every MoE layer (" +
+                     fmt("%.0f", cluster.node.quantised_expert_overhead.value() * 1e6) +
+                     " us each, the profile's fitted calibration)",
+                 "raise the micro-batch size (fewer, larger micro-batches), spread the experts "
+                 "over more EP ranks (fewer local experts), or train the experts in BF16; "
+                 "CUDA graphs over the MoE layer need a capacity factor with padding "
+                 "(Megatron --moe-expert-capacity-factor --moe-pad-expert-input-to-capacity)"});
             break;
         case RiskKind::count:
             break;

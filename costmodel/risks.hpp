@@ -30,6 +30,10 @@ inline constexpr double large_bubble_fraction = 0.30;
 /// --moe-imbalance above which, with no capacity factor, the plan is flagged (issue 16's
 /// threshold: a warning level, not a measured limit).
 inline constexpr double moe_imbalance_limit = 1.5;
+// Share of the iteration spent in the quantised expert GEMMs' fixed per-expert cost
+// (Estimate::expert_overhead) from which a plan is flagged: a quarter of the step is time the
+// knobs below win back (larger micro-batches, fewer local experts, BF16 experts).
+inline constexpr double moe_fixed_cost_fraction = 0.25;
 
 /// The risk bits for a finished estimate `e` (all fields but risk_mask filled).
 [[nodiscard]] uint32_t detect_risks(const ModelSpec& model,

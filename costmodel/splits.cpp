@@ -64,7 +64,13 @@ SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
     const double attn =
         4.0 * d(job.seq_len) * d(m.heads) * d(m.hidden / std::max<int64_t>(1, m.heads));
     SplitWeights w;
-    w.output = 2.0 * d(m.hidden) * d(m.vocab) / (2.0 * g + attn);
+    const double layer = 2.0 * g + attn;
+    w.output = 2.0 * d(m.hidden) * d(m.vocab) / layer;
+    if (job.mtp && m.mtp_layers > 0) {
+        // Each trained MTP module on the last stage: one more block (~ one layer), its 2h -> h
+        // projection (2 x 2h x h per token) and another output head.
+        w.output += d(m.mtp_layers) * (1.0 + 4.0 * d(m.hidden) * d(m.hidden) / layer + w.output);
+    }
     return w;
 }
 

@@ -14,6 +14,7 @@ namespace cleave {
 /// forward FLOPs per token. Embedding: a table lookup, 0. Output: 2 h V against the layer's
 /// 2 G + 4 s a d (Korthikanti et al. 2022, App. A; G = GEMM weights per token, MoE layers
 /// averaged in). GPT-3 175B at s 2048: 2*12288*51200 / (2*12*12288^2 + 4*2048*12288) = 0.333.
+/// With job.mtp each MTP module adds 1 + 4 h^2 / layer + the output's share to the output side.
 struct SplitWeights {
     double embedding = 0.0;
     double output = 0.0;

@@ -1,8 +1,12 @@
 // MoE models as published (DeepSeek-V3 MLA + shared expert + MTP, Qwen3-MoE head_dim, GPT-OSS
 // sliding windows): GEMM shapes, FLOPs, attention cost and memory, each worked by hand.
+#include "core/calibration.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "costmodel/attention.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/compute.hpp"
+#include "costmodel/estimate.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/published.hpp"
@@ -106,6 +110,47 @@ TEST_SUITE("costmodel") {
         // 2 s h V = 7,591,354,695,680: 14,602,351,935,488 forward, x 3 = 43,807,055,806,464.
         CHECK(model_flops(m, job).value() - without ==
               doctest::Approx(43807055806464.0).epsilon(1e-12));
+    }
+
+    TEST_CASE("moe models: a trained MTP module runs, weighs and remembers on the last stage") {
+        // DeepSeek-V3 on 64 H100s, pp 2, ep 8, bf16: with job.mtp the last stage pays, per
+        // micro-batch, one more MoE layer (its last layer is MoE), the eh_proj + norms and one
+        // more output head + loss; the first stage pays nothing; the last stage holds the MTP
+        // module's parameters (dense whole, experts split over etp x ep) and twice the logits.
+        const ModelSpec m = shipped("deepseek-v3");
+        const ClusterSpec c = load_cluster_uncalibrated("dgx-h100");
+        JobSpec job = test::job(64, 256, 4096);
+        Plan p = test::plan(4, 1, 2);
+        p.ep = 8;
+        p.etp = 1;
+        p.first_layers = 31;
+        p.last_layers = 30;
+        const Estimate off = estimate(m, c, job, p);
+        job.mtp = true;
+        const Estimate on = estimate(m, c, job, p);
+        const PlanLinks links = plan_links(c, p);
+        const LayerCost moe = layer_cost(m, c, job, p, links, true);
+        const EdgeCost proj = mtp_projection_cost(m, c, job, p);
+        const EdgeCost out = output_cost(m, c, job, p, links);
+        const StageCost& f0 = stage_cost(off, 1, 2);
+        const StageCost& f1 = stage_cost(on, 1, 2);
+        CHECK((f1.fwd - f0.fwd).value() ==
+              doctest::Approx(
+                  (moe.fwd + moe.ep_fwd + moe.tp_fwd + proj.fwd + out.fwd + out.comm_fwd).value())
+                  .epsilon(1e-9));
+        CHECK((f1.bwd - f0.bwd).value() ==
+              doctest::Approx((moe.bwd + moe.recompute + moe.ep_bwd + moe.tp_bwd + proj.bwd +
+                               out.bwd + out.comm_bwd)
+                                  .value())
+                  .epsilon(1e-9));
+        CHECK(stage_cost(on, 0, 2).fwd == stage_cost(off, 0, 2).fwd);
+        CHECK(f1.memory.logits.value() == doctest::Approx(2.0 * f0.memory.logits.value()));
+        // Parameters: the MTP module (params_mtp 11,610,068,224) is its 256 experts of 3 x 7168
+        // x 2048 (11,274,289,152) sharded over ep 8 plus 335,779,072 dense; bf16 weights 2 B.
+        CHECK(params_mtp(m) == 11610068224);
+        const double extra = 335779072.0 + 11274289152.0 / 8.0;
+        CHECK((f1.memory.weights - f0.memory.weights).value() ==
+              doctest::Approx(2.0 * extra).epsilon(1e-9));
     }
 
     TEST_CASE(
