@@ -54,6 +54,31 @@ Plan ep_plan(int64_t dp, int64_t tp, int64_t ep, int64_t etp = 0) {
     return p;
 }
 
+/// moe16's job with fp8 (tensorwise) GEMMs.
+JobSpec fp8_job() {
+    JobSpec j = test::job(16, 64, 4096);
+    j.compute = Dtype::fp8;
+    j.fp8_recipe = Fp8Recipe::tensorwise;
+    return j;
+}
+
+/// On an uncalibrated H100 (no overhead), EP 4 = 4 local experts of moe16; with 300 us per
+/// local expert the MoE layer gains 4 x 300 = 1200 us: 400 forward, 800 backward, the all-to-all
+/// unchanged.
+void check_1200us_exposed(const JobSpec& j) {
+    const ModelSpec m = moe16();
+    ClusterSpec c = load_cluster_uncalibrated("dgx-h100");
+    const Plan p = ep_plan(16, 1, 4);
+    const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+    CHECK(bare.expert_overhead.value() == 0.0);
+    c.node.quantised_expert_overhead = seconds(300e-6);
+    const LayerCost q = layer_cost(m, c, j, p, plan_links(c, p), true);
+    CHECK(q.fwd.value() - bare.fwd.value() == doctest::Approx(400e-6));
+    CHECK(q.bwd.value() - bare.bwd.value() == doctest::Approx(800e-6));
+    CHECK(q.expert_overhead.value() == doctest::Approx(1200e-6));
+    CHECK(q.ep_fwd == bare.ep_fwd);
+}
+
 }  // namespace
 
 TEST_SUITE("costmodel") {
@@ -164,19 +189,10 @@ TEST_SUITE("costmodel") {
         // GEMMs add nothing. Full recomputation repeats the forward's share: +400 us in recompute.
         const ModelSpec m = moe16();
         ClusterSpec c = load_cluster_uncalibrated("dgx-h100");  // an fp8 GPU, no overlay
-        JobSpec j = test::job(16, 64, 4096);
-        j.compute = Dtype::fp8;
-        j.fp8_recipe = Fp8Recipe::tensorwise;
-        Plan p = ep_plan(16, 1, 4);
-        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
-        CHECK(bare.expert_overhead.value() == 0.0);
+        const JobSpec j = fp8_job();
+        check_1200us_exposed(j);
         c.node.quantised_expert_overhead = seconds(300e-6);
-        const LayerCost q = layer_cost(m, c, j, p, plan_links(c, p), true);
-        CHECK(q.fwd.value() - bare.fwd.value() == doctest::Approx(400e-6));
-        CHECK(q.bwd.value() - bare.bwd.value() == doctest::Approx(800e-6));
-        CHECK(q.expert_overhead.value() == doctest::Approx(1200e-6));
-        CHECK(q.ep_fwd == bare.ep_fwd);
-        p = ep_plan(16, 1, 16);
+        Plan p = ep_plan(16, 1, 16);
         CHECK(layer_cost(m, c, j, p, plan_links(c, p), true).expert_overhead.value() ==
               doctest::Approx(300e-6));
         p = ep_plan(16, 1, 4);
@@ -192,20 +208,9 @@ TEST_SUITE("costmodel") {
     TEST_CASE("moe: a2a overlap hides the all-to-all but not the per-expert fixed cost") {
         // Both micro-batches of the combined 1F1B are issued by one host thread: the 1200 us of
         // 4 local experts x 300 us stay exposed (400 fwd + 800 bwd) while the all-to-all hides.
-        const ModelSpec m = moe16();
-        ClusterSpec c = load_cluster_uncalibrated("dgx-h100");
-        JobSpec j = test::job(16, 64, 4096);
-        j.compute = Dtype::fp8;
-        j.fp8_recipe = Fp8Recipe::tensorwise;
+        JobSpec j = fp8_job();
         j.stack.moe_a2a_overlap = true;
-        const Plan p = ep_plan(16, 1, 4);
-        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
-        c.node.quantised_expert_overhead = seconds(300e-6);
-        const LayerCost q = layer_cost(m, c, j, p, plan_links(c, p), true);
-        CHECK(q.fwd.value() - bare.fwd.value() == doctest::Approx(400e-6));
-        CHECK(q.bwd.value() - bare.bwd.value() == doctest::Approx(800e-6));
-        CHECK(q.expert_overhead.value() == doctest::Approx(1200e-6));
-        CHECK(q.ep_fwd == bare.ep_fwd);
+        check_1200us_exposed(j);
     }
 
     TEST_CASE("moe: the fixed per-expert cost is flagged from a quarter of the step") {
