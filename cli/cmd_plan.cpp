@@ -209,6 +209,9 @@ void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
     if (!fixed.empty()) {
         os << "# fixed by the user (not searched): " << fixed << "\n";
     }
+    for (const std::string& c : cautions(in)) {
+        os << "# caution: " << c << "\n";
+    }
 }
 
 /// "7/8/7" (first / middle / last stage layers) for an uneven map, "even" otherwise.
@@ -443,6 +446,7 @@ nlohmann::json plan_result_json(const Inputs& in,
             {"memory_headroom_gib", to_gib(in.job.memory_headroom)},
             {"set_aside_for_headroom", r.set_aside_for_headroom},
             {"fixed", fixed_flags(so.fixed)},
+            {"cautions", cautions(in)},
             {"rejected", rejected},
             {"rejected_best", best},
             {"rejected_total", r.rejected_total()},

@@ -5,6 +5,8 @@
 #include "costmodel/estimate.hpp"
 
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -31,5 +33,10 @@ void add_train_json(nlohmann::json& j, const Inputs& in, const Estimate& e);
 /// per stage, time breakdown, per-stage micro-batch costs, traffic per group with algbw and busbw
 /// (factors from costmodel/collectives.hpp), risks with their fixes.
 void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e);
+
+/// Where the prediction for these inputs is known to be weaker than cleave's published-run table
+/// suggests (attention sinks; quantised MoE on a profile with no fitted per-expert cost): one
+/// sentence each; explain prints them and adds JSON "cautions", plan prints them in its header.
+[[nodiscard]] std::vector<std::string> cautions(const Inputs& in);
 
 }  // namespace cleave::cli
