@@ -144,6 +144,7 @@ nlohmann::json profile_json(const ClusterSpec& c) {
           {"pcie_bandwidth_gbps", to_gbps(c.node.pcie_bw)},
           {"sync_wait_us", to_us(c.node.sync_wait)},
           {"quantised_expert_overhead_us", to_us(c.node.quantised_expert_overhead)},
+          {"quantised_expert_recipe", c.node.quantised_expert_recipe},
           {"all_reduce_bandwidth_gbps", to_gbps(c.node.collective_bw.all_reduce)},
           {"all_gather_bandwidth_gbps", to_gbps(c.node.collective_bw.all_gather)},
           {"reduce_scatter_bandwidth_gbps", to_gbps(c.node.collective_bw.reduce_scatter)},

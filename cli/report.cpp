@@ -146,6 +146,19 @@ std::vector<std::string> cautions(const Inputs& in) {
             "were fitted at 160-1235 us per local expert per MoE layer per micro-batch, "
             "docs/costmodel.md section 4.2): the time may be optimistic");
     }
+    const std::string& fitted = in.cluster.node.quantised_expert_recipe;
+    if (in.model.moe.enabled() && is_quantised(in.job.compute) &&
+        in.cluster.node.quantised_expert_overhead > Seconds{} && !fitted.empty()) {
+        const std::string job = in.job.compute == Dtype::fp8
+                                    ? std::string("fp8-") + to_string(in.job.fp8_recipe)
+                                    : std::string(to_string(in.job.compute));
+        if (job != fitted) {
+            out.push_back("the quantised expert GEMMs' fixed cost per local expert on this "
+                          "profile was fitted to " +
+                          fitted + " runs; this job runs " + job +
+                          ", for which the value is a guess (docs/costmodel.md section 4.2)");
+        }
+    }
     return out;
 }
 

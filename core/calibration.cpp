@@ -80,6 +80,17 @@ void read_moe(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink
     if (const auto v = r.quantity("quantised_expert_overhead_us", Need::optional, true)) {
         c.quantised_expert_overhead_us = *v;
     }
+    if (const auto v = r.text("recipe", Need::optional)) {
+        static const char* const known[] = {
+            "mxfp8", "nvfp4", "fp8-tensorwise", "fp8-delayed", "fp8-blockwise"};
+        if (std::find(std::begin(known), std::end(known), *v) == std::end(known)) {
+            sink.error(t.get("recipe")->source(),
+                       "'moe.recipe' must be one of mxfp8, nvfp4, fp8-tensorwise, fp8-delayed, "
+                       "fp8-blockwise, got '" +
+                           *v + "'");
+        }
+        c.quantised_expert_recipe = *v;
+    }
     r.finish();
 }
 
@@ -162,6 +173,7 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
     }
     if (cal.quantised_expert_overhead_us) {
         c.node.quantised_expert_overhead = seconds(*cal.quantised_expert_overhead_us * 1e-6);
+        c.node.quantised_expert_recipe = cal.quantised_expert_recipe;
     }
     c.calibration = cal.source;
 }

@@ -19,6 +19,8 @@
 //   quantised_expert_overhead_us = 400   # NodeSpec::quantised_expert_overhead: fixed cost of one
 //                                        # local expert per MoE layer per micro-batch under
 //                                        # fp8 / mxfp8 / nvfp4 expert GEMMs
+//   recipe = "mxfp8"                     # what it was fitted under: mxfp8, nvfp4,
+//                                        # fp8-tensorwise, fp8-delayed, fp8-blockwise
 
 #include "core/cluster.hpp"
 
@@ -42,6 +44,7 @@ struct Calibration {
     double gemm_efficiency_factor = 1.0;
     std::vector<std::pair<std::string, double>> efficiencies;  // [gpu] key -> value
     std::optional<double> quantised_expert_overhead_us;        // [moe], microseconds
+    std::string quantised_expert_recipe;  // [moe] recipe: what the value was fitted under
 
     bool operator==(const Calibration&) const = default;
 

@@ -123,6 +123,9 @@ struct NodeSpec {
     // proportional to FLOPs. Only a calibration overlay sets it ([moe] in
     // hwprofiles/calibration/, fitted to published runs); 0 = not priced.
     Seconds quantised_expert_overhead;
+    // The quantisation the overhead was fitted under ("mxfp8", "fp8-tensorwise", ...; "" =
+    // unknown): a job under another recipe is priced with it but told (explain's cautions).
+    std::string quantised_expert_recipe;
     CollectiveBandwidths collective_bw;  // [node] <collective>_bandwidth_gbps, optional
 
     bool operator==(const NodeSpec&) const = default;

@@ -35,7 +35,8 @@ TEST_SUITE("core") {
     TEST_CASE("calibration: [moe] sets the quantised expert overhead, in microseconds") {
         const Calibration cal = parse_calibration_toml(
             "[calibration]\nprofile = \"dgx-b200\"\nfitted_on = \"x.csv\"\n"
-            "fitted_rows = [[7, 9]]\n[moe]\nquantised_expert_overhead_us = 250\n",
+            "fitted_rows = [[7, 9]]\n[moe]\nquantised_expert_overhead_us = 250\n"
+            "recipe = \"mxfp8\"\n",
             "m.toml");
         REQUIRE(cal.quantised_expert_overhead_us);
         CHECK(*cal.quantised_expert_overhead_us == 250.0);
@@ -44,19 +45,24 @@ TEST_SUITE("core") {
         const double factor_before = c.gpu.gemm_efficiency.back().efficiency;
         apply_calibration(cal, c);
         CHECK(c.node.quantised_expert_overhead.value() == doctest::Approx(250e-6));
+        CHECK(c.node.quantised_expert_recipe == "mxfp8");
         CHECK(c.gpu.gemm_efficiency.back().efficiency == factor_before);  // factor 1: unchanged
         CHECK(c.calibration == "m.toml");
         expect_diagnostics(
             [] {
                 (void)parse_calibration_toml(
                     "[calibration]\nprofile = \"x\"\nfitted_on = \"a.csv\"\n[moe]\n"
-                    "quantised_expert_overhead_us = -1\nexpert_us = 3\n",
+                    "quantised_expert_overhead_us = -1\nexpert_us = 3\nrecipe = \"fp8\"\n",
                     "c.toml");
             },
             {{5,
               32,
               "'moe.quantised_expert_overhead_us' must be zero or positive and finite, got -1"},
-             {6, 1, "unknown key 'moe.expert_us'"}});
+             {6, 1, "unknown key 'moe.expert_us'"},
+             {7,
+              10,
+              "'moe.recipe' must be one of mxfp8, nvfp4, fp8-tensorwise, fp8-delayed, "
+              "fp8-blockwise, got 'fp8'"}});
     }
 
     TEST_CASE("calibration: bad overlays name line:col and key") {

@@ -259,38 +259,47 @@ TEST_SUITE("costmodel") {
     TEST_CASE("moe: explain and plan say where the prediction is known to be optimistic") {
         // GPT-OSS (attention sinks): published runs 35-55 % slower than predicted -> a caution.
         // Qwen3-30B-A3B in fp8 on dgx-h200 (no overlay sets the per-expert cost) -> a caution;
-        // the same on dgx-h100 (fitted overlay) or in bf16 -> none.
+        // on dgx-h100 (overlay fitted to fp8-tensorwise rows) none under tensorwise, one under
+        // delayed scaling (the value is a guess there); bf16 -> none.
         const std::string dir = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/";
-        const auto explain = [&](const std::string& model, const char* hw, const char* dtype) {
-            const test::CliRun r = test::run_cleave({"explain",
-                                                     dir + model,
-                                                     hw,
-                                                     "--gpus",
-                                                     "8",
-                                                     "--gbs",
-                                                     "64",
-                                                     "--seq",
-                                                     "4096",
-                                                     "--ep",
-                                                     "8",
-                                                     "--dtype",
-                                                     dtype,
-                                                     "--zero",
-                                                     "1",
-                                                     "--format",
-                                                     "json"});
-            REQUIRE(r.code == 0);
-            const auto j = nlohmann::json::parse(r.out);
-            return j.contains("cautions") ? j["cautions"] : nlohmann::json::array();
+        const auto explain =
+            [&](const std::string& model, const char* hw, const char* dtype, const char* recipe) {
+                std::vector<std::string> args = {"explain",
+                                                 dir + model,
+                                                 hw,
+                                                 "--gpus",
+                                                 "8",
+                                                 "--gbs",
+                                                 "64",
+                                                 "--seq",
+                                                 "4096",
+                                                 "--ep",
+                                                 "8",
+                                                 "--dtype",
+                                                 dtype,
+                                                 "--zero",
+                                                 "1",
+                                                 "--format",
+                                                 "json"};
+                if (recipe != nullptr) {
+                    args.insert(args.end(), {"--fp8-recipe", recipe});
+                }
+                const test::CliRun r = test::run_cleave(args);
+                REQUIRE(r.code == 0);
+                const auto j = nlohmann::json::parse(r.out);
+                return j.contains("cautions") ? j["cautions"] : nlohmann::json::array();
+            };
+        const auto has = [](const nlohmann::json& c, const char* text) {
+            return c.size() == 1 && c[0].get<std::string>().find(text) != std::string::npos;
         };
-        const auto oss = explain("gpt-oss-20b.config.json", "dgx-h100", "bf16");
-        REQUIRE(oss.size() == 1);
-        CHECK(oss[0].get<std::string>().find("learnable sinks") != std::string::npos);
-        const auto h200 = explain("qwen3-30b-a3b.config.json", "dgx-h200", "fp8");
-        REQUIRE(h200.size() == 1);
-        CHECK(h200[0].get<std::string>().find("not priced on this profile") != std::string::npos);
-        CHECK(explain("qwen3-30b-a3b.config.json", "dgx-h100", "fp8").empty());
-        CHECK(explain("qwen3-30b-a3b.config.json", "dgx-h200", "bf16").empty());
+        CHECK(has(explain("gpt-oss-20b.config.json", "dgx-h100", "bf16", nullptr),
+                  "learnable sinks"));
+        CHECK(has(explain("qwen3-30b-a3b.config.json", "dgx-h200", "fp8", "tensorwise"),
+                  "not priced on this profile"));
+        CHECK(explain("qwen3-30b-a3b.config.json", "dgx-h100", "fp8", "tensorwise").empty());
+        CHECK(has(explain("qwen3-30b-a3b.config.json", "dgx-h100", "fp8", "delayed"),
+                  "fitted to fp8-tensorwise runs; this job runs fp8-delayed"));
+        CHECK(explain("qwen3-30b-a3b.config.json", "dgx-h200", "bf16", nullptr).empty());
         const test::CliRun p = test::run_cleave({"plan",
                                                  dir + "gpt-oss-20b.config.json",
                                                  "dgx-h100",
