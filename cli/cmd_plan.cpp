@@ -535,6 +535,9 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
             std::ostringstream c;
             c << job.moe_capacity;
             arg(os, "--moe-expert-capacity-factor", c.str());
+            if (job.moe_pad) {
+                arg(os, "--moe-pad-expert-input-to-capacity");
+            }
         }
     }
 }

@@ -59,6 +59,11 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    "MoE token-drop capacity factor (Megatron --moe-expert-capacity-factor); "
                    "0 = none, dropless")
         ->capture_default_str();
+    sub.add_flag("--moe-pad",
+                 f.moe_pad,
+                 "Pad every expert's tokens to the capacity (Megatron "
+                 "--moe-pad-expert-input-to-capacity): static shapes, no host sync; needs "
+                 "--moe-capacity");
     sub.add_option("--moe-imbalance",
                    f.moe_imbalance,
                    "Busiest expert's tokens over the average (1 = the forced balance of "
@@ -314,8 +319,13 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
         throw ConfigError("--moe-capacity: " + std::to_string(f.moe_capacity) +
                           " is not a capacity factor >= 0 (0 = none)");
     }
+    if (f.moe_pad && !(f.moe_capacity > 0.0)) {
+        throw ConfigError("--moe-pad: pads each expert to the capacity, so it needs --moe-capacity "
+                          "(e.g. --moe-capacity 1.0)");
+    }
     in.job.moe_imbalance = f.moe_imbalance;
     in.job.moe_capacity = f.moe_capacity;
+    in.job.moe_pad = f.moe_pad;
     if (in.job.global_batch <= 0) {
         throw ConfigError("--gbs: the global batch size is required (or give it in --job)");
     }

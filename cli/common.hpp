@@ -46,6 +46,7 @@ struct JobFlags {
     std::string stack;  // software stack name or TOML; "" = [job] stack, else megatron-core
     std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
     double moe_capacity = 0.0;           // --moe-capacity: 0 = none (dropless)
+    bool moe_pad = false;                // --moe-pad (needs --moe-capacity)
     double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
     TrainFlags train;                    // registered by add_train_flags() only
 };

@@ -44,6 +44,10 @@ struct JobSpec {
     /// MoE token-drop capacity factor (Megatron --moe-expert-capacity-factor): an expert takes at
     /// most this many times the average tokens; 0 = none (dropless, Megatron's default).
     double moe_capacity = 0.0;
+    /// Pad every expert's tokens up to the capacity (Megatron --moe-pad-expert-input-to-capacity,
+    /// needs moe_capacity): static shapes, so the dispatcher needs no host wait for the split
+    /// sizes; every expert computes and moves capacity x the average tokens.
+    bool moe_pad = false;
     /// Tokens of the busiest expert over the average (>= 1); 1 = the forced balance of the
     /// published benchmarks (Megatron --moe-router-force-load-balancing).
     double moe_imbalance = 1.0;

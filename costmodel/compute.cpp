@@ -56,16 +56,32 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
 
 double expert_load_ratio(const JobSpec& job) {
     const double r = std::max(1.0, job.moe_imbalance);
+    if (job.moe_pad && job.moe_capacity > 0.0) {
+        return job.moe_capacity;  // every expert padded to (and capped at) the capacity
+    }
     return job.moe_capacity > 0.0 ? std::min(r, job.moe_capacity) : r;
 }
+
+namespace {
+
+// Tokens of an expert other than the busiest over the average: 1, capped by the capacity;
+// padded, exactly the capacity (Megatron moe_utils.py get_capacity; token_dispatcher.py
+// drop_and_pad).
+double other_expert_load(const JobSpec& job) {
+    if (job.moe_capacity <= 0.0) {
+        return 1.0;
+    }
+    return job.moe_pad ? job.moe_capacity : std::min(1.0, job.moe_capacity);
+}
+
+}  // namespace
 
 double rank_load_ratio(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     const double local = d(m.moe.experts) / d(std::max<int64_t>(1, p.ep));
     if (local <= 0.0) {
         return 1.0;
     }
-    const double rest = job.moe_capacity > 0.0 ? std::min(1.0, job.moe_capacity) : 1.0;
-    return (expert_load_ratio(job) + (local - 1.0) * rest) / local;
+    return (expert_load_ratio(job) + (local - 1.0) * other_expert_load(job)) / local;
 }
 
 ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) {
@@ -76,7 +92,7 @@ ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) 
     }
     const double etp = d(expert_tp(p));
     const double rows = tokens_per_gpu(job, p) / d(p.tp) * d(m.moe.top_k) * etp / local;
-    const double rest = job.moe_capacity > 0.0 ? std::min(1.0, job.moe_capacity) : 1.0;
+    const double rest = other_expert_load(job);
     const double f = d(m.moe.expert_ffn_hidden) / etp;
     const double in_mult = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
     const double h = d(m.hidden);
@@ -425,9 +441,12 @@ EpComm ep_dispatch(const ModelSpec& m, const JobSpec& job, const Plan& p, const 
 void add_ep(
     LayerCost& lc, const ModelSpec& m, const JobSpec& job, const Plan& p, const PlanLinks& links) {
     const bool moves = p.ep > 1 || expert_tp(p) > 1;
-    const Seconds sync = job.stack.moe_dispatcher == MoeDispatcher::alltoall && moves
-                             ? seconds(job.stack.moe_sync_us * 1e-6)
-                             : Seconds{};
+    // Padded to capacity the split sizes are static: no host wait (token_dispatcher.py
+    // drop_and_pad skips the D2H of the counts).
+    const Seconds sync =
+        job.stack.moe_dispatcher == MoeDispatcher::alltoall && moves && !job.moe_pad
+            ? seconds(job.stack.moe_sync_us * 1e-6)
+            : Seconds{};
     if (!moves) {
         return;
     }
@@ -472,15 +491,22 @@ void add_expert_overhead(
         return;
     }
     const Seconds all = per * local_experts;
-    const Seconds fwd = all / 3.0;
-    const Seconds bwd = all - fwd;
+    Seconds fwd = all / 3.0;
+    Seconds bwd = all - fwd;
+    Seconds redo = p.recompute == Recompute::full ? fwd : Seconds{};
+    if (job.moe_pad) {
+        // Padded to capacity there is no host wait in the layer, so the host issues these while
+        // the GPU still runs earlier work: only what outlasts the pass's GPU time is exposed
+        // (forward; backward with its recomputed forward).
+        fwd = max(Seconds{}, fwd - (lc.fwd + lc.tp_fwd + lc.cp_fwd + lc.ep_fwd));
+        bwd = max(Seconds{},
+                  bwd + redo - (lc.bwd + lc.recompute + lc.tp_bwd + lc.cp_bwd + lc.ep_bwd));
+        redo = Seconds{};
+    }
     lc.fwd += fwd;
     lc.bwd += bwd;
-    lc.expert_overhead = fwd + bwd;
-    if (p.recompute == Recompute::full) {
-        lc.recompute += fwd;
-        lc.expert_overhead += fwd;
-    }
+    lc.recompute += redo;
+    lc.expert_overhead = fwd + bwd + redo;
 }
 
 }  // namespace

@@ -313,6 +313,35 @@ TEST_SUITE("costmodel") {
         CHECK(p.out.find("# caution: attention with learnable sinks") != std::string::npos);
     }
 
+    TEST_CASE("moe: padded to capacity, every expert is full and the host runs ahead") {
+        // moe16 (16 experts, top-2), one micro-batch of 4096 tokens per GPU, EP 4: 4 local
+        // experts of 4096 x 2 / 4 = 2048 rows each. Capacity 1.25 padded: every expert 2560
+        // rows, the rank 1.25 x the average; unpadded: the others at 2048, the rank at 1.
+        const ModelSpec m = moe16();
+        JobSpec j = fp8_job();
+        const Plan p = ep_plan(16, 1, 4);
+        j.moe_capacity = 1.25;
+        CHECK(expert_gemms(m, j, p).avg_in.m == doctest::Approx(2048.0));
+        CHECK(rank_load_ratio(m, j, p) == doctest::Approx(1.0));
+        j.moe_pad = true;
+        CHECK(expert_gemms(m, j, p).avg_in.m == doctest::Approx(2560.0));
+        CHECK(expert_gemms(m, j, p).hot_in.m == doctest::Approx(2560.0));
+        CHECK(rank_load_ratio(m, j, p) == doctest::Approx(1.25));
+        // No host wait: 4 x 300 us (400 fwd, 800 bwd) hides behind a layer's GPU time; 4 x 1 s
+        // exposes what outlasts it: 4/3 s - fwd GPU time + 8/3 s - bwd GPU time.
+        ClusterSpec c = load_cluster_uncalibrated("dgx-h100");
+        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        const Seconds gf = bare.fwd + bare.tp_fwd + bare.cp_fwd + bare.ep_fwd;
+        const Seconds gb = bare.bwd + bare.recompute + bare.tp_bwd + bare.cp_bwd + bare.ep_bwd;
+        REQUIRE(gf.value() > 400e-6);
+        REQUIRE(gb.value() > 800e-6);
+        c.node.quantised_expert_overhead = seconds(300e-6);
+        CHECK(layer_cost(m, c, j, p, plan_links(c, p), true).expert_overhead.value() == 0.0);
+        c.node.quantised_expert_overhead = seconds(1.0);
+        CHECK(layer_cost(m, c, j, p, plan_links(c, p), true).expert_overhead.value() ==
+              doctest::Approx(4.0 / 3.0 - gf.value() + 8.0 / 3.0 - gb.value()));
+    }
+
     TEST_CASE("moe: expert GEMMs split by etp, not tp (parallel folding)") {
         const ModelSpec m = moe16();
         const JobSpec j = test::job(16, 64, 4096);
@@ -505,5 +534,17 @@ TEST_SUITE("costmodel") {
         // The busiest rank: (2 + 0) / 1 local expert = 2 x the all-to-all bytes.
         CHECK(nlohmann::json::parse(s2.out)["comm_bytes_per_gpu"]["ep"].get<double>() ==
               doctest::Approx(2.0 * b["ep"].get<double>()));
+        std::vector<std::string> pad = base;
+        pad.insert(pad.end(), {"--moe-pad"});
+        const test::CliRun np = test::run_cleave(pad);
+        CHECK(np.code == 2);
+        CHECK(np.err.find("--moe-pad") != std::string::npos);
+        CHECK(np.err.find("--moe-capacity") != std::string::npos);
+        // Padded at capacity 1.5: every expert at 1.5 x the average, so 1.5 x the bytes.
+        pad.insert(pad.end(), {"--moe-capacity", "1.5"});
+        const test::CliRun p15 = test::run_cleave(pad);
+        REQUIRE(p15.code == 0);
+        CHECK(nlohmann::json::parse(p15.out)["comm_bytes_per_gpu"]["ep"].get<double>() ==
+              doctest::Approx(1.5 * b["ep"].get<double>()));
     }
 }
