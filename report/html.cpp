@@ -80,6 +80,13 @@ std::string section_html(const Section& s, std::size_t index) {
               true);
     h += "</div>";
     h += "<h3>Why not the others</h3>" + table_html(s.why_not, false, 0);
+    if (!s.cautions.empty()) {
+        h += "<h3>Cautions on the prediction</h3><ul class=\"cautions\">";
+        for (const std::string& c : s.cautions) {
+            h += "<li>" + escape(c) + "</li>";
+        }
+        h += "</ul>";
+    }
     h += "<h3>Risks of the chosen plan</h3>" +
          (s.risks.rows.empty() ? std::string("<p>None found.</p>") : table_html(s.risks, false, 0));
     return h + "</section>";

@@ -65,6 +65,7 @@ struct Section {
     Table train;  // time and cost to train (empty without --tokens)
     Table why_not;
     Table risks;
+    std::vector<std::string> cautions;  // where the prediction is known to be optimistic
 };
 
 struct Page {

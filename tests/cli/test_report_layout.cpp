@@ -224,5 +224,9 @@ TEST_SUITE("report") {
         CHECK(urls == ns);
         CHECK(html.find("<link") == std::string::npos);
         CHECK(html.find("@import") == std::string::npos);
+        CHECK(html.find("Cautions") == std::string::npos);  // none given, none shown
+        p.sections[0].cautions = {"sinks <slow>"};
+        CHECK(page_html(p).find("<ul class=\"cautions\"><li>sinks &lt;slow&gt;</li></ul>") !=
+              std::string::npos);
     }
 }
