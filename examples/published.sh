@@ -5,14 +5,5 @@
 #   examples/published.sh [CSV] [--format table|json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CLEAVE=${CLEAVE:-}
-if [[ -z "$CLEAVE" ]]; then
-  for c in build/release/cleave build/dev/cleave build/ci/cleave; do
-    if [[ -x "$c" ]]; then CLEAVE=$c; break; fi
-  done
-fi
-if [[ -z "$CLEAVE" ]]; then
-  echo "published.sh: build cleave first (cmake --workflow --preset ci, or set CLEAVE=path)" >&2
-  exit 2
-fi
+source examples/find-cleave.sh
 exec "$CLEAVE" published "$@"

@@ -7,16 +7,7 @@
 # Timing on a shared machine follows its load: the load average is recorded before every step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CLEAVE=${CLEAVE:-}
-if [[ -z "$CLEAVE" ]]; then
-  for c in build/release/cleave build/dev/cleave build/ci/cleave; do
-    if [[ -x "$c" ]]; then CLEAVE=$c; break; fi
-  done
-fi
-if [[ -z "$CLEAVE" ]]; then
-  echo "validate-series.sh: build cleave first (or set CLEAVE=path)" >&2
-  exit 2
-fi
+source examples/find-cleave.sh
 OUT=${1:-validate-series-$(date -u +%Y%m%dT%H%M%SZ)}
 NP=${NP:-2}
 RUNS=${RUNS:-3}

@@ -1,5 +1,7 @@
 // Issue 18 under mpirun: a DP rank that runs late is waited for in dp_wait, not in dp_comm
 // (which the cost model prices as moving bytes). Launches `mpirun -np 2 cleave run`.
+#include "tests/shell_run.hpp"
+
 #include <array>
 #include <cstdio>
 #include <string>
@@ -10,24 +12,8 @@
 
 namespace {
 
-struct Result {
-    int status = -1;
-    std::string output;
-};
-
-Result shell(const std::string& cmd) {
-    Result r;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    size_t n = 0;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-        r.output.append(buf.data(), n);
-    }
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    return r;
-}
+using Result = cleave::test::ShellResult;
+using cleave::test::shell;
 
 }  // namespace
 

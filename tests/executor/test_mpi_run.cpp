@@ -2,6 +2,8 @@
 // loss and updated weights of the single-rank run, relative tolerance 1e-5) and the fault test
 // (a rank that dies or hangs takes the whole job down within the timeout, with a message that
 // names what failed). Each case launches mpirun (CLEAVE_MPIEXEC) on the cleave binary.
+#include "tests/shell_run.hpp"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -18,24 +20,8 @@
 
 namespace {
 
-struct Result {
-    int status = -1;
-    std::string output;
-};
-
-Result shell(const std::string& cmd) {
-    Result r;
-    FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::array<char, 4096> buf{};
-    size_t n = 0;
-    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) {
-        r.output.append(buf.data(), n);
-    }
-    const int st = pclose(p);
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    return r;
-}
+using Result = cleave::test::ShellResult;
+using cleave::test::shell;
 
 std::string data(const std::string& file) {
     return std::string(CLEAVE_TEST_DATA_DIR) + "/tests/executor/data/" + file;
