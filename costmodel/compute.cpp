@@ -525,12 +525,14 @@ LayerCost layer_cost(const ModelSpec& m,
     const Seconds t_proj = gemm_time(gpu, job.compute, g.proj);
     Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
     Seconds t_out = gemm_time(gpu, job.compute, g.mlp_out);
+    double local_experts = 0.0;  // this GPU's routed experts (MoE layers)
     if (moe) {
         // Routed experts on the expert grid (split by etp, not tp), the busiest one at its load.
         const ExpertGemms e = expert_gemms(m, job, p);
         const Flops grp_in = gemm_flops(e.avg_in) * e.others + gemm_flops(e.hot_in);
         const Flops grp_out = gemm_flops(e.avg_out) * e.others + gemm_flops(e.hot_out);
         const double local = e.others + 1.0;
+        local_experts = local;
         t_in = expert_gemm_time(gpu, job, e.avg_in, grp_in, local) * e.others +
                expert_gemm_time(gpu, job, e.hot_in, grp_in, local);
         t_out = expert_gemm_time(gpu, job, e.avg_out, grp_out, local) * e.others +
@@ -577,7 +579,7 @@ LayerCost layer_cost(const ModelSpec& m,
     add_cp(lc, m, job, p, links, core, core_bwd);
     if (moe) {
         add_ep(lc, m, job, p, links);
-        add_expert_overhead(lc, c, job, p, expert_gemms(m, job, p).others + 1.0);
+        add_expert_overhead(lc, c, job, p, local_experts);
     }
     return lc;
 }
