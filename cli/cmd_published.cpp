@@ -1,10 +1,12 @@
 // cleave published [CSV]: predicted vs published iteration times of public training runs.
 #include "cli/commands.hpp"
+#include "cli/published_memory.hpp"
 #include "core/calibration.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "core/stack.hpp"
 #include "costmodel/published.hpp"
+#include "costmodel/published_memory.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -483,7 +485,12 @@ void setup_published(CLI::App& app, CliContext& ctx) {
     sub->callback([opt, &ctx] {
         const std::filesystem::path csv =
             opt->csv.empty() ? default_csv() : std::filesystem::path(opt->csv);
-        const auto cases = parse_public_runs(read_file(csv), csv.string());
+        const std::string text = read_file(csv);
+        if (is_memory_csv(text)) {
+            print_published_memory(csv.string(), text, opt->format, ctx);
+            return;
+        }
+        const auto cases = parse_public_runs(text, csv.string());
         const auto evs = evaluate_all(cases, csv.string());
         const auto loso = leave_one_source_out(evs);
         if (opt->format == "json") {

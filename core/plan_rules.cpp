@@ -171,9 +171,15 @@ const std::array<Entry, rule_count> table{{
     {Rule::vpp_schedule, {"vpp_schedule", "virtual stages exist only in the interleaved schedule"},
      [](const Ctx& x) { return x.p.schedule == Schedule::interleaved || x.p.vpp == 1; },
      [](const Ctx& x) { return std::string("vpp > 1 needs --schedule interleaved, not ") + to_string(x.p.schedule); }},
-    {Rule::zero_pipeline, {"zero_pipeline", "neither Megatron nor DeepSpeed shards gradients or weights under pipeline parallelism"},
-     [](const Ctx& x) { return x.p.zero < 2 || x.p.pp == 1; },
-     [](const Ctx& x) { return n("zero", x.p.zero) + " cannot be combined with pipeline parallelism (pp > 1)"; }},
+    {Rule::zero_pipeline, {"zero_pipeline", "neither Megatron nor DeepSpeed shards gradients or weights under pipeline parallelism (torchtitan's FSDP2 does: zero 3 with pp)"},
+     [](const Ctx& x) {
+         return x.p.zero < 2 || x.p.pp == 1 ||
+                (x.p.zero == 3 && x.job.stack.framework == StackFramework::torchtitan);
+     },
+     [](const Ctx& x) {
+         return n("zero", x.p.zero) + " cannot be combined with pipeline parallelism (pp > 1) under stack '" +
+                x.job.stack.name + "' (torchtitan-fsdp2 runs FSDP with pipelines: --stack torchtitan-fsdp2 --zero 3)";
+     }},
     {Rule::gpus, {"gpus", "the plan uses every GPU of the job"},
      [](const Ctx& x) { return plan_gpus(x.p) == x.job.gpus; },
      [](const Ctx& x) { return "dp*tp*pp*cp=" + std::to_string(plan_gpus(x.p)) + " is not " + n("gpus", x.job.gpus); }},

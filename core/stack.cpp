@@ -140,6 +140,15 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
             r.choice<Dtype>("grad_dtype",
                             Need::required,
                             {{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}}));
+        set(s.loss_buffers, r.quantity("loss_buffers", Need::optional));
+        set(s.op_level_sac, r.flag("op_level_sac", Need::optional));
+        if (const auto f = r.quantity("allocator_overhead", Need::optional, true)) {
+            if (*f >= 1.0) {
+                r.bad_value("allocator_overhead", "must be below 1 (a fraction of the allocated peak)");
+            } else {
+                s.allocator_overhead = *f;
+            }
+        }
         r.finish();
     }
     if (const toml::table* t = top.table("data_parallel", Need::required)) {

@@ -69,6 +69,17 @@ struct SoftwareStack {
     bool hidden_dropout = true;        // dropout masks stored after attention and MLP
     bool fused_cross_entropy = false;  // no fp32 copy of the logits (TE / Triton fused CE)
     Dtype grad_dtype = Dtype::fp32;  // main-grad buffer the recipe keeps (CLI default for JobSpec)
+    /// Buffers of the size of one micro-batch's 16-bit logits (T V / t x 2 B) live at the loss's
+    /// peak; 0 = from fused_cross_entropy (1 fused, 3 unfused: the logits + their fp32 copy).
+    /// Eager F.cross_entropy(logits.float()) peaks in log_softmax's backward at 6 (memory.hpp).
+    double loss_buffers = 0.0;
+    /// What `selective` recomputation means: Megatron's module list (keep the GEMM inputs, drop
+    /// the attention scores), or torchtitan's op-level policy (every layer checkpointed, the
+    /// outputs of every other matmul and of attention saved; memory.hpp).
+    bool op_level_sac = false;
+    /// Peak bytes the caching allocator reserves over those it hands out, as a fraction of the
+    /// allocated peak (max_memory_reserved / max_memory_allocated - 1); 0 = not priced.
+    double allocator_overhead = 0.0;
 
     // Data-parallel overlap.
     bool overlap_grad_reduce = true;    // DP grad reduce per bucket behind the backward

@@ -131,6 +131,43 @@ StageParams stage_params(const Context& x, int64_t s) {
     return sp;
 }
 
+/// torchtitan's FSDP2 (fully_shard per transformer block and the root): ZeRO 3 under the
+/// torchtitan stack.
+bool fsdp2(const JobSpec& job, const Plan& p) {
+    return p.zero >= 3 && job.stack.framework == StackFramework::torchtitan;
+}
+
+/// FSDP2's states as torchtitan allocates them (torch/distributed/fsdp/_fully_shard, torchtitan
+/// distributed/parallelize fsdp @9dec370, MixedPrecisionPolicy(param bf16, reduce fp32)): the
+/// sharded parameter is the fp32 master (optimizer term), its sharded grad fp32, so no 16-bit
+/// shard is kept; the unsharded 16-bit parameters live only while used. Without PP: the root
+/// module (embedding, final norm, output) is not resharded after forward (fully_shard
+/// reshard_after_forward=None: False for the root), so its 16-bit weights stay through backward,
+/// plus two blocks (the one running and the one prefetched, zero3_gather_bytes). With PP
+/// torchtitan sets reshard_after_forward False for every block (fsdp.py: "default" -> not
+/// pp_enabled) and the schedule syncs gradients on the last micro-batch only, so the stage's
+/// 16-bit parameters stay unsharded and its unsharded grads accumulate in the fp32 reduce dtype
+/// (_fsdp_param.py to_accumulated_grad_if_needed). torchao's dynamic float8 recasts each
+/// weight per use: no cached fp8 copy.
+void fsdp2_states(const Context& x, int64_t s, const StageParams& sp, MemoryBreakdown& mem) {
+    const Plan& p = x.p;
+    const double n = d(std::max<int64_t>(1, p.dp * p.cp));
+    const double local = sp.dense + sp.expert;  // this stage's parameters after TP / EP
+    const double w = bytes_of(x.job.weights);
+    mem.weights -= bytes(sp.dense * w / n);  // no 16-bit shard: the fp32 master is the shard
+    if (sp.expert > 0.0) {
+        mem.weights -= bytes(sp.expert * w / d(std::max<int64_t>(1, expert_dp(p))));
+    }
+    if (p.pp > 1) {
+        mem.weights += bytes(local * w);
+        mem.grads += bytes(local * 4.0);
+        return;
+    }
+    const LayerParts& lp = x.parts;
+    const double root = (s == 0 ? lp.params_embedding : 0.0) + (s == p.pp - 1 ? lp.params_head : 0.0);
+    mem.weights += bytes(root / d(p.tp) * w);
+}
+
 MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp) {
     const Plan& p = x.p;
     const int64_t dp_shard = p.dp * p.cp;
@@ -183,12 +220,19 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
         mem.comm_buffers += bytes(abth);  // all-gathered layer input
     }
     mem.comm_buffers += zero3_gather_bytes(x.m, x.job, p);  // 0 below ZeRO 3
-    // Quantised weight copies kept over a step (costmodel/precision.hpp), sharded like weights.
-    mem.weights += bytes(weight_copy_bytes_per_param(x.c.gpu, x.job) * (sp.dense + sp.expert) /
-                         (p.zero >= 3 ? d(dp_shard) : 1.0));
+    if (fsdp2(x.job, p)) {
+        fsdp2_states(x, s, sp, mem);
+    } else {
+        // Quantised weight copies kept over a step (costmodel/precision.hpp), sharded like
+        // weights.
+        mem.weights += bytes(weight_copy_bytes_per_param(x.c.gpu, x.job) * (sp.dense + sp.expert) /
+                             (p.zero >= 3 ? d(dp_shard) : 1.0));
+    }
+    mem.allocated = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
+                    mem.comm_buffers;
+    mem.allocator = mem.allocated * x.job.stack.allocator_overhead;
     mem.reserved = x.c.gpu.reserved_memory;
-    mem.total = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
-                mem.comm_buffers + mem.reserved;
+    mem.total = mem.allocated + mem.allocator + mem.reserved;
     return mem;
 }
 

@@ -30,8 +30,11 @@ struct MemoryBreakdown {
     Bytes activations;   // all in-flight micro-batches, per the schedule
     Bytes logits;        // output-layer logits and loss buffers (last stage)
     Bytes comm_buffers;  // DP gradient buckets, ZeRO gather buffers, PP send/recv buffers
-    Bytes reserved;      // context + allocator fragmentation from the cluster profile
-    Bytes total;
+    Bytes reserved;      // the profile's fixed reservation (CUDA context, NCCL buffers)
+    Bytes total;         // allocated + allocator + reserved: what the fit check compares
+    Bytes allocated;     // peak bytes held by tensors (torch.cuda.max_memory_allocated)
+    Bytes allocator;     // the caching allocator's reserve over `allocated` (stack's
+                         // allocator_overhead); allocated + allocator = max_memory_reserved
 
     bool operator==(const MemoryBreakdown&) const = default;
 };

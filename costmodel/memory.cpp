@@ -38,6 +38,9 @@ Bytes activation_per_layer(
     if (r == Recompute::full) {
         return bytes(ab * tok * h / sp);  // the layer input only
     }
+    if (r == Recompute::selective && job.stack.op_level_sac && !moe && !m.mla.enabled()) {
+        return bytes(op_sac_saved_bytes_per_token(m, job, p) * tok);
+    }
     // Norm inputs (2 x ab) and dropout masks (2 x 1 B, when the recipe keeps hidden dropout):
     // split only by SP.
     const double masks = job.stack.hidden_dropout ? 2.0 : 0.0;
@@ -85,11 +88,41 @@ double kv_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p)
     return d(kv_width(m)) / d(p.tp) * activation_bytes(job);
 }
 
+double op_sac_saved_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double h = d(m.hidden);
+    const double hd = d(head_dim(m));
+    // The layer's matmuls in forward order, by output width per token on one GPU: column-
+    // parallel outputs split by TP, row-parallel ones (o, down) the full-width partial sums.
+    const double kv = d(m.kv_heads) * hd / t;
+    const bool gated = m.mlp == MlpKind::swiglu;
+    const double f = d(m.ffn_hidden) / t;
+    double widths[7] = {d(m.heads) * hd / t, kv, kv, h, f, gated ? f : h, h};
+    const int n = gated ? 7 : 6;
+    double saved = 0.0;
+    for (int i = 0; i < n; i += 2) {  // the 1st, 3rd, 5th, ... matmul: saved
+        saved += widths[i];
+    }
+    // + the block input (the checkpoint), SP-sharded; + the attention output and its fp32
+    // log-sum-exp per head.
+    const double input = h / (p.sp ? t : 1.0);
+    const double attention = d(m.heads) * d(v_head_dim(m)) / t;
+    return ab * (saved + input + attention) + 4.0 * d(m.heads) / t;
+}
+
+double loss_buffer_count(const JobSpec& job) {
+    if (job.stack.loss_buffers > 0.0) {
+        return job.stack.loss_buffers;
+    }
+    // A fused cross-entropy (Transformer Engine / Triton) works on the 16-bit logits in place;
+    // unfused, the logits and their fp32 copy (2 + 4 bytes = 3 logits' worth).
+    return job.stack.fused_cross_entropy ? 1.0 : 3.0;
+}
+
 Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
-    // A fused cross-entropy (Transformer Engine / Triton) works on the 16-bit logits in place.
-    const double fp32_copy = job.stack.fused_cross_entropy ? 0.0 : 4.0;
-    return bytes((activation_bytes(job) + fp32_copy) * tokens_per_gpu(job, p) * d(m.vocab) /
-                 d(p.tp));
+    return bytes(loss_buffer_count(job) * activation_bytes(job) * tokens_per_gpu(job, p) *
+                 d(m.vocab) / d(p.tp));
 }
 
 double largest_layer_matrix(const ModelSpec& m, const Plan& p) {
@@ -118,6 +151,15 @@ double largest_layer_matrix(const ModelSpec& m, const Plan& p) {
 Bytes zero3_gather_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     if (p.zero < 3) {
         return {};
+    }
+    if (job.stack.framework == StackFramework::torchtitan) {
+        // FSDP2 gathers per transformer block: the running block and the prefetched one; under
+        // PP nothing is resharded (the stage's weights are counted whole instead).
+        if (p.pp > 1) {
+            return {};
+        }
+        const double block = d(params_attention(m) + params_layer_norms(m) + params_mlp(m, m.ffn_hidden));
+        return bytes(2.0 * block / d(p.tp) * bytes_of(job.weights));
     }
     return bytes(2.0 * largest_layer_matrix(m, p) * bytes_of(job.weights));
 }

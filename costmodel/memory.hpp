@@ -44,9 +44,26 @@ activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool
 /// activation bytes. The CP ring passes this per token of its chunk.
 [[nodiscard]] double kv_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
-/// Output layer + loss of one micro-batch on the last stage: the 16-bit logits and their fp32
-/// copy for the cross-entropy, T V / t elements each.
+/// Output layer + loss of one micro-batch on the last stage at the loss's peak: n buffers of
+/// the 16-bit logits' size, T V / t x 2 B each (loss_buffer_count). Unfused (Megatron's
+/// VocabParallelCrossEntropy): the logits + their fp32 copy, n = 3; fused (TE / Triton): 1.
+/// Eager `F.cross_entropy(logits.float())` (torchtitan components/loss.py, train.py
+/// `del pred` before backward) peaks inside log_softmax's backward with the fp32 saved
+/// log-probabilities, their incoming gradient and the outgoing one alive: 3 x fp32 = n 6.
 [[nodiscard]] Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// The n of logits_bytes(): the stack's loss_buffers, else 1 fused / 3 unfused.
+[[nodiscard]] double loss_buffer_count(const JobSpec& job);
+
+/// Bytes per token one dense layer keeps under torchtitan's op-level selective activation
+/// checkpointing (torchtitan/models/llama3/parallelize.py _apply_ac_to_transformer_block @9dec370,
+/// policy "op": save the outputs of aten.mm except every second one, of SDPA flash / efficient
+/// attention and of aten.max; recompute everything else). The block is checkpointed, so its input
+/// is kept (/ t under SP). Llama's matmuls in order q, k, v, o, w1, w3, w2 save q, v, w1, w2;
+/// the attention output and its fp32 log-sum-exp are kept. Llama 3 8B, t = 1, bf16:
+/// 2 (4096 + 1024 + 14336 + 4096 + 4096 + 4096) + 4 x 32 = 63,616 B.
+[[nodiscard]] double op_sac_saved_bytes_per_token(const ModelSpec& m, const JobSpec& job,
+                                                  const Plan& p);
 
 /// Largest weight matrix of one transformer layer on one GPU after the TP split, in parameters:
 /// max of QKV h x (a + 2 a_kv) d, projection a d x h, MLP in h x f (x2 for SwiGLU, gate and up

@@ -133,6 +133,12 @@ std::string profile_for(const Reader& r, std::string& reason) {
         }
         return "dgx1-v100";
     }
+    if (contains(gpu, "H800")) {
+        return "h800";
+    }
+    if (contains(gpu, "H100") && (mem == 96 || contains(gpu, "96GB") || contains(gpu, "HBM2e"))) {
+        return "h100-96gb";  // Grand Teton's H100 96 GB HBM2e at 500 W (torchtitan's benchmarks)
+    }
     if (contains(gpu, "H100")) {
         return "dgx-h100";
     }
@@ -508,6 +514,21 @@ PublishedResult evaluate_published(const PublishedCase& c, const ClusterSpec& cl
     r.tflops_per_gpu = e.tflops_per_gpu;
     r.mfu = e.mfu;
     return r;
+}
+
+std::vector<std::vector<std::string>> csv_rows(std::string_view csv) {
+    return split_csv(csv);
+}
+
+std::string profile_for_gpu(const std::string& gpu_type,
+                            int64_t memory_gb,
+                            int64_t gpus_per_node,
+                            std::string& reason) {
+    Row row{{"gpu_type", gpu_type},
+            {"gpu_memory_gb", memory_gb > 0 ? std::to_string(memory_gb) : ""},
+            {"gpus_per_node", gpus_per_node > 0 ? std::to_string(gpus_per_node) : ""}};
+    const std::string file = "(gpu)";
+    return profile_for(Reader{row, file, 0}, reason);
 }
 
 ErrorSummary summarize_errors(const std::vector<std::pair<int64_t, double>>& errors) {

@@ -100,6 +100,16 @@ convention_flops(const std::string& definition, const ModelSpec& m, const JobSpe
 [[nodiscard]] PublishedResult evaluate_published(const PublishedCase& c,
                                                  const ClusterSpec& cluster);
 
+/// The CSV text as rows of fields (RFC 4180 quoting; blank lines skipped), header first.
+[[nodiscard]] std::vector<std::vector<std::string>> csv_rows(std::string_view csv);
+
+/// The shipped hardware profile of a `gpu_type` cell ("" when none); `reason` gets an assumption
+/// made for a loosely named GPU, or why none fits.
+[[nodiscard]] std::string profile_for_gpu(const std::string& gpu_type,
+                                          int64_t memory_gb,
+                                          int64_t gpus_per_node,
+                                          std::string& reason);
+
 /// Mean and worst absolute percentage error over a set of errors.
 struct ErrorSummary {
     int64_t count = 0;

@@ -153,6 +153,8 @@ TEST_SUITE("core") {
                                      "dgx2-v100",
                                      "gb200-nvl72",
                                      "gb300-nvl72",
+                                     "h100-96gb",
+                                     "h800",
                                      "mi300x"}) {
             CAPTURE(expected);
             CHECK(std::find(names.begin(), names.end(), expected) != names.end());

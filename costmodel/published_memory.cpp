@@ -1,0 +1,271 @@
+#include "costmodel/published_memory.hpp"
+
+#include "core/errors.hpp"
+#include "core/load.hpp"
+#include "costmodel/estimate.hpp"
+#include "costmodel/published.hpp"
+
+#include <charconv>
+#include <map>
+
+namespace cleave {
+
+namespace {
+
+using Row = std::map<std::string, std::string>;
+
+bool contains(const std::string& s, const char* what) {
+    return s.find(what) != std::string::npos;
+}
+
+bool starts(const std::string& s, const char* what) {
+    return s.rfind(what, 0) == 0;
+}
+
+struct Cells {
+    const Row& row;
+    const std::string& file;
+    int64_t line;
+
+    const std::string& str(const std::string& key) const {
+        static const std::string empty;
+        const auto it = row.find(key);
+        return it == row.end() ? empty : it->second;
+    }
+
+    [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+        throw ConfigError({Diagnostic{{file, line, 0}, "column '" + key + "': " + what}});
+    }
+
+    /// The leading number of a cell ("4 (default: ...)" is 4); `fallback` when empty.
+    double num(const std::string& key, double fallback = 0.0) const {
+        const std::string& s = str(key);
+        if (s.empty()) {
+            return fallback;
+        }
+        double v = 0.0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (r.ec != std::errc{} || (r.ptr != s.data() + s.size() && *r.ptr != ' ')) {
+            fail(key, "'" + s + "' is not a number");
+        }
+        return v;
+    }
+
+    int64_t count(const std::string& key, int64_t fallback = 0) const {
+        return static_cast<int64_t>(num(key, static_cast<double>(fallback)));
+    }
+};
+
+/// "N PP microbatches" inside a micro-batch cell, or 0.
+int64_t stated_microbatches(const std::string& cell) {
+    const auto at = cell.find(" PP microbatches");
+    if (at == std::string::npos) {
+        return 0;
+    }
+    auto from = cell.rfind(' ', at - 1);
+    from = from == std::string::npos ? 0 : from + 1;
+    int64_t v = 0;
+    std::from_chars(cell.data() + from, cell.data() + at, v);
+    return v;
+}
+
+ModelSpec model_of(const Cells& r, std::string& notes) {
+    const std::string& name = r.str("model");
+    if (contains(name, "Moonlight")) {
+        const std::filesystem::path path = shipped_model_config_path("moonlight-16b-a3b.config.json");
+        if (path.empty()) {
+            r.fail("model", "the shipped config moonlight-16b-a3b.config.json is not found");
+        }
+        ModelSpec m = load_model(path);
+        m.name = name;
+        notes += "model from examples/hf/moonlight-16b-a3b.config.json; ";
+        return m;
+    }
+    ModelSpec m;
+    m.name = name;
+    m.layers = r.count("num_layers");
+    m.hidden = r.count("hidden_size");
+    m.heads = r.count("num_attention_heads");
+    m.kv_heads = r.count("num_kv_heads", m.heads);
+    m.ffn_hidden = r.count("ffn_hidden_size", 4 * m.hidden);
+    m.vocab = r.count("vocab_size");
+    m.seq_len = r.count("seq_length");
+    if (contains(name, "Llama")) {  // Llama architecture: SwiGLU, RMSNorm, RoPE, untied
+        m.mlp = MlpKind::swiglu;
+        m.norm = NormKind::rmsnorm;
+        m.positions = PositionKind::rope;
+        m.tied_embeddings = false;
+        m.linear_bias = false;
+    }
+    return m;
+}
+
+void job_of(const Cells& r, MemoryCase& c, std::string& notes) {
+    JobSpec& j = c.job;
+    j.gpus = r.count("num_gpus");
+    j.seq_len = r.count("seq_length");
+    const std::string& prec = r.str("precision");
+    if (contains(prec, "Float8")) {
+        j.compute = Dtype::fp8;
+        j.fp8_recipe = Fp8Recipe::tensorwise;  // torchao dynamic tensorwise scaling
+        notes += "Float8 linears priced as fp8 tensorwise; ";
+    }
+    const std::string& sh = r.str("dp_sharding");
+    if (contains(sh, "precision-aware")) {
+        // Megatron's precision-aware optimizer as the row states it (fp32 main params).
+        if (contains(sh, "bf16 main grads")) {
+            j.grads = Dtype::bf16;
+        }
+        if (contains(sh, "exp_avg_sq")) {
+            j.optimizer_states = Dtype::bf16;
+        }
+        notes += "precision-aware optimizer: grads " + std::string(to_string(j.grads)) +
+                 ", moments " + to_string(j.optimizer_states) + ", fp32 main params; ";
+    } else if (contains(prec, "grad_reduce bf16")) {
+        j.grads = Dtype::bf16;
+    }
+}
+
+void plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
+    Plan& p = c.plan;
+    p.tp = r.count("tp", 1);
+    p.pp = r.count("pp", 1);
+    p.dp = r.count("dp", 1);
+    p.cp = r.count("cp", 1);
+    p.ep = r.count("ep", 1);
+    p.etp = r.count("etp", 0);
+    p.vpp = r.count("vpp", 1);
+    p.mbs = r.count("micro_batch_size", 1);
+    p.schedule = p.vpp > 1 || contains(r.str("pp_schedule"), "Interleaved") ? Schedule::interleaved
+                                                                          : Schedule::one_f_one_b;
+    p.sp = starts(r.str("sequence_parallel"), "yes");
+    const std::string& rc = r.str("recompute");
+    if (starts(rc, "full")) {
+        p.recompute = Recompute::full;
+    } else if (starts(rc, "selective []")) {
+        p.recompute = Recompute::none;  // an empty module list recomputes nothing
+    } else if (starts(rc, "selective")) {
+        p.recompute = Recompute::selective;
+    }
+    const std::string& sh = r.str("dp_sharding");
+    if (contains(sh, "FSDP")) {
+        p.zero = 3;
+    } else if (contains(sh, "ZeRO-1") || contains(sh, "distributed optimizer")) {
+        p.zero = 1;
+    }
+    // Batch: the row's GBS, else local batch x DP ranks (x the stated PP micro-batch count).
+    const int64_t micro = stated_microbatches(r.str("micro_batch_size"));
+    c.job.global_batch = r.count("global_batch_size", 0);
+    if (c.job.global_batch == 0) {
+        c.job.global_batch = p.mbs * p.dp * std::max<int64_t>(1, micro);
+        notes += "GBS not stated: " + std::to_string(c.job.global_batch) +
+                 " (micro-batch x dp" + (micro > 0 ? " x the stated micro-batch count" : "") + "); ";
+    }
+    if (p.pp > 1 && c.model.layers % p.pp != 0 && (c.model.layers + 2) % p.pp == 0) {
+        const int64_t share = (c.model.layers + 2) / p.pp;
+        p.first_layers = share - 1;
+        p.last_layers = share - 1;
+        notes += "layer map not stated: " + std::to_string(share - 1) + " layers on the first and " +
+                 "last stages, " + std::to_string(share) + " on the others; ";
+    }
+}
+
+MemoryCase case_of(const Cells& r) {
+    MemoryCase c;
+    c.row_id = r.count("row_id");
+    c.source_key = r.str("source_key");
+    c.model_name = r.str("model");
+    c.confidence = r.str("confidence");
+    c.measured_gib = r.num("peak_memory_gib");
+    // "max reserved (...)" or "peak allocated (...); max reserved stayed ~40 GB": the metric
+    // is the cell's first word after max / peak.
+    const std::string& metric = r.str("memory_metric");
+    c.metric = (starts(metric, "max reserved") || starts(metric, "peak reserved"))
+                   ? MemoryMetric::reserved
+                   : MemoryMetric::allocated;
+    std::string notes;
+    c.model = model_of(r, notes);
+    job_of(r, c, notes);
+    plan_of(r, c, notes);
+    std::string why;
+    c.profile = profile_for_gpu(r.str("gpu_type"), r.count("gpu_memory_gb"), 0, why);
+    if (c.profile.empty()) {
+        c.reason = why;
+        return c;
+    }
+    notes = why + notes;
+    c.stack = stack_for_framework(r.str("framework"));
+    if (c.stack.empty()) {
+        c.reason = "no shipped stack for framework '" + r.str("framework") + "'";
+        return c;
+    }
+    notes += "stack " + c.stack + "; ";
+    if (c.job.seq_len <= 0) {
+        c.reason = "sequence length not stated";
+        return c;
+    }
+    if (c.measured_gib <= 0.0) {
+        c.reason = "no measured peak";
+        return c;
+    }
+    c.expressible = true;
+    c.reason = notes;
+    return c;
+}
+
+}  // namespace
+
+const char* to_string(MemoryMetric m) {
+    return m == MemoryMetric::reserved ? "reserved" : "allocated";
+}
+
+bool is_memory_csv(std::string_view csv) {
+    const auto end = csv.find('\n');
+    return csv.substr(0, end).find("memory_metric") != std::string_view::npos;
+}
+
+std::vector<MemoryCase> parse_public_memory(std::string_view csv, const std::string& source_name) {
+    const auto rows = csv_rows(csv);
+    if (rows.empty()) {
+        throw ConfigError({Diagnostic{{source_name, 1, 1}, "empty file: expected a CSV header"}});
+    }
+    const auto& header = rows.front();
+    for (const char* need : {"row_id", "source_key", "model", "num_layers", "hidden_size",
+                             "num_attention_heads", "vocab_size", "seq_length", "gpu_type",
+                             "num_gpus", "tp", "pp", "dp", "micro_batch_size", "recompute",
+                             "precision", "framework", "dp_sharding", "peak_memory_gib",
+                             "memory_metric"}) {
+        bool found = false;
+        for (const auto& h : header) {
+            found = found || h == need;
+        }
+        if (!found) {
+            throw ConfigError({Diagnostic{{source_name, 1, 1},
+                                          std::string("header lacks the column '") + need + "'"}});
+        }
+    }
+    std::vector<MemoryCase> out;
+    for (size_t i = 1; i < rows.size(); ++i) {
+        Row row;
+        for (size_t k = 0; k < header.size() && k < rows[i].size(); ++k) {
+            row[header[k]] = rows[i][k];
+        }
+        out.push_back(case_of(Cells{row, source_name, static_cast<int64_t>(i + 1)}));
+    }
+    return out;
+}
+
+MemoryResult evaluate_memory(const MemoryCase& c, const ClusterSpec& cluster) {
+    const Estimate e = estimate(c.model, cluster, c.job, c.plan);
+    MemoryResult r;
+    r.stage = e.peak_memory_stage;
+    r.allocated_gib = to_gib(e.memory.allocated);
+    r.reserved_gib = to_gib(e.memory.allocated + e.memory.allocator);
+    r.predicted_gib = c.metric == MemoryMetric::reserved ? r.reserved_gib : r.allocated_gib;
+    r.error_pct = 100.0 * (r.predicted_gib - c.measured_gib) / c.measured_gib;
+    r.total_gib = to_gib(e.memory.total);
+    r.usable_gib = to_gib(e.memory_usable);
+    return r;
+}
+
+}  // namespace cleave
