@@ -158,6 +158,11 @@ void add_plan_flags(CLI::App& sub, PlanFlags& f) {
                    "Full recomputation: layers per uniform group, or checkpointed per chunk with "
                    "--recompute-method block (Megatron's flags; default 1 uniform)")
         ->check(CLI::NonNegativeNumber);
+    sub.add_option("--recompute-modules",
+                   f.recompute_modules,
+                   "Selective recomputation's modules, Megatron's names, comma-separated: core_attn, "
+                   "mlp, layernorm, moe, moe_act, mla_up_proj, shared_experts (implies --recompute "
+                   "selective; default core_attn)");
     sub.add_option("--recompute-method", f.recompute_method, "Full recomputation: uniform or block")
         ->check(CLI::IsMember({"uniform", "block"}))
         ->capture_default_str();
@@ -372,6 +377,14 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
     p.recompute = f.recompute == "full"        ? Recompute::full
                   : f.recompute == "selective" ? Recompute::selective
                                                : Recompute::none;
+    if (!f.recompute_modules.empty()) {
+        if (p.recompute == Recompute::full) {
+            throw ConfigError("--recompute-modules is selective recomputation's list; it cannot be "
+                              "combined with --recompute full");
+        }
+        p.recompute = Recompute::selective;
+        p.recompute_modules = parse_recompute_modules(f.recompute_modules);
+    }
     p.sp = f.sp;
     p.zero = f.zero;
     if (f.dp <= 0 && mp > 0 && in.job.gpus % mp != 0) {

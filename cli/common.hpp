@@ -69,6 +69,7 @@ struct PlanFlags {
     std::string pipeline_layout;       // Megatron's --pipeline-model-parallel-layout notation
     int64_t recompute_num_layers = 0;  // 0 = 1 (uniform)
     std::string recompute_method = "uniform";
+    std::string recompute_modules;  // Megatron --recompute-modules (implies selective)
 };
 
 /// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job

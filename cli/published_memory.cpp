@@ -60,7 +60,7 @@ std::string plan_cell(const Plan& p) {
     char buf[96];
     std::snprintf(buf,
                   sizeof buf,
-                  "t%lld p%lld d%lld c%lld e%lld v%lld b%lld %s%s z%d",
+                  "t%lld p%lld d%lld c%lld e%lld v%lld b%lld %s%s%s z%d",
                   static_cast<long long>(p.tp),
                   static_cast<long long>(p.pp),
                   static_cast<long long>(p.dp),
@@ -69,6 +69,9 @@ std::string plan_cell(const Plan& p) {
                   static_cast<long long>(p.vpp),
                   static_cast<long long>(p.mbs),
                   to_string(p.recompute),
+                  p.recompute_modules != 0
+                      ? ("[" + recompute_modules_string(p.recompute_modules) + "]").c_str()
+                      : "",
                   p.sp ? " sp" : "",
                   p.zero);
     return buf;

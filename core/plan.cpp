@@ -305,3 +305,62 @@ void apply_layout(const std::string& layout, int64_t layers, Plan& p) {
 }
 
 }  // namespace cleave
+
+namespace cleave {
+
+namespace {
+
+constexpr std::pair<const char*, uint16_t> module_names[] = {
+    {"core_attn", recompute_module::core_attn},
+    {"mlp", recompute_module::mlp},
+    {"layernorm", recompute_module::layernorm},
+    {"moe", recompute_module::moe},
+    {"moe_act", recompute_module::moe_act},
+    {"mla_up_proj", recompute_module::mla_up_proj},
+    {"shared_experts", recompute_module::shared_experts}};
+
+}  // namespace
+
+uint16_t parse_recompute_modules(const std::string& list) {
+    uint16_t mask = 0;
+    std::string name;
+    const auto flush = [&] {
+        if (name.empty()) {
+            return;
+        }
+        bool known = false;
+        for (const auto& [n, bit] : module_names) {
+            if (name == n) {
+                mask = static_cast<uint16_t>(mask | bit);
+                known = true;
+            }
+        }
+        if (!known) {
+            throw ConfigError("--recompute-modules: unknown module '" + name +
+                              "' (core_attn, mlp, layernorm, moe, moe_act, mla_up_proj, "
+                              "shared_experts)");
+        }
+        name.clear();
+    };
+    for (const char ch : list) {
+        if (ch == ',' || ch == ' ' || ch == '[' || ch == ']' || ch == '"' || ch == '\'') {
+            flush();
+        } else {
+            name += ch;
+        }
+    }
+    flush();
+    return mask;
+}
+
+std::string recompute_modules_string(uint16_t mask) {
+    std::string out;
+    for (const auto& [n, bit] : module_names) {
+        if ((mask & bit) != 0) {
+            out += (out.empty() ? "" : " ") + std::string(n);
+        }
+    }
+    return out;
+}
+
+}  // namespace cleave

@@ -18,6 +18,27 @@ enum class Recompute { none, selective, full };
 /// checkpoints the first recompute_layers layers of each chunk and keeps the rest whole.
 enum class RecomputeMethod { uniform, block };
 
+/// Megatron-Core --recompute-modules (granularity selective; transformer_config.py
+/// recompute_modules @d98e8a64), one bit each in Plan::recompute_modules. core_attn, mlp, moe
+/// and shared_experts checkpoint the module (keep its input, re-run it); layernorm, moe_act and
+/// mla_up_proj discard only the module's output and recompute it.
+namespace recompute_module {
+inline constexpr uint16_t core_attn = 1;
+inline constexpr uint16_t mlp = 2;
+inline constexpr uint16_t layernorm = 4;
+inline constexpr uint16_t moe = 8;
+inline constexpr uint16_t moe_act = 16;
+inline constexpr uint16_t mla_up_proj = 32;
+inline constexpr uint16_t shared_experts = 64;
+}  // namespace recompute_module
+
+/// Parses Megatron's comma- or space-separated module names ("core_attn,mla_up_proj"); throws
+/// ConfigError naming an unknown one. An empty list gives 0.
+[[nodiscard]] uint16_t parse_recompute_modules(const std::string& list);
+
+/// The module names of a mask in Megatron's order, space-separated ("" for 0).
+[[nodiscard]] std::string recompute_modules_string(uint16_t mask);
+
 struct Plan {
     int64_t dp = 1;
     int64_t tp = 1;
@@ -46,6 +67,9 @@ struct Plan {
     /// has always priced) and --recompute-method.
     int64_t recompute_layers = 0;
     RecomputeMethod recompute_method = RecomputeMethod::uniform;
+    /// Selective recomputation's modules (recompute_module bits); 0 = Megatron's default list,
+    /// core_attn alone (what `selective` has always priced).
+    uint16_t recompute_modules = 0;
 
     bool operator==(const Plan&) const = default;
 };

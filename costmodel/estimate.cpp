@@ -514,6 +514,7 @@ Plan layer_shape(const Plan& p) {
     s.mbs = p.mbs;
     s.sp = p.sp;
     s.recompute = p.recompute;
+    s.recompute_modules = p.recompute_modules;
     return s;
 }
 
@@ -540,8 +541,10 @@ LayerParts layer_parts(const ModelSpec& m,
         // Dispatch / permutation buffers kept for backward (not with full recomputation, which
         // keeps only the layer input).
         const Bytes buf = moe_dispatch_buffer_bytes(m, job, p);
+        const bool moe_rerun = p.recompute == Recompute::selective &&
+                               (p.recompute_modules & recompute_module::moe) != 0;
         lp.act_moe = activation_per_layer(m, job, p, true, p.recompute) +
-                     (p.recompute == Recompute::full ? Bytes{} : buf);
+                     (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
         lp.act_moe_none = activation_per_layer(m, job, p, true, Recompute::none) + buf;
     }
     lp.emb = embedding_cost(m, c, job, p, links);
@@ -703,15 +706,17 @@ std::size_t Estimator::KeyHash::operator()(const Key& k) const noexcept {
 const LayerParts& Estimator::parts(const Plan& plan) {
     // The planner varies recompute and sp innermost: a slot per (recompute, sp) of the current
     // (tp, cp, ep, mbs) saves most hash lookups.
-    const int64_t flags = (plan.sp ? 1 : 0) | (static_cast<int64_t>(plan.recompute) << 1);
+    const int64_t flags = (plan.sp ? 1 : 0) | (static_cast<int64_t>(plan.recompute) << 1) |
+                          (static_cast<int64_t>(plan.recompute_modules) << 3);
     const Key key{plan.tp, plan.cp, plan.ep, plan.etp, plan.mbs, flags};
     if (key.tp != group_.tp || key.cp != group_.cp || key.ep != group_.ep ||
         key.etp != group_.etp || key.mbs != group_.mbs) {
         group_ = key;
         slots_.fill(nullptr);
     }
-    const auto slot = static_cast<std::size_t>(flags);  // at most 1 | 2 << 1 = 5
-    if (slots_[slot] != nullptr) {
+    // A slot per (recompute, sp) with the default module list; other lists go to the map.
+    const auto slot = static_cast<std::size_t>(flags < 8 ? flags : 7);  // at most 1 | 2 << 1 = 5
+    if (flags < 8 && slots_[slot] != nullptr) {
         return *slots_[slot];
     }
     auto it = cache_.find(key);
@@ -719,7 +724,9 @@ const LayerParts& Estimator::parts(const Plan& plan) {
         const PlanLinks links = plan_links(cluster_, plan);
         it = cache_.emplace(key, layer_parts(model_, cluster_, job_, plan, links)).first;
     }
-    slots_[slot] = &it->second;
+    if (flags < 8) {
+        slots_[slot] = &it->second;
+    }
     return it->second;
 }
 

@@ -52,20 +52,56 @@ Bytes activation_per_layer(
     const double inner =
         moe ? tok * (d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) + d(m.moe.shared_ffn_hidden))
             : tok * d(m.ffn_hidden);
-    const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * inner / t +
-                       (moe ? ab * tok * d(m.moe.top_k) * h / t : 0.0);
-    double total = ln_region + replicated + attn + mlp;
+    double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * inner / t +
+                 (moe ? ab * tok * d(m.moe.top_k) * h / t : 0.0);
+    const uint16_t mods = r == Recompute::selective ? p.recompute_modules : 0;
+    double attn_kept = attn;
+    if (mods != 0) {
+        const double saved = module_recompute_saving(m, job, p, moe);
+        attn_kept -= (mods & recompute_module::mla_up_proj) != 0 && m.mla.enabled()
+                         ? (d(m.heads) * d(head_dim(m)) + d(kv_width(m))) / t * ab * tok
+                         : 0.0;
+        mlp -= saved;
+    }
+    double total = ln_region + replicated + attn_kept + mlp;
     if (job.stack.attention == AttentionImpl::fused) {
         // No scores in memory: the kernel keeps each query row's fp32 log-sum-exp.
         return bytes(total + fused_attention_saved_bytes(m, job, p));
     }
-    if (r == Recompute::none) {
+    // Materialised scores are dropped by core_attn recomputation (Megatron's default list).
+    if (r == Recompute::none || (mods != 0 && (mods & recompute_module::core_attn) == 0)) {
         // softmax output (ab), dropout mask (1 B), dropout output (ab) per score: 5 a s^2 b.
         const double scores =
             d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
         total += (2.0 * ab + 1.0) * scores;
     }
     return bytes(total);
+}
+
+double module_recompute_saving(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
+    const uint16_t mods = p.recompute_modules;
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double tok = tokens_per_gpu(job, p);
+    const double gate = m.mlp == MlpKind::swiglu ? 3.0 : 2.0;
+    if (!moe) {
+        // mlp: the dense MLP checkpointed, its input (the norm output) kept by the layer anyway.
+        return (mods & recompute_module::mlp) != 0 ? gate * ab * tok * d(m.ffn_hidden) / t : 0.0;
+    }
+    const double routed = tok * d(m.moe.top_k);
+    if ((mods & recompute_module::moe) != 0) {
+        // moe: the whole MoE block re-run (routing, dispatch, experts, combine).
+        return gate * ab * (routed * d(m.moe.expert_ffn_hidden) + tok * d(m.moe.shared_ffn_hidden)) / t +
+               ab * routed * d(m.hidden) / t;
+    }
+    double saving = 0.0;
+    if ((mods & recompute_module::moe_act) != 0) {
+        saving += ab * routed * d(m.moe.expert_ffn_hidden) / t;  // the experts' act output
+    }
+    if ((mods & recompute_module::shared_experts) != 0) {
+        saving += gate * ab * tok * d(m.moe.shared_ffn_hidden) / t;
+    }
+    return saving;
 }
 
 double attention_activation_elements(const ModelSpec& m, const Plan& p) {

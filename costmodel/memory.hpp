@@ -34,6 +34,21 @@ struct StateBytes {
 [[nodiscard]] Bytes
 activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, Recompute r);
 
+/// Bytes of one layer's MLP / MoE activations that Megatron's selective recompute modules
+/// (Plan::recompute_modules) free, for one micro-batch on one GPU (transformer_config.py
+/// recompute_modules @d98e8a64; what each keeps, shared/reference/memory-overheads.md F31):
+/// dense layer: mlp frees the MLP's (2 or 3) f / t per token (its input, the norm output, is
+/// kept by the layer anyway); MoE layer: moe frees the routed and shared experts' activations
+/// and the routed copies of the input, moe_act one f_e per routed copy (the activation's output
+/// before the down projection), shared_experts the shared expert's (2 or 3) f_s / t. layernorm
+/// frees nothing here: Transformer Engine fuses the input norms into the next Linear, and the
+/// MoE router's gate keeps the pre-MLP norm output for its backward (Moonlight-16B measured
+/// [layernorm, moe_act] within 0.01 GiB of [moe_act], public_memory.csv rows 44-45).
+/// mla_up_proj (the attention's Q, K, V) is taken off in activation_per_layer().
+/// Moonlight-16B (tok 4096, t 2, top-6 of f_e 1408), moe_act: 2 x 4096 x 6 x 1408 / 2 = 34.6 MB.
+[[nodiscard]] double module_recompute_saving(const ModelSpec& m, const JobSpec& job, const Plan& p,
+                                             bool moe);
+
 /// Attention activation elements per token one layer keeps for backward on one GPU: Q, K and V
 /// as the kernel reads them and the output-projection input, / t (a d_qk + a_kv (d_qk + d_v) +
 /// a d_v); MLA adds its latents, kept whole on every TP rank: 2 q_lora + 2 kv_lora + rope.

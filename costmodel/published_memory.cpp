@@ -144,6 +144,9 @@ void plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
         p.recompute = Recompute::full;
     } else if (starts(rc, "selective []")) {
         p.recompute = Recompute::none;  // an empty module list recomputes nothing
+    } else if (starts(rc, "selective [")) {
+        p.recompute = Recompute::selective;  // Megatron's module list, as the row gives it
+        p.recompute_modules = parse_recompute_modules(rc.substr(10, rc.find(']') - 9));
     } else if (starts(rc, "selective")) {
         p.recompute = Recompute::selective;
     }
