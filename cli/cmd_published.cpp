@@ -217,6 +217,16 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
                   cal.worst_pct,
                   static_cast<long long>(cal.worst_row));
     os << line;
+    int64_t misses = 0;
+    for (const auto& ev : evs) {
+        if (ev.c.expressible && ev.c.metric == PublishedMetric::iteration_time && !ev.r.fits) {
+            ++misses;
+            os << "# does not fit at no headroom: row " << ev.c.row_id << " (" << ev.c.model_name
+               << ", " << plan_str(ev.c.plan) << "): stage " << ev.r.peak_stage << " misses by "
+               << ev.r.missing_gib << " GiB\n";
+        }
+    }
+    os << "# published layouts that do not fit at no headroom: " << misses << "\n";
     for (const auto& ev : evs) {
         if (!ev.c.expressible) {
             os << "# not expressed: row " << ev.c.row_id << " (" << ev.c.source_key << ", "
@@ -451,6 +461,8 @@ nlohmann::json to_json(const std::vector<Evaluated>& evs) {
             j["error_pct"] = ev.r.error_pct;
             j["predicted_tflops_per_gpu"] = ev.r.tflops_per_gpu;
             j["predicted_mfu"] = ev.r.mfu;
+            j["fits_at_no_headroom"] = ev.r.fits;
+            j["missing_gib"] = ev.r.missing_gib;
         }
         rows.push_back(std::move(j));
     }

@@ -513,6 +513,9 @@ PublishedResult evaluate_published(const PublishedCase& c, const ClusterSpec& cl
     r.error_pct = 100.0 * (r.predicted_s - c.published_s) / c.published_s;
     r.tflops_per_gpu = e.tflops_per_gpu;
     r.mfu = e.mfu;
+    r.fits = e.memory.total <= e.memory_usable;  // the row's layout ran: at no headroom
+    r.peak_stage = e.peak_memory_stage;
+    r.missing_gib = r.fits ? 0.0 : to_gib(e.memory.total - e.memory_usable);
     return r;
 }
 

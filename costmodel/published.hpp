@@ -65,6 +65,9 @@ struct PublishedResult {
     double error_bwd_pct = 0.0;    // layer rows only
     double tflops_per_gpu = 0.0;
     double mfu = 0.0;
+    bool fits = true;           // the published layout fits at no headroom (iteration rows)
+    int64_t peak_stage = 0;     // its peak-memory stage
+    double missing_gib = 0.0;   // total - usable when it does not fit
 };
 
 /// The shipped stack of a `framework` column ("Megatron-LM (2021)", "Megatron-Bridge /
