@@ -273,8 +273,8 @@ void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Est
 void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
     os << "#\n# memory per GPU (GiB), usable " << f("%.1f", to_gib(e.memory_usable))
        << "; peak stage " << e.peak_memory_stage << "\n";
-    os << "# stage layers weights   grads optimizer activations  logits    comm allocated "
-          "torch-rsv outside   total\n";
+    os << "# stage layers weights   grads optimizer activations  logits    comm   alloc     rsv "
+          "  out   total\n";
     for (int64_t s = 0; s < p.pp; ++s) {
         if (s > 1 && s < p.pp - 1) {
             continue;  // middle stages equal stage 1
@@ -294,15 +294,15 @@ void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
                       : b == m.activations ? 11
                                            : 7);
         }
-        os << " " << pad(f("%.2f", to_gib(m.allocated)), 9) << " "
-           << pad(f("%.2f", to_gib(m.allocated + m.allocator)), 9) << " "
-           << pad(f("%.2f", to_gib(m.reserved)), 7) << " " << pad(f("%.2f", to_gib(m.total)), 7)
+        os << " " << pad(f("%.2f", to_gib(m.allocated)), 7) << " "
+           << pad(f("%.2f", to_gib(m.allocated + m.allocator)), 7) << " "
+           << pad(f("%.1f", to_gib(m.reserved)), 5) << " " << pad(f("%.2f", to_gib(m.total)), 7)
            << "\n";
     }
-    os << "# allocated = tensors at the peak (torch max_memory_allocated); torch-rsv = what the "
-          "caching\n# allocator reserves for them (max_memory_reserved, the stack's "
-          "allocator_overhead); outside = the\n# profile's memory outside the allocator (CUDA "
-          "context, NCCL); total = torch-rsv + outside\n";
+    os << "# alloc = tensors at the peak (torch max_memory_allocated); rsv = what the caching\n"
+          "# allocator reserves for them (max_memory_reserved: the stack's allocator_overhead);\n"
+          "# out = the profile's memory outside the allocator (CUDA context, NCCL); total = rsv + "
+          "out\n";
     if (p.pp > 3) {
         os << "# stages 2.." << p.pp - 2
            << " hold what stage 1 holds, or less (fewer micro-batches "
