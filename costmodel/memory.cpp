@@ -3,6 +3,7 @@
 #include "costmodel/attention.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
+#include "costmodel/precision.hpp"
 
 #include <algorithm>
 
@@ -45,15 +46,24 @@ Bytes activation_per_layer(
     // split only by SP.
     const double masks = job.stack.hidden_dropout ? 2.0 : 0.0;
     const double ln_region = (2.0 * ab + masks) * tok * h / sp;
+    // A GEMM input kept for its weight gradient: under quantised training Transformer Engine
+    // keeps it as the quantised copy it fed the GEMM (fp8 + scales; saved_input_bytes()).
+    const double qb = saved_input_bytes(job);
     // QKV input and MLP input (norm outputs): replicated across TP ranks unless SP.
-    const double replicated = 2.0 * ab * tok * h / sp;
-    const double attn = attention_activation_elements(m, p) * ab * tok;
+    const double replicated = 2.0 * qb * tok * h / sp;
+    // The projection's input: the attention output the kernel keeps (ab, in the elements
+    // below) and, quantised, the Linear's own fp8 copy beside it.
+    const double attn = attention_activation_elements(m, p) * ab * tok +
+                        (qb < ab ? qb * d(m.heads) * d(v_head_dim(m)) / t * tok : 0.0);
     // MoE: top_k routed copies + the shared expert's every token (DeepSeek), TP-split alike.
     const double inner =
         moe ? tok * (d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) + d(m.moe.shared_ffn_hidden))
             : tok * d(m.ffn_hidden);
-    double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * inner / t +
-                 (moe ? ab * tok * d(m.moe.top_k) * h / t : 0.0);
+    // The up projection's output (2 f gated, f otherwise) for the activation's backward, and
+    // the activation's output as the down projection's input; the routed copies as the experts'
+    // input.
+    double mlp = ((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * ab + qb) * inner / t +
+                 (moe ? qb * tok * d(m.moe.top_k) * h / t : 0.0);
     const uint16_t mods = r == Recompute::selective ? p.recompute_modules : 0;
     double attn_kept = attn;
     if (mods != 0) {
@@ -122,6 +132,14 @@ double attention_activation_elements(const ModelSpec& m, const Plan& p) {
 
 double kv_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     return d(kv_width(m)) / d(p.tp) * activation_bytes(job);
+}
+
+double saved_input_bytes(const JobSpec& job) {
+    const double ab = activation_bytes(job);
+    if (job.stack.framework != StackFramework::megatron || job.stack.attention != AttentionImpl::fused) {
+        return ab;  // torchao float8 keeps its high-precision inputs; no TE before fused attention
+    }
+    return gathered_bytes_per_element(job, ab);
 }
 
 double op_sac_saved_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p) {

@@ -70,6 +70,13 @@ activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool
 /// The n of logits_bytes(): the stack's loss_buffers, else 1 fused / 3 unfused.
 [[nodiscard]] double loss_buffer_count(const JobSpec& job);
 
+/// Bytes per element of a GEMM input kept for the weight gradient. Transformer Engine under
+/// quantised training keeps the quantised copy it fed the GEMM (module/linear.py and
+/// layernorm_linear.py save the quantised input / ln_out when fp8 is on; TE @d0067d0d), so
+/// fp8 1 B + its scales (mxfp8 1 + 1/32, nvfp4 0.5 + 1/16); otherwise the activation dtype.
+/// TE stacks only (megatron-core, fused attention): torchao's float8 keeps the bf16 inputs.
+[[nodiscard]] double saved_input_bytes(const JobSpec& job);
+
 /// Bytes per token one dense layer keeps under torchtitan's op-level selective activation
 /// checkpointing (torchtitan/models/llama3/parallelize.py _apply_ac_to_transformer_block @9dec370,
 /// policy "op": save the outputs of aten.mm except every second one, of SDPA flash / efficient

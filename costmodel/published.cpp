@@ -229,6 +229,15 @@ JobSpec job_of(const Reader& r, std::string& notes) {
                  (j.compute == Dtype::fp8 ? std::string(" ") + to_string(j.fp8_recipe) : "") + "; ";
     }
     const std::string& fw = r.str("framework");
+    if (contains(fw, "Megatron-Bridge") &&
+        (j.compute == Dtype::mxfp8 ||
+         (j.compute == Dtype::fp8 && j.fp8_recipe != Fp8Recipe::blockwise))) {
+        // Megatron-Bridge's FP8 current / delayed and MXFP8 precision recipes keep FP8 primary
+        // weights (training/mixed_precision.py bf16_with_fp8_current_scaling_mixed,
+        // bf16_with_mxfp8_mixed: fp8_param_gather = True @ v0.2.0 and 067f987df).
+        j.weights = Dtype::fp8;
+        notes += "FP8 primary weights (the Bridge precision recipe's fp8_param_gather=True); ";
+    }
     if (contains(fw, "2020") || contains(fw, "2021")) {
         // Megatron before the 2022 distributed optimizer reduced grads in the model dtype.
         j.grads = j.compute;
@@ -268,6 +277,12 @@ Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
         p.zero = 2;
     } else if (contains(sh, "ZeRO-1") || contains(sh, "distributed optimizer")) {
         p.zero = 1;
+    } else if (contains(r.str("framework"), "Megatron-Bridge")) {
+        // "DDP per table (FSDP=0)": Megatron's DDP under the distributed optimizer, which every
+        // Megatron-Bridge recipe sets (src/megatron/bridge/recipes/common.py and perf_recipes/*
+        // use_distributed_optimizer=True @067f987df).
+        p.zero = 1;
+        notes += "distributed optimizer (Megatron-Bridge recipes' use_distributed_optimizer=True); ";
     }
     if (!r.has("vpp") && p.pp > 1) {
         notes += "interleaving not stated: plain 1F1B; ";
