@@ -125,6 +125,33 @@ TEST_SUITE("costmodel") {
         CHECK(broken.front().find("torchtitan-fsdp2") != std::string::npos);
     }
 
+    TEST_CASE("memory: Transformer Engine keeps quantised GEMM inputs under fp8") {
+        const ModelSpec m = load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/examples/llama-3-70b.toml");
+        JobSpec j;
+        j.gpus = 8;
+        j.global_batch = 8;
+        j.seq_len = 8192;
+        j.stack = load_stack("megatron-core");
+        Plan p;
+        p.dp = 8;
+        CHECK(saved_input_bytes(j) == 2.0);  // bf16: the activation dtype
+        j.compute = Dtype::fp8;
+        j.fp8_recipe = Fp8Recipe::tensorwise;
+        CHECK(saved_input_bytes(j) == 1.0);  // per-tensor fp8: no block scales
+        // Per token, h 8192, GQA 64 / 8 heads of 128, SwiGLU f 28672, no dropout:
+        // norm inputs 2 x 2h = 32,768; QKV and MLP inputs 2 x 1 B x h = 16,384; Q, K, V and the
+        // attention output 2 x (8192 + 2048 + 8192) = 36,864 + the projection's fp8 copy 8,192;
+        // MLP up output 2 x 2f = 114,688 + the down projection's fp8 input f = 28,672; fp32
+        // log-sum-exp 4 x 64 = 256: 237,824 B (bf16: 241,664 + 256 = 241,920).
+        CHECK(activation_per_layer(m, j, p, false, Recompute::none).value() ==
+              doctest::Approx(237824.0 * 8192.0));
+        j.compute = Dtype::mxfp8;
+        CHECK(saved_input_bytes(j) == doctest::Approx(1.0 + 1.0 / 32.0));
+        j.compute = Dtype::fp8;
+        j.stack = load_stack("torchtitan-fsdp2");  // torchao's float8 keeps bf16 inputs
+        CHECK(saved_input_bytes(j) == 2.0);
+    }
+
     TEST_CASE("memory: Megatron's recompute modules, by name and by the bytes they free") {
         CHECK(parse_recompute_modules("core_attn,mla_up_proj") ==
               (recompute_module::core_attn | recompute_module::mla_up_proj));
