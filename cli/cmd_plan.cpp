@@ -67,6 +67,15 @@ SearchOptions::Fixed fixed_from(const CLI::App& sub, const PlanFlags& g, const I
     if (given("--sp")) {
         f.sp = g.sp;
     }
+    if (!g.recompute_modules.empty()) {
+        if (f.recompute && *f.recompute != Recompute::selective) {
+            throw ConfigError("--recompute-modules is selective recomputation's list; it cannot be "
+                              "combined with --recompute " + g.recompute);
+        }
+        f.recompute = Recompute::selective;
+        f.recompute_modules = parse_recompute_modules(g.recompute_modules);
+    }
+    f.offload_layers = g.offload_layers;
     f.recompute_layers = g.recompute_num_layers;
     f.recompute_method =
         g.recompute_method == "block" ? RecomputeMethod::block : RecomputeMethod::uniform;
@@ -613,12 +622,19 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     }
     if (p.recompute == Recompute::selective) {
         arg(os, "--recompute-granularity", "selective");
+        if (p.recompute_modules != 0) {
+            arg(os, "--recompute-modules", recompute_modules_string(p.recompute_modules));
+        }
     } else if (p.recompute == Recompute::full) {
         arg(os, "--recompute-granularity", "full");
         arg(os,
             "--recompute-method",
             p.recompute_method == RecomputeMethod::block ? "block" : "uniform");
         arg(os, "--recompute-num-layers", std::to_string(std::max<int64_t>(1, p.recompute_layers)));
+    }
+    if (p.offload_layers > 0) {
+        arg(os, "--cpu-offloading");
+        arg(os, "--cpu-offloading-num-layers", std::to_string(p.offload_layers));
     }
     if (p.zero >= 1) {
         arg(os, "--use-distributed-optimizer");
@@ -695,7 +711,8 @@ void megatron_stack_args(Args& os, const JobSpec& job, const Plan& p) {
     if (s.tp_comm_overlap && p.sp && p.tp > 1) {
         arg(os, "--tp-comm-overlap");
     }
-    if (p.recompute == Recompute::selective && !s.recompute_modules.empty()) {
+    if (p.recompute == Recompute::selective && p.recompute_modules == 0 &&
+        !s.recompute_modules.empty()) {
         std::string mods;
         for (const auto& m : s.recompute_modules) {
             mods += (mods.empty() ? "" : " ") + m;

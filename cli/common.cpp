@@ -163,6 +163,11 @@ void add_plan_flags(CLI::App& sub, PlanFlags& f) {
                    "Selective recomputation's modules, Megatron's names, comma-separated: core_attn, "
                    "mlp, layernorm, moe, moe_act, mla_up_proj, shared_experts (implies --recompute "
                    "selective; default core_attn)");
+    sub.add_option("--cpu-offloading-num-layers",
+                   f.offload_layers,
+                   "Megatron --cpu-offloading of activations: layers per stage whose saved "
+                   "activations go to host memory (default 0)")
+        ->check(CLI::NonNegativeNumber);
     sub.add_option("--recompute-method", f.recompute_method, "Full recomputation: uniform or block")
         ->check(CLI::IsMember({"uniform", "block"}))
         ->capture_default_str();
@@ -385,6 +390,7 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
         p.recompute = Recompute::selective;
         p.recompute_modules = parse_recompute_modules(f.recompute_modules);
     }
+    p.offload_layers = f.offload_layers;
     p.sp = f.sp;
     p.zero = f.zero;
     if (f.dp <= 0 && mp > 0 && in.job.gpus % mp != 0) {

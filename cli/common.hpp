@@ -70,6 +70,7 @@ struct PlanFlags {
     int64_t recompute_num_layers = 0;  // 0 = 1 (uniform)
     std::string recompute_method = "uniform";
     std::string recompute_modules;  // Megatron --recompute-modules (implies selective)
+    int64_t offload_layers = 0;     // Megatron --cpu-offloading-num-layers
 };
 
 /// Adds MODEL and CLUSTER positionals and --gpus --gbs --seq --dtype --grad-dtype --job

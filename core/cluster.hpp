@@ -111,7 +111,7 @@ struct NodeSpec {
     IntraLink intra_link = IntraLink::nvswitch;
     BytesPerSecond intra_bw;  // achievable ring bus bandwidth per GPU inside the node (busbw)
     Seconds intra_latency;    // per-step latency of a ring collective inside the node
-    BytesPerSecond pcie_bw;   // host PCIe per GPU, one direction
+    BytesPerSecond pcie_bw;   // GPU-host link per GPU (PCIe; NVLink-C2C on Grace), one direction
     // Expected wait for the slowest rank at each blocking TP collective, beyond the
     // collective's own time: ranks whose compute jitters reach each collective at different
     // moments (E[max] over ranks > the mean). Measured by cleave calibrate on shared CPUs; 0

@@ -70,6 +70,10 @@ struct Plan {
     /// Selective recomputation's modules (recompute_module bits); 0 = Megatron's default list,
     /// core_attn alone (what `selective` has always priced).
     uint16_t recompute_modules = 0;
+    /// Megatron --cpu-offloading --cpu-offloading-num-layers N (activations only): each stage
+    /// moves the saved activations of N of its layers to host memory after their forward and
+    /// brings them back for backward (Transformer Engine's CPU offload context); 0 = none.
+    int64_t offload_layers = 0;
 
     bool operator==(const Plan&) const = default;
 };

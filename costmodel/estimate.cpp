@@ -168,6 +168,13 @@ void fsdp2_states(const Context& x, int64_t s, const StageParams& sp, MemoryBrea
     mem.weights += bytes(root / d(p.tp) * w);
 }
 
+/// Layers of a stage of `layers` whose activations go to the host: Megatron's
+/// --cpu-offloading-num-layers, at most all but one (TE's get_cpu_offload_context asserts
+/// num_layers < model layers).
+int64_t offloaded_layers(const Plan& p, int64_t layers) {
+    return std::clamp<int64_t>(p.offload_layers, 0, std::max<int64_t>(0, layers - 1));
+}
+
 MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp) {
     const Plan& p = x.p;
     const int64_t dp_shard = p.dp * p.cp;
@@ -202,6 +209,13 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
             n_mtp +
         (s == 0 ? lp.act_embedding : Bytes{});
     mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
+    if (const int64_t off = offloaded_layers(p, layers); off > 0) {
+        // The offloaded layers' saved activations live on the host; one layer of one
+        // micro-batch stays on the GPU as the copy in flight (TE's offload double buffer).
+        const Bytes per_layer = (per_mb - (s == 0 ? lp.act_embedding : Bytes{})) / d(layers);
+        mem.activations -= per_layer * d(off) * inflight_microbatches(p, x.micro, s);
+        mem.activations += per_layer;
+    }
     if (p.recompute != Recompute::none && rs.recomputed > 0.0) {
         // Backward rematerialises `live` layers' full activations at a time (one for selective
         // and uniform 1; a uniform group of N holds N).
@@ -473,6 +487,19 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
     }
     if (p.zero >= 3) {
         add_zero3(x, w, sp);
+    }
+    if (const int64_t off = offloaded_layers(p, w.cost.layers); off > 0) {
+        // CPU offload: the offloaded layers' activations cross the host link once in forward
+        // (device to host) and once in backward (back), on their own stream behind the rest
+        // of that pass (TE cpu_offload.py, double-buffered): exposed only beyond the pass.
+        const double per_layer =
+            (n_dense * x.parts.act_dense.value() + n_moe * x.parts.act_moe.value()) /
+            d(std::max<int64_t>(1, w.cost.layers));
+        const Seconds move = bytes(per_layer * d(off)) / x.c.node.pcie_bw;
+        const Seconds fwd_left = move - w.cost.fwd;
+        const Seconds bwd_left = move - w.cost.bwd;
+        w.cost.fwd += fwd_left.value() > 0.0 ? fwd_left : Seconds{};
+        w.cost.bwd += bwd_left.value() > 0.0 ? bwd_left : Seconds{};
     }
     w.cost.fwd += w.cost.fwd_comm;
     w.cost.bwd += w.cost.bwd_comm;

@@ -258,6 +258,12 @@ Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     p.schedule = p.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
     p.sp = r.str("sequence_parallel") == "yes";
     const std::string& rc = r.str("activation_recompute");
+    if (const auto at = rc.find("recompute_modules=["); at != std::string::npos) {
+        // "selective (preset recompute_modules=['layernorm', 'moe_act'])": the list the row's
+        // recipe gives (Megatron's names).
+        const auto from = at + std::string("recompute_modules=").size();
+        p.recompute_modules = parse_recompute_modules(rc.substr(from, rc.find(']', from) - from + 1));
+    }
     if (rc.rfind("full", 0) == 0) {
         p.recompute = Recompute::full;
     } else if (rc.rfind("selective", 0) == 0) {
@@ -320,6 +326,36 @@ void layer_map_of(const ModelSpec& m, const JobSpec& job, Plan& p, std::string& 
              std::to_string(stage_layers(m.layers, p).last) + " layers); ";
 }
 
+/// The leading integer at `at` in `s`, or 0.
+int64_t integer_at(const std::string& s, size_t at) {
+    int64_t v = 0;
+    while (at < s.size() && s[at] == ' ') {
+        ++at;
+    }
+    std::from_chars(s.data() + std::min(at, s.size()), s.data() + s.size(), v);
+    return v;
+}
+
+/// CPU activation offloading from the row's notes: a matching preset's
+/// {"cpu_offloading_num_layers": N}, or the nearest preset's "CPU activation offloading of N
+/// layers" where it differs from the row in the global batch alone (per-GPU memory and time per
+/// micro-batch do not depend on it at PP 1).
+void offload_of(const std::string& row_notes, Plan& p, std::string& notes) {
+    const std::string key = "\"cpu_offloading_num_layers\":";
+    const std::string prose = "CPU activation offloading of ";
+    if (const auto at = row_notes.find(key);
+        at != std::string::npos && contains(row_notes, "Matches preset")) {
+        p.offload_layers = integer_at(row_notes, at + key.size());
+        notes += "CPU activation offloading of " + std::to_string(p.offload_layers) +
+                 " layers (the matching preset); ";
+    } else if (const auto at2 = row_notes.find(prose); at2 != std::string::npos && p.pp == 1 &&
+               contains(row_notes, "has GBS") && !contains(row_notes, "table MBS")) {
+        p.offload_layers = integer_at(row_notes, at2 + prose.size());
+        notes += "CPU activation offloading of " + std::to_string(p.offload_layers) +
+                 " layers (the nearest preset, which differs in the global batch only); ";
+    }
+}
+
 // Rows with only TFLOP/s (or MFU x the source's peak): t = F_convention / (TFLOP/s x gpus).
 void convert_throughput(const Reader& r, PublishedCase& c, std::string& notes) {
     double tflops = r.num("tflops_per_gpu");
@@ -371,6 +407,7 @@ PublishedCase case_of(const Reader& r) {
             notes += "EP all-to-all overlapped (the matching preset's moe_a2a_overlap=True); ";
         }
     }
+    offload_of(r.str("notes"), c.plan, notes);
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
                                                   : PublishedMetric::iteration_time;
@@ -402,6 +439,13 @@ PublishedCase case_of(const Reader& r) {
     }
     if (c.published_s <= 0.0) {
         c.reason = "no iteration or layer time published or derivable";
+        return c;
+    }
+    if (contains(r.str("notes"), "Mamba")) {
+        // Nemotron-H / Nemotron 3: Mamba-2, MoE and attention layers in a pattern; cleave would
+        // price every layer as attention + MLP, a number for a model it does not model.
+        c.reason = "hybrid Mamba-2 / attention / MoE layer pattern: cleave prices every layer as "
+                   "attention + MLP and does not model Mamba layers yet";
         return c;
     }
     const auto broken = check_plan(c.model, c.job, c.plan);

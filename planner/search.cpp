@@ -123,6 +123,14 @@ std::size_t plan_key(const Plan& p, std::array<char, 128>& buf) {
     if (p.recompute_method == RecomputeMethod::block) {
         put(buf, n, " block");
     }
+    if (p.recompute_modules != 0) {
+        put(buf, n, " rm");
+        put(buf, n, static_cast<int64_t>(p.recompute_modules));
+    }
+    if (p.offload_layers > 0) {
+        put(buf, n, " off");
+        put(buf, n, p.offload_layers);
+    }
     if (p.etp > 0) {
         put(buf, n, " etp");
         put(buf, n, p.etp);
@@ -540,6 +548,8 @@ private:
             const bool full = rc == Recompute::full;
             p.recompute_layers = full ? f.recompute_layers : 0;
             p.recompute_method = full ? f.recompute_method : RecomputeMethod::uniform;
+            p.recompute_modules = rc == Recompute::selective ? f.recompute_modules : 0;
+            p.offload_layers = f.offload_layers;
             if (full && !keeps(Rule::recompute_layers, m_, job_, p)) {
                 continue;  // the user's block does not fit this stage
             }
@@ -802,6 +812,14 @@ std::string fixed_flags(const SearchOptions::Fixed& f) {
     }
     if (f.recompute_method == RecomputeMethod::block) {
         add("--recompute-method", "block");
+    }
+    if (f.recompute_modules != 0) {
+        std::string mods = recompute_modules_string(f.recompute_modules);
+        std::replace(mods.begin(), mods.end(), ' ', ',');
+        add("--recompute-modules", mods);
+    }
+    if (f.offload_layers > 0) {
+        add("--cpu-offloading-num-layers", std::to_string(f.offload_layers));
     }
     if (f.layers) {
         add("--first-stage-layers", std::to_string(f.first_layers));

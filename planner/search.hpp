@@ -76,6 +76,8 @@ struct SearchOptions {
         std::optional<bool> sp;
         int64_t recompute_layers = 0;  // with full recomputation (0 = 1 uniform)
         RecomputeMethod recompute_method = RecomputeMethod::uniform;
+        uint16_t recompute_modules = 0;  // with selective recomputation (0 = core_attn)
+        int64_t offload_layers = 0;      // --cpu-offloading-num-layers (0 = none)
         bool layers = false;  // first_layers / last_layers below are fixed
         int64_t first_layers = 0;
         int64_t last_layers = 0;

@@ -152,6 +152,72 @@ TEST_SUITE("costmodel") {
         CHECK(saved_input_bytes(j) == 2.0);
     }
 
+    TEST_CASE("memory: CPU activation offloading moves N layers' activations to the host") {
+        const ModelSpec m = load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/examples/llama-3-70b.toml");
+        ClusterSpec c = load_cluster("gb300-nvl72");
+        JobSpec j;
+        j.gpus = 64;
+        j.global_batch = 128;
+        j.seq_len = 8192;
+        j.stack = load_stack("megatron-core");
+        j.grads = j.stack.grad_dtype;
+        Plan p;
+        p.dp = 64;
+        p.mbs = 2;
+        p.zero = 1;
+        const Estimate none = estimate(m, c, j, p);
+        Plan off = p;
+        off.offload_layers = 20;
+        const Estimate e = estimate(m, c, j, off);
+        // One layer of one micro-batch (the only one in flight at pp 1): 20 go to the host, one
+        // stays as the copy in flight, so 19 layers' worth less.
+        const double layer = activation_per_layer(m, j, p, false, Recompute::none).value();
+        CHECK((none.memory.activations - e.memory.activations).value() ==
+              doctest::Approx(19.0 * layer));
+        // 20 layers x ~3.96 GB over NVLink-C2C at 450 GB/s = 0.18 s, inside the 80-layer forward:
+        // no time added.
+        CHECK(e.stage[0].fwd.value() == doctest::Approx(none.stage[0].fwd.value()));
+        // Over a 1 GB/s link the copy outlasts the pass: fwd = the copy's 20 x layer / 1e9 s.
+        c.node.pcie_bw = gbps(1.0);
+        const Estimate slow = estimate(m, c, j, off);
+        CHECK(slow.stage[0].fwd.value() - slow.stage[0].fwd_comm.value() ==
+              doctest::Approx(20.0 * layer / 1e9));
+        // At most all layers but one (TE's offload context asserts num_layers < model layers).
+        off.offload_layers = 500;
+        c = load_cluster("gb300-nvl72");
+        CHECK((none.memory.activations - estimate(m, c, j, off).memory.activations).value() ==
+              doctest::Approx(78.0 * layer));
+    }
+
+    TEST_CASE("published: recipe settings read from the rows (modules, offload, Mamba refused)") {
+        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_2025.csv");
+        std::ostringstream ss;
+        ss << in.rdbuf();
+        std::map<int64_t, PublishedCase> rows;
+        for (auto& c : parse_public_runs(ss.str(), "public_runs_2025.csv")) {
+            rows[c.row_id] = c;
+        }
+        // Row 1014 (DeepSeek-V3): "selective (recompute_modules=[mla_up_proj])".
+        CHECK(rows.at(1014).plan.recompute == Recompute::selective);
+        CHECK(rows.at(1014).plan.recompute_modules == recompute_module::mla_up_proj);
+        // Row 1003: the nearest preset differs in GBS only and offloads 20 layers' activations.
+        CHECK(rows.at(1003).plan.offload_layers == 20);
+        // Megatron-Bridge's FP8-CS recipe keeps FP8 primary weights (fp8_param_gather).
+        CHECK(rows.at(1003).job.weights == Dtype::fp8);
+        // A BF16 row keeps bf16 weights and runs the distributed optimizer.
+        CHECK(rows.at(1024).job.weights == Dtype::bf16);
+        CHECK(rows.at(1024).plan.zero == 1);
+        const std::string mamba =
+            "row_id,num_layers,hidden_size,num_attention_heads,vocab_size,seq_length,gpu_type,"
+            "num_gpus,tp,pp,dp,micro_batch_size,global_batch_size,framework,iteration_time_s,"
+            "notes\n2026,52,2688,32,131072,8192,H100 (DGX-H100),16,1,1,16,1,512,"
+            "Megatron-Bridge / Megatron-Core,3.0,hybrid: 23 Mamba-2 + 23 MoE + 6 attention\n";
+        const auto c = parse_public_runs(mamba, "m.csv");
+        REQUIRE(c.size() == 1);
+        CHECK_FALSE(c[0].expressible);
+        CHECK(c[0].reason.find("Mamba") != std::string::npos);
+    }
+
     TEST_CASE("memory: Megatron's recompute modules, by name and by the bytes they free") {
         CHECK(parse_recompute_modules("core_attn,mla_up_proj") ==
               (recompute_module::core_attn | recompute_module::mla_up_proj));
