@@ -8,6 +8,7 @@
 #include "costmodel/memory.hpp"
 #include "costmodel/published.hpp"
 #include "costmodel/published_memory.hpp"
+#include "tests/cli_run.hpp"
 
 #include <cmath>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 using namespace cleave;
 
@@ -300,5 +302,34 @@ TEST_SUITE("costmodel") {
         // The torchtitan rows measure reserved, Moonlight's allocated.
         CHECK(got.at(1).predicted_gib == doctest::Approx(got.at(1).reserved_gib));
         CHECK(got.at(40).predicted_gib == doctest::Approx(got.at(40).allocated_gib));
+    }
+
+    TEST_CASE("published memory: the CLI reads the measured-memory CSV and explain shows both peaks") {
+        const std::string root = CLEAVE_TEST_DATA_DIR;
+        const auto r = test::run_cleave(
+            {"published", root + "/tests/data/public_memory.csv", "--format", "json"});
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j["kind"] == "memory");
+        CHECK(j["rows"].size() == 24);
+        CHECK(j["not_expressed"].size() == 4);
+        CHECK(j["memory"]["mape_pct"].get<double>() <= 10.0);
+        CHECK(j["signed"].contains("TT_H100_2412"));
+        for (const auto& row : j["rows"]) {
+            CAPTURE(row["row_id"].get<int64_t>());
+            const double want = row["metric"] == "reserved" ? row["peak_reserved_gib"].get<double>()
+                                                            : row["peak_allocated_gib"].get<double>();
+            CHECK(row["predicted_gib"].get<double>() == doctest::Approx(want));
+        }
+        // explain: allocated and reserved beside the total (DESIGN 3 names).
+        const auto e = test::run_cleave({"explain", root + "/examples/llama-3-8b.toml", "h100-96gb",
+                                         "--gpus", "8", "--gbs", "16", "--dp", "8", "--zero", "3",
+                                         "--stack", "torchtitan-fsdp2", "--mbs", "2", "--recompute",
+                                         "selective", "--format", "json"});
+        REQUIRE(e.code == 0);
+        const auto m = nlohmann::json::parse(e.out)["memory_gib"];
+        CHECK(m["peak_reserved"].get<double>() ==
+              doctest::Approx(m["peak_allocated"].get<double>() * 1.11));
+        CHECK(m["total"].get<double>() == doctest::Approx(m["peak_reserved"].get<double>() + 2.0));
     }
 }
