@@ -46,6 +46,17 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
     sub.add_option("--num-layers-at-end-in-bf16", f.bf16_layers_end, "With the flag above")
         ->check(CLI::NonNegativeNumber)
         ->capture_default_str();
+    sub.add_flag("--use-precision-aware-optimizer",
+                 f.precision_aware,
+                 "Megatron's precision-aware optimizer: the dtypes below may be narrower than fp32");
+    sub.add_option("--exp-avg-dtype", f.exp_avg_dtype, "Adam's first moment (Megatron; default fp32)")
+        ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
+    sub.add_option("--exp-avg-sq-dtype", f.exp_avg_sq_dtype, "Adam's second moment (default fp32)")
+        ->check(CLI::IsMember({"fp32", "fp16", "bf16", "fp8"}));
+    sub.add_option("--main-grads-dtype", f.main_grads_dtype, "Main gradient buffer (Megatron)")
+        ->check(CLI::IsMember({"fp32", "bf16"}));
+    sub.add_option("--main-params-dtype", f.main_params_dtype, "Master weights (Megatron)")
+        ->check(CLI::IsMember({"fp32", "fp16"}));
     sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub.add_option("--job", f.job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
@@ -256,6 +267,41 @@ void check_precision(Inputs& in, const JobFlags& f) {
     }
 }
 
+/// Megatron's precision-aware optimizer flags (arguments.py @d98e8a64: a dtype other than fp32
+/// needs --use-precision-aware-optimizer; optimizer_config.py: exp_avg / exp_avg_sq in fp32,
+/// fp16, bf16 or fp8, main grads fp32 or bf16, main params fp32 or fp16).
+void apply_precision_aware(const JobFlags& f, JobSpec& job) {
+    const std::pair<const char*, const std::string*> given[] = {
+        {"--exp-avg-dtype", &f.exp_avg_dtype},
+        {"--exp-avg-sq-dtype", &f.exp_avg_sq_dtype},
+        {"--main-grads-dtype", &f.main_grads_dtype},
+        {"--main-params-dtype", &f.main_params_dtype}};
+    for (const auto& [flag, value] : given) {
+        if (!value->empty() && *value != "fp32" && !f.precision_aware) {
+            throw ConfigError(std::string(flag) + " " + *value +
+                              " needs --use-precision-aware-optimizer (Megatron refuses it too)");
+        }
+    }
+    if (!f.exp_avg_dtype.empty()) {
+        job.optimizer_states = parse_dtype(f.exp_avg_dtype);
+        job.optimizer_states_sq = job.optimizer_states;
+    }
+    if (!f.exp_avg_sq_dtype.empty()) {
+        job.optimizer_states_sq = parse_dtype(f.exp_avg_sq_dtype);
+    }
+    if (!f.main_grads_dtype.empty()) {
+        const Dtype g = parse_dtype(f.main_grads_dtype);
+        if (!f.grad_dtype.empty() && parse_dtype(f.grad_dtype) != g) {
+            throw ConfigError("--main-grads-dtype " + f.main_grads_dtype + " and --grad-dtype " +
+                              f.grad_dtype + " disagree (they name the same buffer)");
+        }
+        job.grads = g;
+    }
+    if (!f.main_params_dtype.empty()) {
+        job.master_dtype = parse_dtype(f.main_params_dtype);
+    }
+}
+
 // True when the job TOML `file` gives [job] `key` (the file has been loaded, so it parses).
 bool job_sets(const std::string& file, const char* key) {
     if (file.empty()) {
@@ -320,6 +366,7 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
     } else if (!job_sets(f.job_file, "dtype_grads")) {
         in.job.grads = in.job.stack.grad_dtype;  // the stack's recipe default
     }
+    apply_precision_aware(f, in.job);
     in.job.memory_headroom = parse_headroom(f.memory_headroom, in.cluster.gpu);
     if (!(f.moe_imbalance >= 1.0) || !std::isfinite(f.moe_imbalance)) {
         throw ConfigError("--moe-imbalance: " + std::to_string(f.moe_imbalance) +

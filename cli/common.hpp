@@ -34,6 +34,9 @@ struct JobFlags {
     int64_t seq = 0;  // 0 = the model's seq_len
     std::string dtype = "bf16";
     std::string grad_dtype;         // "" = Megatron's default (fp32 main grads)
+    // Megatron's precision-aware optimizer (--use-precision-aware-optimizer and its dtypes).
+    bool precision_aware = false;
+    std::string exp_avg_dtype, exp_avg_sq_dtype, main_grads_dtype, main_params_dtype;
     std::string job_file;           // optional job TOML; flags override its values
     std::string fp8_recipe;         // "" = the job file's, else Megatron's default (delayed)
     bool fp8_param_gather = false;  // fp8 primary weights, all-gathered in fp8

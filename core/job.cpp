@@ -6,10 +6,16 @@ int optimizer_moments(Optimizer o) {
     return o == Optimizer::adam ? 2 : 1;
 }
 
+double optimizer_state_bytes(const JobSpec& job) {
+    const double w = bytes_of(job.weights);
+    const double master_b = bytes_of(job.master_dtype);
+    const double master = (job.master_weights && w < master_b) ? master_b : 0.0;
+    return master + bytes_of(job.optimizer_states) +
+           (job.optimizer == Optimizer::adam ? bytes_of(job.optimizer_states_sq) : 0.0);
+}
+
 double model_state_bytes_per_param(const JobSpec& job) {
-    const double master = (job.master_weights && bytes_of(job.weights) < 4.0) ? 4.0 : 0.0;
-    return bytes_of(job.weights) + bytes_of(job.grads) + master +
-           optimizer_moments(job.optimizer) * bytes_of(job.optimizer_states);
+    return bytes_of(job.weights) + bytes_of(job.grads) + optimizer_state_bytes(job);
 }
 
 }  // namespace cleave

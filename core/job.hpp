@@ -23,8 +23,13 @@ struct JobSpec {
     Dtype compute = Dtype::bf16;  // GEMM / activation dtype
     Dtype weights = Dtype::bf16;  // model weights as the forward pass reads them
     Dtype grads = Dtype::fp32;    // gradient buffer (Megatron keeps fp32 main grads for bf16)
-    Dtype optimizer_states = Dtype::fp32;  // Adam m and v
-    bool master_weights = true;  // an fp32 copy of the weights when `weights` is 16-bit or less
+    Dtype optimizer_states = Dtype::fp32;  // Adam m (and v unless optimizer_states_sq says)
+    /// Adam's second moment v where it differs from m (Megatron --exp-avg-sq-dtype under
+    /// --use-precision-aware-optimizer); the job TOML and --exp-avg-dtype alone set both.
+    Dtype optimizer_states_sq = Dtype::fp32;
+    bool master_weights = true;  // a master copy of the weights when `weights` is 16-bit or less
+    /// The master copy's dtype (Megatron --main-params-dtype fp32|fp16, precision-aware).
+    Dtype master_dtype = Dtype::fp32;
     Optimizer optimizer = Optimizer::adam;
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
     /// Layers kept bf16 at the start and at the end of the model under quantised training
@@ -62,5 +67,10 @@ struct JobSpec {
 
 /// Adam keeps two moments, SGD (with momentum) one.
 [[nodiscard]] int optimizer_moments(Optimizer o);
+
+/// Bytes per parameter the optimizer keeps: the master copy (master_dtype, when the weights are
+/// narrower) + m in optimizer_states + (Adam) v in optimizer_states_sq. Mixed-precision Adam:
+/// 4 + 4 + 4 = 12; Megatron's precision-aware optimizer with bf16 moments: 4 + 2 + 2 = 8.
+[[nodiscard]] double optimizer_state_bytes(const JobSpec& job);
 
 }  // namespace cleave

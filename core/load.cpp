@@ -39,6 +39,7 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.weights, r.choice("dtype_weights", Need::optional, dtype_choices()));
     set(job.grads, r.choice("dtype_grads", Need::optional, dtype_choices()));
     set(job.optimizer_states, r.choice("dtype_optimizer_states", Need::optional, dtype_choices()));
+    job.optimizer_states_sq = job.optimizer_states;
     set(job.master_weights, r.flag("master_weights", Need::optional));
     set(job.fp8_recipe,
         r.choice<Fp8Recipe>("fp8_recipe",

@@ -675,11 +675,12 @@ EdgeCost output_cost(const ModelSpec& m,
 Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params) {
     const double w = bytes_of(job.weights);
     const double g = bytes_of(job.grads);
-    const double os = bytes_of(job.optimizer_states);
-    const bool master = job.master_weights && w < 4.0;
+    const double mb = bytes_of(job.master_dtype);
+    const bool master = job.master_weights && w < mb;
     // master read + write and the model copy written, or the weights read + written in place
-    const double weights = master ? 8.0 + w : 2.0 * w;
-    const double moments = 2.0 * optimizer_moments(job.optimizer) * os;
+    const double weights = master ? 2.0 * mb + w : 2.0 * w;
+    // each moment read and written
+    const double moments = 2.0 * (optimizer_state_bytes(job) - (master ? mb : 0.0));
     return memory_time(gpu, KernelClass::optimizer, bytes(params * (weights + 2.0 * g + moments)));
 }
 

@@ -20,8 +20,7 @@ double d(int64_t x) {
 StateBytes model_states(const JobSpec& job, double params, int zero, int64_t shard) {
     const double n = d(std::max<int64_t>(1, shard));
     const double w = bytes_of(job.weights);
-    const double master = (job.master_weights && w < 4.0) ? 4.0 : 0.0;
-    const double opt = master + optimizer_moments(job.optimizer) * bytes_of(job.optimizer_states);
+    const double opt = optimizer_state_bytes(job);
     StateBytes s;
     s.weights = bytes(params * w / (zero >= 3 ? n : 1.0));
     s.grads = bytes(params * bytes_of(job.grads) / (zero >= 2 ? n : 1.0));

@@ -118,6 +118,7 @@ void job_of(const Cells& r, MemoryCase& c, std::string& notes) {
         }
         if (contains(sh, "exp_avg_sq")) {
             j.optimizer_states = Dtype::bf16;
+            j.optimizer_states_sq = Dtype::bf16;
         }
         notes += "precision-aware optimizer: grads " + std::string(to_string(j.grads)) +
                  ", moments " + to_string(j.optimizer_states) + ", fp32 main params; ";
