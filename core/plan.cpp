@@ -144,25 +144,44 @@ int64_t layers_on_stage(int64_t layers, const Plan& p, int64_t s) {
     return s == p.pp - 1 ? sl.last : sl.middle;
 }
 
-int64_t chunk_layers(int64_t layers, const Plan& p, int64_t s, int64_t c) {
-    const int64_t n = layers_on_stage(layers, p, s);
-    const int64_t v = std::max<int64_t>(1, p.vpp);
+namespace {
+
+/// Layers of chunk `c` of a stage holding `n` layers in `v` chunks; `last` for the last stage
+/// of a pipeline of more than one.
+int64_t chunk_of(int64_t n, int64_t v, bool last, int64_t c) {
     const int64_t q = n / v;
     const int64_t r = n % v;
-    if (s == p.pp - 1 && s > 0) {
+    if (last) {
         return q + (c < r ? 1 : 0);  // the last chunk short: it holds the loss
     }
     return q + (c >= v - r ? 1 : 0);  // the first chunk short (stage 0: it holds the embedding)
 }
 
+}  // namespace
+
+int64_t chunk_layers(int64_t layers, const Plan& p, int64_t s, int64_t c) {
+    const int64_t n = layers_on_stage(layers, p, s);
+    return chunk_of(n, std::max<int64_t>(1, p.vpp), s == p.pp - 1 && s > 0, c);
+}
+
 int64_t chunk_first_layer(int64_t layers, const Plan& p, int64_t s, int64_t c) {
-    int64_t first = 0;
-    for (int64_t cc = 0; cc <= c; ++cc) {
-        for (int64_t ss = 0; ss < p.pp && (cc < c || ss < s); ++ss) {
-            first += chunk_layers(layers, p, ss, cc);
-        }
+    // Layers run in virtual-stage order cc * pp + ss: every stage's chunks before c, then chunk
+    // c of the stages before s. Stages 1 .. pp - 2 are alike (the middle share), so each sum is
+    // first + (middle stages) x middle + last, in O(c).
+    const StageLayers sl = stage_layers(layers, p);
+    const int64_t v = std::max<int64_t>(1, p.vpp);
+    const int64_t mids = std::max<int64_t>(0, p.pp - 2);
+    const auto first = [&](int64_t cc) { return chunk_of(sl.first, v, false, cc); };
+    const auto middle = [&](int64_t cc) { return chunk_of(sl.middle, v, false, cc); };
+    const auto last = [&](int64_t cc) { return chunk_of(sl.last, v, true, cc); };
+    int64_t at = 0;
+    for (int64_t cc = 0; cc < c; ++cc) {
+        at += p.pp == 1 ? first(cc) : first(cc) + mids * middle(cc) + last(cc);
     }
-    return first;
+    if (s >= 1) {
+        at += first(c) + (s - 1) * middle(c);  // stages 1 .. s-1 < pp-1 are middle stages
+    }
+    return at;
 }
 
 bool uneven_stages(int64_t layers, const Plan& p) {

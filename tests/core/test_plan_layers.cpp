@@ -71,6 +71,47 @@ TEST_SUITE("plan layers") {
         CHECK(chunk_first_layer(126, p, 7, 7) == 125);
     }
 
+    TEST_CASE("chunk_first_layer: the closed form equals the running sum over virtual stages") {
+        // The reference: layers run in virtual-stage order c * pp + s, so chunk c of stage s
+        // starts after every chunk before it in that order.
+        const auto reference = [](int64_t layers, const Plan& p, int64_t s, int64_t c) {
+            int64_t first = 0;
+            for (int64_t cc = 0; cc <= c; ++cc) {
+                for (int64_t ss = 0; ss < p.pp && (cc < c || ss < s); ++ss) {
+                    first += chunk_layers(layers, p, ss, cc);
+                }
+            }
+            return first;
+        };
+        int64_t checked = 0;
+        for (const int64_t layers : {7, 24, 61, 96, 126}) {
+            for (const int64_t pp : {1, 2, 3, 4, 8, 16}) {
+                for (const int64_t vpp : {1, 2, 3, 4}) {
+                    for (const int64_t ends : {0, 1, 3}) {
+                        Plan p;
+                        p.pp = pp;
+                        p.vpp = vpp;
+                        p.first_layers = pp > 1 ? ends : 0;
+                        p.last_layers = pp > 1 ? ends : 0;
+                        for (int64_t s = 0; s < pp; ++s) {
+                            for (int64_t c = 0; c < vpp; ++c) {
+                                CAPTURE(layers);
+                                CAPTURE(pp);
+                                CAPTURE(vpp);
+                                CAPTURE(ends);
+                                CAPTURE(s);
+                                CAPTURE(c);
+                                REQUIRE(chunk_first_layer(layers, p, s, c) == reference(layers, p, s, c));
+                                ++checked;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        CHECK(checked == 5 * (1 + 2 + 3 + 4 + 8 + 16) * (1 + 2 + 3 + 4) * 3);
+    }
+
     TEST_CASE("layout: Megatron notation in and out") {
         const Plan p = pipeline(16, 1, 7, 7);
         CHECK(to_layout(126, p) ==
