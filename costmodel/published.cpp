@@ -5,6 +5,7 @@
 #include "core/stack.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
+#include "costmodel/csv_row.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/precision.hpp"
@@ -64,40 +65,7 @@ std::vector<std::vector<std::string>> split_csv(std::string_view text) {
     return rows;
 }
 
-struct Reader {
-    const Row& row;
-    const std::string& file;
-    int64_t line;
-
-    const std::string& str(const std::string& key) const {
-        static const std::string empty;
-        const auto it = row.find(key);
-        return it == row.end() ? empty : it->second;
-    }
-
-    [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-        throw ConfigError({Diagnostic{{file, line, 0}, "column '" + key + "': " + what}});
-    }
-
-    double num(const std::string& key, double fallback = 0.0) const {
-        const std::string& s = str(key);
-        if (s.empty()) {
-            return fallback;
-        }
-        double v = 0.0;
-        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (r.ec != std::errc{} || r.ptr != s.data() + s.size()) {
-            fail(key, "'" + s + "' is not a number");
-        }
-        return v;
-    }
-
-    int64_t count(const std::string& key, int64_t fallback = 0) const {
-        return static_cast<int64_t>(num(key, static_cast<double>(fallback)));
-    }
-
-    bool has(const std::string& key) const { return !str(key).empty(); }
-};
+using Reader = detail::CsvRow;
 
 bool contains(const std::string& s, const char* what) {
     return s.find(what) != std::string::npos;

@@ -2,6 +2,7 @@
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
+#include "costmodel/csv_row.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/published.hpp"
 
@@ -22,39 +23,7 @@ bool starts(const std::string& s, const char* what) {
     return s.rfind(what, 0) == 0;
 }
 
-struct Cells {
-    const Row& row;
-    const std::string& file;
-    int64_t line;
-
-    const std::string& str(const std::string& key) const {
-        static const std::string empty;
-        const auto it = row.find(key);
-        return it == row.end() ? empty : it->second;
-    }
-
-    [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-        throw ConfigError({Diagnostic{{file, line, 0}, "column '" + key + "': " + what}});
-    }
-
-    /// The leading number of a cell ("4 (default: ...)" is 4); `fallback` when empty.
-    double num(const std::string& key, double fallback = 0.0) const {
-        const std::string& s = str(key);
-        if (s.empty()) {
-            return fallback;
-        }
-        double v = 0.0;
-        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-        if (r.ec != std::errc{} || (r.ptr != s.data() + s.size() && *r.ptr != ' ')) {
-            fail(key, "'" + s + "' is not a number");
-        }
-        return v;
-    }
-
-    int64_t count(const std::string& key, int64_t fallback = 0) const {
-        return static_cast<int64_t>(num(key, static_cast<double>(fallback)));
-    }
-};
+using Cells = detail::CsvRow;
 
 /// "N PP microbatches" inside a micro-batch cell, or 0.
 int64_t stated_microbatches(const std::string& cell) {
@@ -254,7 +223,7 @@ std::vector<MemoryCase> parse_public_memory(std::string_view csv, const std::str
         for (size_t k = 0; k < header.size() && k < rows[i].size(); ++k) {
             row[header[k]] = rows[i][k];
         }
-        out.push_back(case_of(Cells{row, source_name, static_cast<int64_t>(i + 1)}));
+        out.push_back(case_of(Cells{row, source_name, static_cast<int64_t>(i + 1), true}));
     }
     return out;
 }

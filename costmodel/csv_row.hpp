@@ -1,0 +1,53 @@
+#pragma once
+// One row of a published-runs CSV as named cells: the reader published.cpp and
+// published_memory.cpp share. Internal to costmodel/ (not part of the library's interface).
+
+#include "core/errors.hpp"
+
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace cleave::detail {
+
+struct CsvRow {
+    const std::map<std::string, std::string>& row;
+    const std::string& file;
+    int64_t line;
+    /// Numbers may be followed by a space and a remark ("4 (default: 8 PP microbatches)"), as
+    /// public_memory.csv writes them; off, the cell must be the number alone.
+    bool remarks = false;
+
+    const std::string& str(const std::string& key) const {
+        static const std::string empty;
+        const auto it = row.find(key);
+        return it == row.end() ? empty : it->second;
+    }
+
+    [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+        throw ConfigError({Diagnostic{{file, line, 0}, "column '" + key + "': " + what}});
+    }
+
+    double num(const std::string& key, double fallback = 0.0) const {
+        const std::string& s = str(key);
+        if (s.empty()) {
+            return fallback;
+        }
+        double v = 0.0;
+        const auto r = std::from_chars(s.data(), s.data() + s.size(), v);
+        const bool rest_ok = r.ptr == s.data() + s.size() || (remarks && *r.ptr == ' ');
+        if (r.ec != std::errc{} || !rest_ok) {
+            fail(key, "'" + s + "' is not a number");
+        }
+        return v;
+    }
+
+    int64_t count(const std::string& key, int64_t fallback = 0) const {
+        return static_cast<int64_t>(num(key, static_cast<double>(fallback)));
+    }
+
+    bool has(const std::string& key) const { return !str(key).empty(); }
+};
+
+}  // namespace cleave::detail
