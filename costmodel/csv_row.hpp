@@ -6,8 +6,10 @@
 
 #include <charconv>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <string>
+#include <vector>
 
 namespace cleave::detail {
 
@@ -49,5 +51,35 @@ struct CsvRow {
 
     bool has(const std::string& key) const { return !str(key).empty(); }
 };
+
+/// The rows of a CSV (header first) as named cells, after checking that the header has every
+/// column of `need`; throws ConfigError naming `file` and the missing column.
+inline std::vector<std::map<std::string, std::string>>
+named_rows(const std::vector<std::vector<std::string>>& rows,
+           std::initializer_list<const char*> need,
+           const std::string& file) {
+    if (rows.empty()) {
+        throw ConfigError({Diagnostic{{file, 1, 1}, "empty file: expected a CSV header"}});
+    }
+    const auto& header = rows.front();
+    for (const char* col : need) {
+        bool found = false;
+        for (const auto& h : header) {
+            found = found || h == col;
+        }
+        if (!found) {
+            throw ConfigError({Diagnostic{{file, 1, 1},
+                                          std::string("header lacks the column '") + col + "'"}});
+        }
+    }
+    std::vector<std::map<std::string, std::string>> out;
+    for (size_t i = 1; i < rows.size(); ++i) {
+        auto& row = out.emplace_back();
+        for (size_t k = 0; k < header.size() && k < rows[i].size(); ++k) {
+            row[header[k]] = rows[i][k];
+        }
+    }
+    return out;
+}
 
 }  // namespace cleave::detail

@@ -473,40 +473,24 @@ double convention_flops(const std::string& def, const ModelSpec& m, const JobSpe
 }
 
 std::vector<PublishedCase> parse_public_runs(std::string_view csv, const std::string& source_name) {
-    const auto rows = split_csv(csv);
-    if (rows.empty()) {
-        throw ConfigError({Diagnostic{{source_name, 1, 1}, "empty file: expected a CSV header"}});
-    }
-    const auto& header = rows.front();
-    for (const char* need : {"row_id",
-                             "num_layers",
-                             "hidden_size",
-                             "num_attention_heads",
-                             "vocab_size",
-                             "seq_length",
-                             "gpu_type",
-                             "num_gpus",
-                             "tp",
-                             "pp",
-                             "dp",
-                             "micro_batch_size",
-                             "global_batch_size"}) {
-        bool found = false;
-        for (const auto& h : header) {
-            found = found || h == need;
-        }
-        if (!found) {
-            throw ConfigError({Diagnostic{{source_name, 1, 1},
-                                          std::string("header lacks the column '") + need + "'"}});
-        }
-    }
+    const auto rows = detail::named_rows(split_csv(csv),
+                                         {"row_id",
+                                          "num_layers",
+                                          "hidden_size",
+                                          "num_attention_heads",
+                                          "vocab_size",
+                                          "seq_length",
+                                          "gpu_type",
+                                          "num_gpus",
+                                          "tp",
+                                          "pp",
+                                          "dp",
+                                          "micro_batch_size",
+                                          "global_batch_size"},
+                                         source_name);
     std::vector<PublishedCase> out;
-    for (size_t i = 1; i < rows.size(); ++i) {
-        Row row;
-        for (size_t k = 0; k < header.size() && k < rows[i].size(); ++k) {
-            row[header[k]] = rows[i][k];
-        }
-        out.push_back(case_of(Reader{row, source_name, static_cast<int64_t>(i + 1)}));
+    for (size_t i = 0; i < rows.size(); ++i) {
+        out.push_back(case_of(Reader{rows[i], source_name, static_cast<int64_t>(i + 2)}));
     }
     return out;
 }

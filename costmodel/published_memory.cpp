@@ -198,32 +198,15 @@ bool is_memory_csv(std::string_view csv) {
 }
 
 std::vector<MemoryCase> parse_public_memory(std::string_view csv, const std::string& source_name) {
-    const auto rows = csv_rows(csv);
-    if (rows.empty()) {
-        throw ConfigError({Diagnostic{{source_name, 1, 1}, "empty file: expected a CSV header"}});
-    }
-    const auto& header = rows.front();
-    for (const char* need : {"row_id", "source_key", "model", "num_layers", "hidden_size",
-                             "num_attention_heads", "vocab_size", "seq_length", "gpu_type",
-                             "num_gpus", "tp", "pp", "dp", "micro_batch_size", "recompute",
-                             "precision", "framework", "dp_sharding", "peak_memory_gib",
-                             "memory_metric"}) {
-        bool found = false;
-        for (const auto& h : header) {
-            found = found || h == need;
-        }
-        if (!found) {
-            throw ConfigError({Diagnostic{{source_name, 1, 1},
-                                          std::string("header lacks the column '") + need + "'"}});
-        }
-    }
+    const auto rows = detail::named_rows(
+        csv_rows(csv),
+        {"row_id", "source_key", "model", "num_layers", "hidden_size", "num_attention_heads",
+         "vocab_size", "seq_length", "gpu_type", "num_gpus", "tp", "pp", "dp", "micro_batch_size",
+         "recompute", "precision", "framework", "dp_sharding", "peak_memory_gib", "memory_metric"},
+        source_name);
     std::vector<MemoryCase> out;
-    for (size_t i = 1; i < rows.size(); ++i) {
-        Row row;
-        for (size_t k = 0; k < header.size() && k < rows[i].size(); ++k) {
-            row[header[k]] = rows[i][k];
-        }
-        out.push_back(case_of(Cells{row, source_name, static_cast<int64_t>(i + 1), true}));
+    for (size_t i = 0; i < rows.size(); ++i) {
+        out.push_back(case_of(Cells{rows[i], source_name, static_cast<int64_t>(i + 2), true}));
     }
     return out;
 }
