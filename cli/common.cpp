@@ -212,8 +212,8 @@ Dtype parse_dtype(const std::string& s) {
 
 // Default 5% of the GPU's memory, from the measured peaks (tests/data/public_memory.csv, the
 // 24 rows with a stated plan): the measured peak lies within cleave's prediction + 5% of the
-// capacity on 20 of them (83 %, about a one-sided sigma; 8 % covers 21, 13 % all 24 - the rows
-// beyond 5 % are torchtitan's 70B / 405B runs with TP and PP, where cleave is lowest). The
+// capacity on 22 of them (92 %; 3 % covers 20, 13 % all 24 - the two beyond 5 % are torchtitan's
+// 405B runs with PP 8 at CP 8 and at 1F1B mbs 4, where cleave is lowest). The
 // allocator's reserve and the memory outside it are inside the prediction already; this covers
 // what the model misses. tests/costmodel/test_memory_framework.cpp recomputes the coverage.
 Bytes parse_headroom(const std::string& s, const GpuSpec& gpu) {

@@ -141,6 +141,7 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
                             Need::required,
                             {{"fp32", Dtype::fp32}, {"bf16", Dtype::bf16}, {"fp16", Dtype::fp16}}));
         set(s.loss_buffers, r.quantity("loss_buffers", Need::optional));
+        set(s.loss_parallel_buffers, r.quantity("loss_parallel_buffers", Need::optional));
         set(s.op_level_sac, r.flag("op_level_sac", Need::optional));
         if (const auto f = r.quantity("allocator_overhead", Need::optional, true)) {
             if (*f >= 1.0) {

@@ -73,6 +73,9 @@ struct SoftwareStack {
     /// peak; 0 = from fused_cross_entropy (1 fused, 3 unfused: the logits + their fp32 copy).
     /// Eager F.cross_entropy(logits.float()) peaks in log_softmax's backward at 6 (memory.hpp).
     double loss_buffers = 0.0;
+    /// The same with tensor parallelism, where the stack computes the loss on vocab-sharded
+    /// logits (torch loss_parallel); 0 = loss_buffers.
+    double loss_parallel_buffers = 0.0;
     /// What `selective` recomputation means: Megatron's module list (keep the GEMM inputs, drop
     /// the attention scores), or torchtitan's op-level policy (every layer checkpointed, the
     /// outputs of every other matmul and of attention saved; memory.hpp).

@@ -164,7 +164,10 @@ double op_sac_saved_bytes_per_token(const ModelSpec& m, const JobSpec& job, cons
     return ab * (saved + input + attention) + 4.0 * d(m.heads) / t;
 }
 
-double loss_buffer_count(const JobSpec& job) {
+double loss_buffer_count(const JobSpec& job, const Plan& p) {
+    if (p.tp > 1 && job.stack.loss_parallel_buffers > 0.0) {
+        return job.stack.loss_parallel_buffers;
+    }
     if (job.stack.loss_buffers > 0.0) {
         return job.stack.loss_buffers;
     }
@@ -174,7 +177,7 @@ double loss_buffer_count(const JobSpec& job) {
 }
 
 Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
-    return bytes(loss_buffer_count(job) * activation_bytes(job) * tokens_per_gpu(job, p) *
+    return bytes(loss_buffer_count(job, p) * activation_bytes(job) * tokens_per_gpu(job, p) *
                  d(m.vocab) / d(p.tp));
 }
 

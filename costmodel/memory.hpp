@@ -67,8 +67,13 @@ activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool
 /// log-probabilities, their incoming gradient and the outgoing one alive: 3 x fp32 = n 6.
 [[nodiscard]] Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
-/// The n of logits_bytes(): the stack's loss_buffers, else 1 fused / 3 unfused.
-[[nodiscard]] double loss_buffer_count(const JobSpec& job);
+/// The n of logits_bytes(): with TP the stack's loss_parallel_buffers when it sets them, else
+/// its loss_buffers, else 1 fused / 3 unfused. torch's loss_parallel (torchtitan with TP)
+/// folds log_softmax's backward into nll_loss's (torch/distributed/tensor/parallel/loss.py
+/// _nll_loss_and_log_softmax_backward: `(grad_input + torch.exp(x)) * grad_output`, x the saved
+/// fp32 log-probabilities): x, the zeros-like grad_input, exp(x) and their sum alive at once,
+/// 4 x fp32 = n 8.
+[[nodiscard]] double loss_buffer_count(const JobSpec& job, const Plan& p);
 
 /// Bytes per element of a GEMM input kept for the weight gradient. Transformer Engine under
 /// quantised training keeps the quantised copy it fed the GEMM (module/linear.py and
