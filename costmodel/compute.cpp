@@ -563,11 +563,51 @@ LayerCost layer_cost(const ModelSpec& m,
     switch (p.recompute) {
     case Recompute::none:
         break;
-    case Recompute::selective:
+    case Recompute::selective: {
         // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V
         // (fused: the attention kernel's forward again, Megatron --recompute-modules core_attn).
-        lc.recompute = core + memory_time(gpu, KernelClass::softmax, tr.attn_core_fwd);
+        const Seconds attn_again = core + memory_time(gpu, KernelClass::softmax, tr.attn_core_fwd);
+        const uint16_t mods = p.recompute_modules;
+        if (mods == 0) {
+            lc.recompute = attn_again;
+            break;
+        }
+        // Each listed module's forward once more in backward (transformer_config.py
+        // recompute_modules @d98e8a64): its GEMMs, or its elementwise pass.
+        namespace rm = recompute_module;
+        const double ab = activation_bytes(job);
+        const double tok = tokens_per_gpu(job, p);
+        const double sp = p.sp ? static_cast<double>(p.tp) : 1.0;
+        const auto has = [mods](uint16_t bit) { return (mods & bit) != 0; };
+        if (has(rm::core_attn)) {
+            lc.recompute += attn_again;
+        }
+        if (has(rm::mla_up_proj)) {
+            lc.recompute += gemm_time(gpu, job.compute, g.q_up) + gemm_time(gpu, job.compute, g.kv_up);
+        }
+        if (has(rm::layernorm)) {  // two norms: read and write T h / sp each
+            lc.recompute += memory_time(gpu, KernelClass::elementwise,
+                                        bytes(4.0 * ab * tok * static_cast<double>(m.hidden) / sp));
+        }
+        if (!moe && has(rm::mlp)) {
+            lc.recompute += t_in + t_out;
+        }
+        if (moe && has(rm::moe)) {
+            lc.recompute += t_in + t_out + gemm_time(gpu, core_dtype(job.compute), g.router) +
+                            gemm_time(gpu, job.compute, g.shared);
+        } else if (moe) {
+            if (has(rm::moe_act)) {  // SwiGLU over the routed rows: read 2 f_e, write f_e
+                lc.recompute += memory_time(
+                    gpu, KernelClass::elementwise,
+                    bytes(3.0 * ab * g.mlp_in.m * g.mlp_in.count * static_cast<double>(m.moe.expert_ffn_hidden) /
+                          static_cast<double>(expert_tp(p))));
+            }
+            if (has(rm::shared_experts)) {
+                lc.recompute += gemm_time(gpu, job.compute, g.shared);
+            }
+        }
         break;
+    }
     case Recompute::full:
         lc.recompute = lc.fwd;
         break;
@@ -579,6 +619,9 @@ LayerCost layer_cost(const ModelSpec& m,
     add_cp(lc, m, job, p, links, core, core_bwd);
     if (moe) {
         add_ep(lc, m, job, p, links);
+        if (p.recompute == Recompute::selective && (p.recompute_modules & recompute_module::moe) != 0) {
+            lc.recompute += lc.ep_fwd;  // the re-run MoE block dispatches and combines again
+        }
         add_expert_overhead(lc, c, job, p, local_experts);
     }
     return lc;

@@ -4,7 +4,10 @@
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "core/stack.hpp"
+#include "costmodel/collectives.hpp"
+#include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
+#include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/published.hpp"
 #include "costmodel/published_memory.hpp"
@@ -383,5 +386,35 @@ TEST_SUITE("costmodel") {
         const auto bad = test::run_cleave(args);
         CHECK(bad.code == 2);
         CHECK(bad.err.find("--use-precision-aware-optimizer") != std::string::npos);
+    }
+
+    TEST_CASE("time: each recompute module re-runs its own forward in backward") {
+        const ModelSpec m = llama8b();
+        const ClusterSpec c = load_cluster("dgx-h100");
+        JobSpec j;
+        j.gpus = 8;
+        j.global_batch = 8;
+        j.seq_len = 8192;
+        j.stack = load_stack("megatron-core");
+        Plan p;
+        p.dp = 8;
+        p.recompute = Recompute::selective;
+        const PlanLinks links = plan_links(c, p);
+        const LayerCost core = layer_cost(m, c, j, p, links, false);  // default: core_attn
+        p.recompute_modules = recompute_module::mlp;
+        const LayerCost mlp = layer_cost(m, c, j, p, links, false);
+        // mlp: the MLP's two GEMMs (up + gate fused, down) once more, nothing of the attention.
+        const LayerGemms g = layer_gemms(m, j, p, false);
+        CHECK(mlp.recompute.value() ==
+              doctest::Approx((gemm_time(c.gpu, j.compute, g.mlp_in) +
+                               gemm_time(c.gpu, j.compute, g.mlp_out))
+                                  .value()));
+        // core_attn listed with it: the default's attention re-run added on top.
+        p.recompute_modules = recompute_module::mlp | recompute_module::core_attn;
+        CHECK(layer_cost(m, c, j, p, links, false).recompute.value() ==
+              doctest::Approx((mlp.recompute + core.recompute).value()));
+        // moe_act on a dense layer frees and re-runs nothing.
+        p.recompute_modules = recompute_module::moe_act;
+        CHECK(layer_cost(m, c, j, p, links, false).recompute.value() == 0.0);
     }
 }
