@@ -3,6 +3,7 @@
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "costmodel/precision.hpp"
+#include "costmodel/splits.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -444,6 +445,17 @@ Plan make_plan(const PlanFlags& f, const Inputs& in) {
     if (f.dp <= 0 && mp > 0 && in.job.gpus % mp != 0) {
         throw ConfigError("tp*pp*cp=" + std::to_string(mp) +
                           " does not divide gpus=" + std::to_string(in.job.gpus));
+    }
+    if (p.pp > 1 && f.first_stage_layers == 0 && f.last_stage_layers == 0 &&
+        f.pipeline_layout.empty() &&
+        !(keeps(Rule::stage_split, in.model, in.job, p) && keeps(Rule::vpp_chunks, in.model, in.job, p))) {
+        // No layer map given and the layers do not split evenly: the FLOP-balanced map `plan`
+        // searches (costmodel/splits.hpp), its first (most even) split; explain prints the map.
+        const auto splits = balanced_splits(in.model, in.job, p.pp, p.vpp, split_weights(in.model, in.job));
+        if (!splits.empty()) {
+            p.first_layers = splits.front().first;
+            p.last_layers = splits.front().last;
+        }
     }
     const auto broken = check_plan(in.model, in.job, p);
     if (!broken.empty()) {

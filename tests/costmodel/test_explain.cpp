@@ -250,4 +250,20 @@ TEST_SUITE("costmodel") {
         CHECK(r.code == 2);
         CHECK(r.err.find("mbs*dp=4 does not divide the global batch 6") != std::string::npos);
     }
+
+    TEST_CASE("explain: pp that does not divide the layers takes the balanced map plan searches") {
+        // Llama 3.1 405B, 126 layers on 16 stages: 126 = 7 + 14 x 8 + 7 (the embedding and the
+        // loss weigh on the end stages), as `plan` finds; no --first-stage-layers needed.
+        const std::string root = CLEAVE_TEST_DATA_DIR;
+        const auto r = test::run_cleave({"explain", root + "/examples/llama-3-405b.toml", "dgx-h100",
+                                         "--gpus", "16384", "--gbs", "2048", "--seq", "8192", "--tp",
+                                         "8", "--pp", "16", "--recompute", "full", "--format",
+                                         "json"});
+        REQUIRE(r.code == 0);
+        const auto stages = nlohmann::json::parse(r.out)["stages"];
+        REQUIRE(stages.size() == 16);
+        CHECK(stages[0]["layers"] == 7);
+        CHECK(stages[1]["layers"] == 8);
+        CHECK(stages[15]["layers"] == 7);
+    }
 }
