@@ -377,6 +377,18 @@ private:
             }
         } else {
             s = balanced_splits(m_, job_, pp, vpp, weights_);
+            if (s.empty() && (o_.fixed.pp == pp || (vpp > 1 && o_.fixed.vpp == vpp))) {
+                // The user fixed this pipeline (a published layout, say) and no map is within a
+                // layer of balance: price the even map when the rules allow it, rather than
+                // searching nothing.
+                Plan p;
+                p.pp = pp;
+                p.vpp = vpp;
+                p.schedule = vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
+                if (keeps_all({Rule::stage_split, Rule::stage_layers, Rule::vpp_chunks}, p)) {
+                    s.push_back({0, 0});
+                }
+            }
         }
         return splits_.emplace(key, std::move(s)).first->second;
     }

@@ -3,6 +3,8 @@
 #include "tests/cli_run.hpp"
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -265,5 +267,26 @@ TEST_SUITE("costmodel") {
         CHECK(stages[0]["layers"] == 7);
         CHECK(stages[1]["layers"] == 8);
         CHECK(stages[15]["layers"] == 7);
+    }
+
+    TEST_CASE("plan: a fixed layout with no balanced layer map is priced, and says why it misses") {
+        // Nemotron-4 340B (public_runs_2024.csv row 123): 96 layers on pp 8 x vpp 12, one layer a
+        // chunk; no map is within a layer of balance (the 256k-vocabulary head), so the even one
+        // the user fixed is priced: it needs more than the H100's 79.7 GiB at DP 2.
+        const std::string model = (std::filesystem::temp_directory_path() / "cleave-nemotron4.toml").string();
+        {
+            std::ofstream f(model);
+            f << "[model]\nname = \"nemotron-4-340b\"\narch = \"gpt\"\nlayers = 96\nhidden = "
+                 "18432\nheads = 96\nkv_heads = 8\nffn_hidden = 73728\nvocab = 256000\nseq_len = "
+                 "4096\n";
+        }
+        const auto r = test::run_cleave({"plan", model, "dgx-h100", "--gpus", "128", "--gbs", "32",
+                                         "--tp", "8", "--pp", "8", "--vpp", "12", "--cp", "1",
+                                         "--mbs", "1", "--recompute", "selective", "--sp", "--zero",
+                                         "1", "--memory-headroom", "0"});
+        CHECK(r.code == 1);
+        CHECK(r.out.find("searched 1 candidates") != std::string::npos);
+        CHECK(r.out.find("memory") != std::string::npos);
+        CHECK(r.out.find("has 79.7") != std::string::npos);
     }
 }
