@@ -82,6 +82,9 @@ std::string to_string(const Plan& p) {
            (p.last_layers > 0 ? " last" + std::to_string(p.last_layers) : "") +
            (p.recompute_layers > 0 ? " rl" + std::to_string(p.recompute_layers) : "") +
            (p.recompute_method == RecomputeMethod::block ? " block" : "") +
+           (p.recompute_modules != 0 ? " rm[" + recompute_modules_string(p.recompute_modules) + "]"
+                                     : "") +
+           (p.offload_layers > 0 ? " off" + std::to_string(p.offload_layers) : "") +
            (p.etp > 0 ? " etp" + std::to_string(p.etp) : "");
 }
 
@@ -103,6 +106,14 @@ std::string to_flags(const Plan& p) {
     }
     s += std::string(" --schedule ") + to_string(p.schedule) + " --recompute " +
          to_string(p.recompute);
+    if (p.recompute_modules != 0) {
+        std::string mods = recompute_modules_string(p.recompute_modules);
+        std::replace(mods.begin(), mods.end(), ' ', ',');
+        s += " --recompute-modules " + mods;
+    }
+    if (p.offload_layers > 0) {
+        s += " --cpu-offloading-num-layers " + std::to_string(p.offload_layers);
+    }
     if (p.sp) {
         s += " --sp";
     }

@@ -741,9 +741,12 @@ const LayerParts& Estimator::parts(const Plan& plan) {
         group_ = key;
         slots_.fill(nullptr);
     }
-    // A slot per (recompute, sp) with the default module list; other lists go to the map.
-    const auto slot = static_cast<std::size_t>(flags < 8 ? flags : 7);  // at most 1 | 2 << 1 = 5
-    if (flags < 8 && slots_[slot] != nullptr) {
+    // A slot per (recompute, sp) for the default module list, and one per (recompute, sp) for
+    // the last other list seen (the planner searches one); anything else goes to the map.
+    const auto base = static_cast<std::size_t>(flags & 7);  // at most 1 | 2 << 1 = 5
+    const uint16_t mods = plan.recompute_modules;
+    const std::size_t slot = mods == 0 ? base : 8 + base;
+    if (slots_[slot] != nullptr && (mods == 0 || slot_mods_[base] == mods)) {
         return *slots_[slot];
     }
     auto it = cache_.find(key);
@@ -751,8 +754,9 @@ const LayerParts& Estimator::parts(const Plan& plan) {
         const PlanLinks links = plan_links(cluster_, plan);
         it = cache_.emplace(key, layer_parts(model_, cluster_, job_, plan, links)).first;
     }
-    if (flags < 8) {
-        slots_[slot] = &it->second;
+    slots_[slot] = &it->second;
+    if (mods != 0) {
+        slot_mods_[base] = mods;
     }
     return it->second;
 }

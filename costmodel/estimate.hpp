@@ -240,7 +240,9 @@ private:
     Flops model_flops_;
     std::unordered_map<Key, LayerParts, KeyHash> cache_;
     Key group_{0, 0, 0, 0, 0, 0};               // tp, cp, ep, etp, mbs of slots_
-    std::array<const LayerParts*, 8> slots_{};  // by (recompute << 1 | sp), into cache_
+    std::array<const LayerParts*, 16> slots_{};  // by (recompute << 1 | sp) [+ 8 with a
+                                                 // module list], into cache_
+    std::array<uint16_t, 8> slot_mods_{};        // the module list of slots_[8 + i]
 };
 
 [[nodiscard]] std::vector<Risk> describe_risks(const ModelSpec& model,

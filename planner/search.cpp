@@ -296,7 +296,31 @@ public:
         , sink_(sink)
         , gpu_divs_(divisors(job.gpus))
         , gbs_divs_(divisors(job.global_batch))
-        , weights_(split_weights(m, job)) {}
+        , weights_(split_weights(m, job))
+        , extra_modules_(searched_modules(m, job)) {}
+
+    /// The one module list `selective` is also searched with beside Megatron's default
+    /// (core_attn): the output-discarding modules where the model has them (mla_up_proj for MLA,
+    /// moe_act for MoE: cheap to redo, they free the largest activations per byte re-run), else
+    /// the dense MLP (mlp); with materialised attention core_attn stays in the list (it drops
+    /// the scores). Priced in memory and time like any list (costmodel/memory.hpp, compute.cpp).
+    static uint16_t searched_modules(const ModelSpec& m, const JobSpec& job) {
+        namespace rm = recompute_module;
+        uint16_t mods = 0;
+        if (m.mla.enabled()) {
+            mods |= rm::mla_up_proj;
+        }
+        if (m.moe.enabled()) {
+            mods |= rm::moe_act;
+        }
+        if (mods == 0) {
+            mods = rm::mlp;
+        }
+        if (job.stack.attention == AttentionImpl::materialized) {
+            mods |= rm::core_attn;
+        }
+        return mods;
+    }
 
     void run() {
         const SearchOptions::Fixed& f = o_.fixed;
@@ -552,7 +576,21 @@ private:
         const int zero_max = !shardable ? 0 : (keeps(Rule::zero_pipeline, m_, job_, q) ? 3 : 1);
         const bool sp_ok = keeps_all({Rule::sp_tp, Rule::sp_seq}, q);
         const SearchOptions::Fixed& f = o_.fixed;
-        for (Recompute rc : {Recompute::none, Recompute::selective, Recompute::full}) {
+        // (recompute, module list): none, selective with the default list (or the user's),
+        // selective with the searched list, full.
+        struct Variant {
+            Recompute rc;
+            uint16_t mods;
+        };
+        Variant variants[4] = {{Recompute::none, 0},
+                               {Recompute::selective, f.recompute_modules},
+                               {Recompute::selective, extra_modules_},
+                               {Recompute::full, 0}};
+        for (const Variant& var : variants) {
+            const Recompute rc = var.rc;
+            if (&var == &variants[2] && (f.recompute_modules != 0 || extra_modules_ == 0)) {
+                continue;  // the user fixed a list: only that one
+            }
             p.recompute = rc;
             if (f.recompute && *f.recompute != rc) {
                 continue;
@@ -560,7 +598,7 @@ private:
             const bool full = rc == Recompute::full;
             p.recompute_layers = full ? f.recompute_layers : 0;
             p.recompute_method = full ? f.recompute_method : RecomputeMethod::uniform;
-            p.recompute_modules = rc == Recompute::selective ? f.recompute_modules : 0;
+            p.recompute_modules = var.mods;
             p.offload_layers = f.offload_layers;
             if (full && !keeps(Rule::recompute_layers, m_, job_, p)) {
                 continue;  // the user's block does not fit this stage
@@ -638,6 +676,7 @@ private:
     std::vector<int64_t> gpu_divs_;  // ascending
     std::vector<int64_t> gbs_divs_;  // ascending
     SplitWeights weights_;
+    uint16_t extra_modules_ = 0;  // searched_modules()
     std::map<std::pair<int64_t, int64_t>, std::vector<Split>> splits_;  // node-stable
     std::map<int64_t, Pipeline> pipelines_;
 };

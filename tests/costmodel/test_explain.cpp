@@ -280,13 +280,22 @@ TEST_SUITE("costmodel") {
                  "18432\nheads = 96\nkv_heads = 8\nffn_hidden = 73728\nvocab = 256000\nseq_len = "
                  "4096\n";
         }
-        const auto r = test::run_cleave({"plan", model, "dgx-h100", "--gpus", "128", "--gbs", "32",
-                                         "--tp", "8", "--pp", "8", "--vpp", "12", "--cp", "1",
-                                         "--mbs", "1", "--recompute", "selective", "--sp", "--zero",
-                                         "1", "--memory-headroom", "0"});
+        const std::vector<std::string> fixed = {
+            "plan", model, "dgx-h100", "--gpus", "128", "--gbs", "32", "--tp", "8", "--pp", "8",
+            "--vpp", "12", "--cp", "1", "--mbs", "1", "--sp", "--zero", "1", "--memory-headroom", "0"};
+        auto args = fixed;
+        args.insert(args.end(), {"--recompute-modules", "core_attn"});
+        const auto r = test::run_cleave(args);
         CHECK(r.code == 1);
         CHECK(r.out.find("searched 1 candidates") != std::string::npos);
         CHECK(r.out.find("memory") != std::string::npos);
         CHECK(r.out.find("has 79.7") != std::string::npos);
+        // With the module list free, the planner finds the layout fits with the MLP recomputed.
+        args = fixed;
+        args.insert(args.end(), {"--recompute", "selective", "--format", "json"});
+        const auto free = test::run_cleave(args);
+        REQUIRE(free.code == 0);
+        const auto top = nlohmann::json::parse(free.out)["plans"][0]["plan"];
+        CHECK(top["flags"].get<std::string>().find("--recompute-modules mlp") != std::string::npos);
     }
 }

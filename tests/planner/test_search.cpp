@@ -73,32 +73,33 @@ int64_t count_of(const SearchResult& r, RejectReason why) {
 TEST_SUITE("planner") {
     TEST_CASE("search: enumeration count of a small case worked by hand") {
         // (tp, pp, cp) with tp*pp*cp | 4: 10 splits. tp=4 breaks heads=2 (tp_split), cp=4 needs
-        // 2*cp=8 | seq=4 (seq). Priced plans per split = mbs x schedules x recompute(3) x sp x
+        // 2*cp=8 | seq=4 (seq). Priced plans per split = mbs x schedules x recompute(4: none,
+        // selective with the default list, selective with the searched list [mlp], full) x sp x
         // zero:
-        //   (1,1,1) dp4: mbs{1}          x1 x3 x1 x4 = 12
-        //   (1,1,2) dp2: mbs{1,2}        x1 x3 x1 x4 = 24
+        //   (1,1,1) dp4: mbs{1}          x1 x4 x1 x4 = 16
+        //   (1,1,2) dp2: mbs{1,2}        x1 x4 x1 x4 = 32
         // Schedules at pp 2: 1f1b, gpipe, interleaved vpp 2 (2 layers per stage, 1 per chunk) and
         // vpp 3 (2 = 3 - 1 layers per stage: the embedding's and the loss's chunk hold none,
         // Megatron's account-for-embedding/loss split (4 + 2) / 2 = 3 = 3 chunks of 1); one
         // layer map per (pp, vpp), the even one.
-        //   (1,2,1) dp2: mbs1 m2: 4 sched, mbs2 m1: 2 (interleaved needs pp|m) -> 6 x3 x1 x2 = 36
-        //   (1,2,2) dp1 cp2: mbs{1,2,4} m{4,2,1}: 4+4+2 = 10 x3 x1 x2 = 60
-        //   (1,4,1) dp1: mbs{1,2,4} x 2 sched (no vpp: 4*2 > 4 + 2) x3 x1 x1 = 18
-        //   (2,1,1) dp2: mbs{1,2} x3 x2 (sp: tp*cp=2 | 4) x4 = 48
-        //   (2,1,2) dp1 cp2: mbs{1,2,4} x3 x2 (tp*cp=4 | 4) x4 = 72
-        //   (2,2,1) dp1: 4+4+2 = 10 x3 x2 x1 (dp*cp=1: ZeRO has nothing to shard) = 60
-        // total 330.
+        //   (1,2,1) dp2: mbs1 m2: 4 sched, mbs2 m1: 2 (interleaved needs pp|m) -> 6 x4 x1 x2 = 48
+        //   (1,2,2) dp1 cp2: mbs{1,2,4} m{4,2,1}: 4+4+2 = 10 x4 x1 x2 = 80
+        //   (1,4,1) dp1: mbs{1,2,4} x 2 sched (no vpp: 4*2 > 4 + 2) x4 x1 x1 = 24
+        //   (2,1,1) dp2: mbs{1,2} x4 x2 (sp: tp*cp=2 | 4) x4 = 64
+        //   (2,1,2) dp1 cp2: mbs{1,2,4} x4 x2 (tp*cp=4 | 4) x4 = 96
+        //   (2,2,1) dp1: 4+4+2 = 10 x4 x2 x1 (dp*cp=1: ZeRO has nothing to shard) = 80
+        // total 440.
         const SearchResult r =
             search_with(tiny_model(), node_of(4), tiny_job(), SearchOptions{}, &fake_price);
-        CHECK(r.candidates_evaluated == 330);
-        CHECK(r.feasible == 330);
+        CHECK(r.candidates_evaluated == 440);
+        CHECK(r.feasible == 440);
         CHECK(count_of(r, RejectReason::tp_split) == 1);
         CHECK(count_of(r, RejectReason::seq) == 1);
         // interleaved vpp 2 and 3 with m=1 < pp=2: (1,2,1) mbs2, (1,2,2) mbs4, (2,2,1) mbs4
         CHECK(count_of(r, RejectReason::interleave) == 6);
         // ZeRO-2 and -3 with pp > 1 where dp*cp > 1, two per (mbs, schedule, recompute):
-        // (1,2,1): 6 x 3 x 2 = 36; (1,2,2): 10 x 3 x 2 = 60
-        CHECK(count_of(r, RejectReason::zero_pipeline) == 96);
+        // (1,2,1): 6 x 4 x 2 = 48; (1,2,2): 10 x 4 x 2 = 80
+        CHECK(count_of(r, RejectReason::zero_pipeline) == 128);
         CHECK(count_of(r, RejectReason::memory) == 0);
         CHECK(r.plans.size() == 10);
         CHECK(r.gpu_counts_searched == std::vector<int64_t>{4});
@@ -128,9 +129,9 @@ TEST_SUITE("planner") {
         const ModelSpec m = tiny_model();
         const SearchOptions o;
         const SearchResult r = search_with(m, node_of(4), tiny_job(), o, &dp_too_big);
-        // pure DP: (1,1,1) 12 plans; cp-only split (1,1,2) is not pure DP but has tp=pp=1,cp=2.
-        CHECK(count_of(r, RejectReason::memory) == 12);
-        CHECK(r.feasible == 318);
+        // pure DP: (1,1,1) 16 plans; cp-only split (1,1,2) is not pure DP but has tp=pp=1,cp=2.
+        CHECK(count_of(r, RejectReason::memory) == 16);
+        CHECK(r.feasible == 424);
         const Rejection& mem = r.rejection(RejectReason::memory);
         REQUIRE(mem.priced);
         // fastest rejected: dp4 mbs1 no recompute, zero0 (zero1..3 tie on time; key order)
@@ -185,7 +186,7 @@ TEST_SUITE("planner") {
         few.top_k = 7;
         const auto a = search_with(tiny_model(), node_of(4), tiny_job(), all, &fake_price);
         const auto f = search_with(tiny_model(), node_of(4), tiny_job(), few, &fake_price);
-        REQUIRE(a.plans.size() == 330);
+        REQUIRE(a.plans.size() == 440);
         REQUIRE(f.plans.size() == 7);
         for (std::size_t i = 0; i < 7; ++i) {
             CHECK(f.plans[i] == a.plans[i]);
@@ -212,11 +213,11 @@ TEST_SUITE("planner") {
         const auto denied = search_with(wide, node_of(2), tiny_job(), o, &fake_price);
         CHECK(count_of(denied, RejectReason::tp_cross_node) == 1);  // (4,1,1)
         CHECK(count_of(denied, RejectReason::tp_split) == 0);
-        // (4,1,1) dp1: mbs{1,2,4} x 3 rc x 2 sp (tp*cp=4 | 4) x 1 zero = 18 plans more
+        // (4,1,1) dp1: mbs{1,2,4} x 4 rc x 2 sp (tp*cp=4 | 4) x 1 zero = 24 plans more
         o.allow_tp_cross_node = true;
         const auto allowed = search_with(wide, node_of(2), tiny_job(), o, &fake_price);
         CHECK(count_of(allowed, RejectReason::tp_cross_node) == 0);
-        CHECK(allowed.candidates_evaluated - denied.candidates_evaluated == 18);
+        CHECK(allowed.candidates_evaluated - denied.candidates_evaluated == 24);
         // on 4-GPU nodes tp=4 stays inside: nothing to reject
         o.allow_tp_cross_node = false;
         const auto inside = search_with(wide, node_of(4), tiny_job(), o, &fake_price);
@@ -229,7 +230,7 @@ TEST_SUITE("planner") {
         o.max_pp = 2;
         const auto r = search_with(tiny_model(), node_of(4), tiny_job(), o, &fake_price);
         CHECK(count_of(r, RejectReason::limit) == 1);  // (1,4,1)
-        CHECK(r.candidates_evaluated == 330 - 18);
+        CHECK(r.candidates_evaluated == 440 - 24);
         SearchOptions h;
         h.heuristics = true;
         const auto hr = search_with(tiny_model(), node_of(4), tiny_job(), h, &fake_price);
