@@ -3,6 +3,7 @@
 // published_memory.cpp share. Internal to costmodel/ (not part of the library's interface).
 
 #include "core/errors.hpp"
+#include "core/model.hpp"
 
 #include <charconv>
 #include <cstdint>
@@ -51,6 +52,13 @@ struct CsvRow {
 
     bool has(const std::string& key) const { return !str(key).empty(); }
 };
+
+struct CsvRow;
+
+/// The model a row's architecture columns describe (num_layers ... vocab_size, num_experts /
+/// moe_topk): GPT-style, or Llama-style for the Llama / Qwen / Mixtral / Mistral / GPT-OSS
+/// families (published.cpp).
+[[nodiscard]] ModelSpec columns_model(const CsvRow& r);
 
 /// The rows of a CSV (header first) as named cells, after checking that the header has every
 /// column of `need`; throws ConfigError naming `file` and the missing column.

@@ -123,7 +123,9 @@ std::string profile_for(const Reader& r, std::string& reason) {
     return "";
 }
 
-ModelSpec model_of(const Reader& r) {
+}  // namespace
+
+ModelSpec detail::columns_model(const Reader& r) {
     ModelSpec m;  // GPT-style: learned positions, GeLU, LayerNorm, tied embeddings, biases
     m.name = r.str("model");
     m.layers = r.count("num_layers");
@@ -152,6 +154,8 @@ ModelSpec model_of(const Reader& r) {
     }
     return m;
 }
+
+namespace {
 
 // The row's model from its shipped config, its columns checked against the config: a row that
 // disagrees names itself and the column.
@@ -349,7 +353,7 @@ PublishedCase case_of(const Reader& r) {
     c.confidence = r.str("confidence");
     std::string notes;
     const char* config = shipped_model_config(r.str("model"));
-    c.model = config != nullptr ? model_from_config(r, config, notes) : model_of(r);
+    c.model = config != nullptr ? model_from_config(r, config, notes) : detail::columns_model(r);
     c.job = job_of(r, notes);
     // Megatron-Bridge trains DeepSeek-V3's MTP module unless the run switched it off; the rows'
     // notes say which ("with MTP" / "without MTP").

@@ -50,23 +50,7 @@ ModelSpec model_of(const Cells& r, std::string& notes) {
         notes += "model from examples/hf/moonlight-16b-a3b.config.json; ";
         return m;
     }
-    ModelSpec m;
-    m.name = name;
-    m.layers = r.count("num_layers");
-    m.hidden = r.count("hidden_size");
-    m.heads = r.count("num_attention_heads");
-    m.kv_heads = r.count("num_kv_heads", m.heads);
-    m.ffn_hidden = r.count("ffn_hidden_size", 4 * m.hidden);
-    m.vocab = r.count("vocab_size");
-    m.seq_len = r.count("seq_length");
-    if (contains(name, "Llama")) {  // Llama architecture: SwiGLU, RMSNorm, RoPE, untied
-        m.mlp = MlpKind::swiglu;
-        m.norm = NormKind::rmsnorm;
-        m.positions = PositionKind::rope;
-        m.tied_embeddings = false;
-        m.linear_bias = false;
-    }
-    return m;
+    return detail::columns_model(r);  // Llama 3.1 / Llama 2: the Llama family
 }
 
 void job_of(const Cells& r, MemoryCase& c, std::string& notes) {
