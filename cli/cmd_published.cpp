@@ -202,9 +202,11 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
     char line[200];
     std::snprintf(line,
                   sizeof line,
-                  "# iteration time: %lld rows, MAPE %.2f %%, worst %.2f %% (row %lld)\n",
+                  "# iteration time: %lld rows, MAPE %.2f %%, signed mean %+.2f %%, worst %.2f %% (row "
+                  "%lld)\n",
                   static_cast<long long>(it.count),
                   it.mape_pct,
+                  it.mean_signed_pct,
                   it.worst_pct,
                   static_cast<long long>(it.worst_row));
     os << line;
@@ -291,23 +293,24 @@ std::string mape_cell(const std::vector<std::pair<int64_t, double>>& e) {
     char buf[64];
     std::snprintf(buf,
                   sizeof buf,
-                  "%lld: %.2f / %.2f",
+                  "%lld: %.2f / %.2f / %+.2f",
                   static_cast<long long>(s.count),
                   s.mape_pct,
-                  s.worst_pct);
+                  s.worst_pct,
+                  s.mean_signed_pct);
     return buf;
 }
 
 void print_sources(std::ostream& os, const std::vector<Evaluated>& evs) {
-    os << "# per source: values, MAPE % / worst % of the rows a calibration overlay was fitted on\n"
-          "# (hwprofiles/calibration/) and of the rows no constant was fitted to\n";
+    os << "# per source: values: MAPE % / worst % / signed mean % of the rows a calibration overlay\n"
+          "# was fitted on (hwprofiles/calibration/) and of the rows no constant was fitted to\n";
     char line[200];
-    std::snprintf(line, sizeof line, "# %-14s %-26s %s\n", "source", "fitted on", "not fitted");
+    std::snprintf(line, sizeof line, "# %-18s %-30s %s\n", "source", "fitted on", "not fitted");
     os << line;
     for (const auto& [src, s] : by_source(evs)) {
         std::snprintf(line,
                       sizeof line,
-                      "  %-14s %-26s %s\n",
+                      "  %-18s %-30s %s\n",
                       src.c_str(),
                       mape_cell(s.fitted).c_str(),
                       mape_cell(s.unfitted).c_str());
@@ -473,6 +476,7 @@ nlohmann::json to_json(const std::vector<Evaluated>& evs) {
             {"iteration_time",
              {{"rows", it.count},
               {"mape_pct", it.mape_pct},
+              {"mean_signed_pct", it.mean_signed_pct},
               {"worst_pct", it.worst_pct},
               {"worst_row", it.worst_row}}},
             {"layer_time",
@@ -512,8 +516,14 @@ void setup_published(CLI::App& app, CliContext& ctx) {
             for (const auto& [name, s] : by_source(evs)) {
                 const ErrorSummary f = summarize_errors(s.fitted);
                 const ErrorSummary u = summarize_errors(s.unfitted);
-                src[name] = {{"fitted", {{"values", f.count}, {"mape_pct", f.mape_pct}}},
-                             {"not_fitted", {{"values", u.count}, {"mape_pct", u.mape_pct}}}};
+                src[name] = {{"fitted",
+                              {{"values", f.count},
+                               {"mape_pct", f.mape_pct},
+                               {"mean_signed_pct", f.mean_signed_pct}}},
+                             {"not_fitted",
+                              {{"values", u.count},
+                               {"mape_pct", u.mape_pct},
+                               {"mean_signed_pct", u.mean_signed_pct}}}};
             }
             j["sources"] = src;
             auto lj = nlohmann::json::object();

@@ -326,6 +326,10 @@ void print_time(std::ostream& os, const Plan& p, const Estimate& e) {
            << " s is the quantised expert GEMMs' fixed cost per local expert (the profile's "
               "calibration overlay, fitted)\n";
     }
+    if (t.straggler > Seconds{}) {
+        os << "#   of compute, " << f("%.4g", t.straggler.value())
+           << " s is the slowest of the job's GPUs (the profile's throughput_spread)\n";
+    }
     os << "#\n# one micro-batch per stage (ms): fwd and bwd include their exposed comm\n";
     os << "# stage      fwd      bwd fwd_comm bwd_comm dp_grad_sync optimizer\n";
     for (int64_t s = 0; s < p.pp; ++s) {
@@ -339,6 +343,23 @@ void print_time(std::ostream& os, const Plan& p, const Estimate& e) {
         }
         os << " " << pad(f("%.3f", to_ms(c.dp_grad_sync)), 12) << " "
            << pad(f("%.3f", to_ms(c.optimizer)), 9) << "\n";
+    }
+    os << "#\n# fwd + bwd of one micro-batch by kind (ms): gemm = linear-layer GEMMs, attention = its\n"
+          "# core, memory = memory-bound kernels, other = MoE expert overhead, offload waits\n";
+    os << "# stage     gemm attention   memory recompute     comm    other\n";
+    for (int64_t s = 0; s < p.pp; ++s) {
+        if (s > 1 && s < p.pp - 1) {
+            continue;
+        }
+        const StageCost& c = stage_cost(e, s, p.pp);
+        const Seconds comm = c.fwd_comm + c.bwd_comm;
+        const Seconds other =
+            max(Seconds{}, c.fwd + c.bwd - c.gemm - c.attention - c.memory_bound - c.recompute - comm);
+        os << "  " << pad(std::to_string(s), 5);
+        for (Seconds x : {c.gemm, c.attention, c.memory_bound, c.recompute, comm, other}) {
+            os << " " << pad(f("%.3f", to_ms(x)), 8);
+        }
+        os << "\n";
     }
 }
 

@@ -1,5 +1,6 @@
 #include "core/cluster.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace cleave {
@@ -58,8 +59,15 @@ double curve_at(const std::vector<GemmEfficiencyPoint>& c, Flops size) {
 
 }  // namespace
 
+double tensor_clock_ceiling(const GpuSpec& gpu) {
+    if (gpu.peak_clock_mhz <= 0.0 || gpu.sustained_clock_mhz <= 0.0) {
+        return 1.0;
+    }
+    return std::min(1.0, gpu.sustained_clock_mhz / gpu.peak_clock_mhz);
+}
+
 double gemm_efficiency(const GpuSpec& gpu, Flops size) {
-    return curve_at(gpu.gemm_efficiency, size);
+    return std::min(curve_at(gpu.gemm_efficiency, size), tensor_clock_ceiling(gpu));
 }
 
 const std::vector<GemmEfficiencyPoint>& gemm_curve(const GpuSpec& gpu, Dtype d) {
@@ -78,7 +86,7 @@ const std::vector<GemmEfficiencyPoint>& gemm_curve(const GpuSpec& gpu, Dtype d) 
 }
 
 double gemm_efficiency(const GpuSpec& gpu, Flops size, Dtype d) {
-    return curve_at(gemm_curve(gpu, d), size);
+    return std::min(curve_at(gemm_curve(gpu, d), size), tensor_clock_ceiling(gpu));
 }
 
 }  // namespace cleave

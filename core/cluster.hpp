@@ -86,6 +86,18 @@ struct GpuSpec {
     bool batched_gemm_fused = true;
     /// Board power (TDP) in watts, for the energy to train (costmodel/train_cost.hpp); 0 = unknown.
     double tdp_w = 0.0;
+    /// The SM clock the dense tensor peaks assume (NVIDIA's "compute clock": 1830 MHz on H100)
+    /// and the clock the tensor pipe holds under the board's power limit in steady load (a
+    /// training loop, a long GEMM run; shared/reference/sustained-compute.md F08-F13). Their
+    /// ratio caps every tensor-core kernel's efficiency (tensor_clock_ceiling); 0 = not known,
+    /// no cap (the curves' own values apply).
+    double peak_clock_mhz = 0.0;
+    double sustained_clock_mhz = 0.0;
+    /// Standard deviation of one GPU's sustained throughput over GPUs of this part, relative to
+    /// the mean (the silicon lottery and cooling position: shared/reference/sustained-compute.md
+    /// F17). In a synchronous job the slowest GPU sets the pace (costmodel straggler_factor); 0 =
+    /// not measured, not priced.
+    double throughput_spread = 0.0;
 
     bool operator==(const GpuSpec&) const = default;
 };
@@ -162,15 +174,24 @@ struct ClusterSpec {
 /// as well (it was, before 2026-12-01: the reserved memory was counted twice).
 [[nodiscard]] Bytes usable_memory(const GpuSpec& gpu);
 
+/// The most a tensor-core kernel can reach of the dense peak in steady load:
+/// sustained_clock_mhz / peak_clock_mhz, 1 when either is unknown. Derivation: a kernel that
+/// keeps a fraction u of the tensor pipe busy at clock f delivers u f F (F = FLOP per clock) and
+/// draws about P0 + k u f; under a power cap P the clock settles at min(f_max, (P - P0) / (k u)),
+/// so the rate is min(u f_max F, (P - P0) F / k): the same ceiling for every kernel that meets
+/// the cap, whatever its u, and none for a kernel that does not (small GEMMs, memory-bound
+/// work). Measured as the throughput of a long, power-limited GEMM run divided by F.
+[[nodiscard]] double tensor_clock_ceiling(const GpuSpec& gpu);
+
 /// GEMM efficiency at `size` FLOPs from the profile's curve (log-linear interpolation,
-/// clamped). Returns 0 for an empty curve.
+/// clamped), capped at tensor_clock_ceiling(). Returns 0 for an empty curve.
 [[nodiscard]] double gemm_efficiency(const GpuSpec& gpu, Flops size);
 
 /// The efficiency curve of `d`'s GEMMs: gemm_efficiency_nvfp4 / _mxfp8 / _fp8 for those
 /// dtypes, each falling back (nvfp4 and mxfp8 to fp8, fp8 to the 16-bit curve) when empty.
 [[nodiscard]] const std::vector<GemmEfficiencyPoint>& gemm_curve(const GpuSpec& gpu, Dtype d);
 
-/// gemm_efficiency() on `d`'s curve (gemm_curve).
+/// gemm_efficiency() on `d`'s curve (gemm_curve), capped at tensor_clock_ceiling().
 [[nodiscard]] double gemm_efficiency(const GpuSpec& gpu, Flops size, Dtype d);
 
 }  // namespace cleave

@@ -73,6 +73,13 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
     }
     set(g.hbm_efficiency, r.fraction("hbm_efficiency", Need::required));
     set(g.tdp_w, r.quantity("tdp_w", Need::optional));
+    set(g.peak_clock_mhz, r.quantity("peak_clock_mhz", Need::optional));
+    set(g.sustained_clock_mhz, r.quantity("sustained_clock_mhz", Need::optional));
+    set(g.throughput_spread, r.fraction("throughput_spread", Need::optional));
+    if (g.sustained_clock_mhz > 0.0 && g.peak_clock_mhz <= 0.0) {
+        r.bad_value("sustained_clock_mhz", "needs " + r.quoted("peak_clock_mhz") +
+                                               " (the clock the peaks assume) beside it");
+    }
     // Per-class memory efficiencies (optional; absent = 0 = hbm_efficiency, costmodel/compute.hpp).
     set(g.norm_efficiency, r.fraction("norm_efficiency", Need::optional));
     set(g.elementwise_efficiency, r.fraction("elementwise_efficiency", Need::optional));

@@ -96,8 +96,11 @@ FusedAttentionCost fused_cost_at(const ModelSpec& m,
         c.bwd = fallback_fwd * (2.5 * fallback_scale) + overhead;
         return c;
     }
-    c.fwd = c.fwd_flops / (peak * eff->fwd) + overhead;
-    c.bwd = (2.5 * c.fwd_flops) / (peak * eff->bwd) + overhead;
+    // The attention kernel is tensor-core work like a GEMM: the power-limited clock caps it too
+    // (core/cluster.hpp tensor_clock_ceiling; binds only where a curve exceeds it).
+    const double cap = tensor_clock_ceiling(gpu);
+    c.fwd = c.fwd_flops / (peak * std::min(eff->fwd, cap)) + overhead;
+    c.bwd = (2.5 * c.fwd_flops) / (peak * std::min(eff->bwd, cap)) + overhead;
     return c;
 }
 

@@ -29,6 +29,33 @@ Seconds collective(Collective k, Bytes s, int64_t n, const GroupLink& l) {
 
 }  // namespace
 
+double expected_max_normal(int64_t n) {
+    if (n <= 1) {
+        return 0.0;
+    }
+    const double q = (static_cast<double>(n) - 0.375) / (static_cast<double>(n) + 0.25);
+    // Phi^-1(q) by Newton's method on Phi(z) = erfc(-z / sqrt 2) / 2, from z = 0 (Phi is convex
+    // for z > 0, so the iterates rise monotonically to the root; q > 1/2 for n >= 2).
+    double z = 0.0;
+    for (int i = 0; i < 40; ++i) {
+        const double phi = 0.5 * std::erfc(-z / std::sqrt(2.0));
+        const double pdf = std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+        const double step = (phi - q) / pdf;
+        z -= step;
+        if (std::abs(step) < 1e-12) {
+            break;
+        }
+    }
+    return z;
+}
+
+double straggler_factor(const GpuSpec& gpu, int64_t gpus) {
+    if (gpu.throughput_spread <= 0.0) {
+        return 1.0;
+    }
+    return 1.0 + gpu.throughput_spread * expected_max_normal(gpus);
+}
+
 double activation_bytes(const JobSpec& job) {
     return job.compute == Dtype::fp32 ? 4.0 : 2.0;
 }
@@ -560,6 +587,9 @@ LayerCost layer_cost(const ModelSpec& m,
              memory_time(gpu, KernelClass::elementwise, q.fwd);
     lc.bwd = 2.0 * linear + core_bwd + memory_time(gpu, tr.bwd_by_class) +
              memory_time(gpu, KernelClass::elementwise, q.bwd);
+    lc.gemm = 3.0 * linear;
+    lc.attention = core + core_bwd;
+    lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
     switch (p.recompute) {
     case Recompute::none:
         break;
@@ -671,6 +701,7 @@ mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job
     EdgeCost e;
     e.fwd = gemm + memory_time(c.gpu, fwd);
     e.bwd = 2.0 * gemm + memory_time(c.gpu, bwd);
+    e.gemm = 3.0 * gemm;
     return e;
 }
 
@@ -697,6 +728,7 @@ EdgeCost output_cost(const ModelSpec& m,
     bwd.cross_entropy = bytes((4.0 + ab) * logits);
     e.fwd = gemm + memory_time(c.gpu, fwd);
     e.bwd = 2.0 * gemm + memory_time(c.gpu, bwd);
+    e.gemm = 3.0 * gemm;
     if (p.tp > 1) {
         const Bytes s = bytes(th * ab);
         const Bytes small = bytes(tok * 4.0);

@@ -108,9 +108,28 @@ struct LayerCost {
     Bytes ep_nvlink_bytes;  // of ep_bytes (+ the ETP gathers): over NVLink
     Bytes ep_nic_bytes;     // of ep_bytes: through this GPU's NIC
     Flops flops_fwd;        // GEMM FLOPs of the forward on this GPU
+    // Of fwd + bwd (recompute apart), by kind of kernel: the linear layers' GEMMs (router and
+    // shared experts included), the attention core, and the memory-bound kernels (norms,
+    // element-wise, activation, softmax, quantisation casts). Comm and expert_overhead are not in
+    // them: fwd + bwd = gemm + attention + memory + the layer's exposed comm + expert_overhead.
+    Seconds gemm;
+    Seconds attention;
+    Seconds memory;
 
     bool operator==(const LayerCost&) const = default;
 };
+
+/// E[max] of n independent standard normals, by Blom's plotting position (Blom 1958,
+/// "Statistical Estimates and Transformed Beta-Variables"): Phi^-1((n - 0.375) / (n + 0.25)).
+/// 0 for n <= 1; n = 8: Phi^-1(7.625 / 8.25) = 1.434 (exact 1.4236).
+[[nodiscard]] double expected_max_normal(int64_t n);
+
+/// How much slower than the mean GPU a synchronous job of `gpus` GPUs runs its kernels: the
+/// slowest GPU's pace, 1 + spread x E[max of gpus standard normals] (the TP collectives of every
+/// layer, the pipeline's send/recv and the DP reduction of every step wait for it; with a
+/// GPU's speed a property of its die and its place in the rack, the same GPU is slowest every
+/// step). 1 where the profile has no throughput_spread.
+[[nodiscard]] double straggler_factor(const GpuSpec& gpu, int64_t gpus);
 
 [[nodiscard]] LayerCost layer_cost(const ModelSpec& m,
                                    const ClusterSpec& c,
@@ -162,6 +181,7 @@ struct EdgeCost {
     Seconds comm_fwd;  // vocab-parallel all-reduce (TP)
     Seconds comm_bwd;
     Bytes tp_bytes;
+    Seconds gemm;  // of fwd + bwd: the GEMMs (the rest is memory-bound)
 
     bool operator==(const EdgeCost&) const = default;
 };

@@ -256,6 +256,10 @@ void add_layers(StageWork& w, const LayerCost& l, double n) {
     w.cost.bwd += (l.bwd + l.recompute) * n;
     w.cost.fwd_comm += (l.tp_fwd + l.cp_fwd + l.ep_fwd) * n;
     w.cost.bwd_comm += (l.tp_bwd + l.cp_bwd + l.ep_bwd) * n;
+    w.cost.gemm += l.gemm * n;
+    w.cost.attention += l.attention * n;
+    w.cost.memory_bound += l.memory * n;
+    w.cost.recompute += l.recompute * n;
     w.tp += (l.tp_fwd + l.tp_bwd) * n;
     w.cp += (l.cp_fwd + l.cp_bwd) * n;
     w.ep += (l.ep_fwd + l.ep_bwd) * n;
@@ -271,6 +275,8 @@ void add_edge(StageWork& w, const EdgeCost& e) {
     w.compute += e.fwd + e.bwd;
     w.cost.fwd += e.fwd;
     w.cost.bwd += e.bwd;
+    w.cost.gemm += e.gemm;
+    w.cost.memory_bound += e.fwd + e.bwd - e.gemm;
     w.cost.fwd_comm += e.comm_fwd;
     w.cost.bwd_comm += e.comm_bwd;
     w.tp += e.comm_fwd + e.comm_bwd;
@@ -582,6 +588,26 @@ LayerParts layer_parts(const ModelSpec& m,
         lp.mtp_proj = mtp_projection_cost(m, c, job, p);
         lp.params_mtp = d(params_mtp(m));
     }
+    // The slowest GPU of the job sets every rank's pace (compute.hpp straggler_factor): its
+    // kernels, not its collectives or the host-bound expert overhead, run that much longer.
+    const double slow = straggler_factor(c.gpu, job.gpus > 0 ? job.gpus : plan_gpus(plan));
+    if (slow > 1.0) {
+        lp.straggler = slow;
+        for (LayerCost* l : {&lp.dense, &lp.dense_hp, &lp.moe}) {
+            const Seconds eo = l->expert_overhead;
+            l->fwd = (l->fwd - eo / 3.0) * slow + eo / 3.0;
+            l->bwd = (l->bwd - eo * (2.0 / 3.0)) * slow + eo * (2.0 / 3.0);
+            l->recompute = l->recompute * slow;
+            l->gemm = l->gemm * slow;
+            l->attention = l->attention * slow;
+            l->memory = l->memory * slow;
+        }
+        for (EdgeCost* e : {&lp.emb, &lp.out, &lp.mtp_proj}) {
+            e->fwd = e->fwd * slow;
+            e->bwd = e->bwd * slow;
+            e->gemm = e->gemm * slow;
+        }
+    }
     lp.act_embedding = embedding_activation_bytes(m, job, p);
     lp.logits = logits_bytes(m, job, p);
     lp.hardware_flops = hardware_flops(m, job, p.recompute);
@@ -644,6 +670,7 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.time.dp_comm = ws.zero3 * mb + w[tail_stage].cost.dp_grad_sync;
     e.time.bubble = max(Seconds{}, pipe - tmax * mb);
     e.time.optimizer = w[tail_stage].cost.optimizer;
+    e.time.straggler = (e.time.compute - e.expert_overhead) * (1.0 - 1.0 / x.parts.straggler);
     e.iteration_time = pipe + tail;
     e.pp_p2p = plan.pp > 1
                    ? ws.p2p / (2.0 * (plan.schedule == Schedule::interleaved ? d(plan.vpp) : 1.0))

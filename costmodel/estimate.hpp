@@ -50,6 +50,13 @@ struct StageCost {
     Seconds dp_grad_sync;  // this stage's DP gradient reduce-scatter / all-reduce, unoverlapped
     Seconds optimizer;     // this stage's optimizer step (+ ZeRO all-gather of updated weights)
     Seconds dp_reduce;     // the whole DP gradient reduction (+ tied embeddings), before overlap
+    // Of fwd + bwd, one micro-batch, by kind (LayerCost::gemm / attention / memory over the
+    // stage's layers; the embedding and output layers' math in gemm). What is left of fwd + bwd
+    // is the exposed comm, the recomputation and the MoE expert overhead.
+    Seconds gemm;
+    Seconds attention;
+    Seconds memory_bound;
+    Seconds recompute;
 
     bool operator==(const StageCost&) const = default;
 };
@@ -63,6 +70,9 @@ struct TimeBreakdown {
     Seconds bubble;   // pipeline fill and drain
     Seconds dp_comm;  // exposed data-parallel gradient reduction (what backward does not hide)
     Seconds optimizer;  // optimizer step
+    // Of compute: what the job's slowest GPU adds to the mean GPU's kernel time
+    // (costmodel/compute.hpp straggler_factor); 0 where the profile has no throughput_spread.
+    Seconds straggler;
 
     bool operator==(const TimeBreakdown&) const = default;
 };
@@ -159,6 +169,7 @@ estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job,
 /// plan's tp, cp, ep, mbs, sp and recompute alone (and the TP / CP / EP links, which follow from
 /// tp, cp and ep), so many plans can share them.
 struct LayerParts {
+    double straggler = 1.0;  // straggler_factor the costs below already include
     LayerCost dense;
     LayerCost moe;       // zero for a dense model
     LayerCost dense_hp;  // a dense layer kept bf16 under quantised training (job.bf16_layers_*)

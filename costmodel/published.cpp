@@ -552,9 +552,11 @@ std::string profile_for_gpu(const std::string& gpu_type,
 ErrorSummary summarize_errors(const std::vector<std::pair<int64_t, double>>& errors) {
     ErrorSummary s;
     double sum = 0.0;
+    double signed_sum = 0.0;
     for (const auto& [row, err] : errors) {
         const double a = err < 0 ? -err : err;
         sum += a;
+        signed_sum += err;
         if (a >= s.worst_pct) {
             s.worst_pct = a;
             s.worst_row = row;
@@ -562,6 +564,7 @@ ErrorSummary summarize_errors(const std::vector<std::pair<int64_t, double>>& err
     }
     s.count = static_cast<int64_t>(errors.size());
     s.mape_pct = errors.empty() ? 0.0 : sum / static_cast<double>(errors.size());
+    s.mean_signed_pct = errors.empty() ? 0.0 : signed_sum / static_cast<double>(errors.size());
     return s;
 }
 

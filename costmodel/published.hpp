@@ -119,6 +119,7 @@ struct ErrorSummary {
     double mape_pct = 0.0;
     double worst_pct = 0.0;
     int64_t worst_row = 0;
+    double mean_signed_pct = 0.0;  // mean of the signed errors: > 0 too slow, < 0 too fast
 };
 
 /// Summary of (row_id, error %) pairs; empty input gives count 0.

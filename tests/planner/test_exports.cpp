@@ -195,12 +195,16 @@ TEST_SUITE("exports") {
              "47",
              "--recompute",
              "full"},
-            // Llama 3 405B on pp 16, 7 / 8 / 7: (126 + 2) / 16 = 8, one less at each end.
+            // Llama 3 405B on pp 16, 7 / 8 / 7: (126 + 2) / 16 = 8, one less at each end; vpp 8
+            // (one layer per chunk, the loss and embedding as one each) fixed, since another vpp
+            // needs the explicit layout (case 3's flag).
             {"405b",
              "--tp",
              "8",
              "--pp",
              "16",
+             "--vpp",
+             "8",
              "--first-stage-layers",
              "7",
              "--last-stage-layers",

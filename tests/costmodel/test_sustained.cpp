@@ -1,0 +1,111 @@
+// Issue 25: what a GPU sustains in a training loop (the power-limited tensor clock) and the
+// slowest GPU of a synchronous job (the straggler factor).
+#include "core/cluster.hpp"
+#include "costmodel/compute.hpp"
+#include "costmodel/estimate.hpp"
+#include "costmodel/published.hpp"
+#include "tests/costmodel/fixtures.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace cleave;
+
+namespace {
+
+// The DGX H100 profile's 16-bit curve ends (sizes 2.147 and 70368.7 GFLOP).
+ClusterSpec h100_like() {
+    ClusterSpec c = test::dgx_a100();
+    c.gpu.peak_bf16 = tflops(989);
+    c.gpu.peak_fp16 = tflops(989);
+    c.gpu.gemm_efficiency = {{flop(2.147e9), 0.157}, {flop(70368.7e9), 0.791}};
+    return c;
+}
+
+Plan plan_tp8() {
+    Plan p = test::plan(1, 8, 1);
+    p.mbs = 1;
+    return p;
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("sustained: the power-limited clock caps tensor-core efficiency, not small GEMMs") {
+        ClusterSpec c = h100_like();
+        // No clocks: the curve's own values.
+        CHECK(tensor_clock_ceiling(c.gpu) == 1.0);
+        CHECK(gemm_efficiency(c.gpu, flop(70368.7e9)) == doctest::Approx(0.791));
+        // H100 at 700 W: 1300 MHz held of the 1830 the peak assumes -> 1300 / 1830 = 0.71038.
+        c.gpu.peak_clock_mhz = 1830.0;
+        c.gpu.sustained_clock_mhz = 1300.0;
+        CHECK(tensor_clock_ceiling(c.gpu) == doctest::Approx(0.710383).epsilon(1e-5));
+        CHECK(gemm_efficiency(c.gpu, flop(70368.7e9)) == doctest::Approx(0.710383).epsilon(1e-5));
+        CHECK(gemm_efficiency(c.gpu, flop(70368.7e9), Dtype::fp8) ==
+              doctest::Approx(0.710383).epsilon(1e-5));
+        // A 2.147 GFLOP GEMM (0.157 on the curve) does not reach the cap: unchanged.
+        CHECK(gemm_efficiency(c.gpu, flop(2.147e9)) == doctest::Approx(0.157));
+        // A clock above the peak's does not raise anything: the cap is at most 1.
+        c.gpu.sustained_clock_mhz = 1980.0;
+        CHECK(tensor_clock_ceiling(c.gpu) == 1.0);
+    }
+
+    TEST_CASE("sustained: E[max] of n standard normals by Blom's formula") {
+        CHECK(expected_max_normal(1) == 0.0);
+        // n = 2: Phi^-1(1.625 / 2.25 = 0.72222) = 0.58946 (exact E[max] = 1 / sqrt(pi) = 0.5642)
+        CHECK(expected_max_normal(2) == doctest::Approx(0.58946).epsilon(1e-4));
+        // n = 8: Phi^-1(7.625 / 8.25 = 0.924242) = 1.43420 (exact 1.4236)
+        CHECK(expected_max_normal(8) == doctest::Approx(1.43420).epsilon(1e-4));
+        // n = 2048: Phi^-1(2047.625 / 2048.25 = 0.999695) = 3.42701
+        CHECK(expected_max_normal(2048) == doctest::Approx(3.42701).epsilon(1e-4));
+    }
+
+    TEST_CASE("sustained: the slowest of the job's GPUs sets the pace of its kernels") {
+        ClusterSpec c = h100_like();
+        CHECK(straggler_factor(c.gpu, 2048) == 1.0);  // no spread in the profile: not priced
+        c.gpu.throughput_spread = 0.0176;
+        // 1 + 0.0176 x 1.43420 = 1.025242 on 8 GPUs; 1 + 0.0176 x 3.42701 = 1.060315 on 2048.
+        CHECK(straggler_factor(c.gpu, 8) == doctest::Approx(1.025242).epsilon(1e-5));
+        CHECK(straggler_factor(c.gpu, 2048) == doctest::Approx(1.060315).epsilon(1e-5));
+        CHECK(straggler_factor(c.gpu, 1) == 1.0);
+
+        // In an estimate: the kernels (compute) grow by the factor, the comm does not, and the
+        // breakdown names the share.
+        const ModelSpec m = test::gpt3();
+        const JobSpec j = test::job(8, 64);
+        const Estimate base = estimate(m, h100_like(), j, plan_tp8());
+        const Estimate slow = estimate(m, c, j, plan_tp8());
+        const double f = straggler_factor(c.gpu, 8);
+        CHECK(slow.time.compute.value() == doctest::Approx(base.time.compute.value() * f).epsilon(1e-9));
+        CHECK(base.time.tp_comm.value() > 0.0);
+        CHECK(slow.time.tp_comm.value() == doctest::Approx(base.time.tp_comm.value()).epsilon(1e-9));
+        CHECK(slow.time.straggler.value() ==
+              doctest::Approx(slow.time.compute.value() * (1.0 - 1.0 / f)).epsilon(1e-9));
+        CHECK(base.time.straggler.value() == 0.0);
+    }
+
+    TEST_CASE("sustained: one micro-batch's fwd + bwd splits into gemm, attention, memory and comm") {
+        // A dense TP-8 stage without recomputation: fwd + bwd = gemm + attention + memory-bound
+        // + the exposed TP comm, nothing else (no MoE overhead, no offload).
+        const ModelSpec m = test::gpt3();
+        const JobSpec j = test::job(8, 64);
+        const Estimate e = estimate(m, h100_like(), j, plan_tp8());
+        const StageCost& s = e.stage[0];
+        CHECK(s.gemm.value() > 0.0);
+        CHECK(s.attention.value() > 0.0);
+        CHECK(s.memory_bound.value() > 0.0);
+        CHECK(s.recompute.value() == 0.0);
+        CHECK(s.fwd_comm.value() > 0.0);
+        const Seconds parts = s.gemm + s.attention + s.memory_bound + s.fwd_comm + s.bwd_comm;
+        CHECK(parts.value() == doctest::Approx((s.fwd + s.bwd).value()).epsilon(1e-9));
+        // The GEMMs are 3x the forward's: the layers' forward GEMM FLOPs at the curve's value.
+        CHECK(s.gemm.value() > 2.0 * s.attention.value());
+    }
+
+    TEST_CASE("published: the signed mean beside the MAPE") {
+        // +10 and -20: MAPE (10 + 20) / 2 = 15, signed mean (10 - 20) / 2 = -5 (too fast).
+        const ErrorSummary s = summarize_errors({{1, 10.0}, {2, -20.0}});
+        CHECK(s.mape_pct == doctest::Approx(15.0));
+        CHECK(s.mean_signed_pct == doctest::Approx(-5.0));
+        CHECK(summarize_errors({}).mean_signed_pct == 0.0);
+    }
+}
