@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <ostream>
 #include <sstream>
 
@@ -24,7 +25,7 @@ namespace cleave::cli {
 namespace {
 
 struct PublishedOptions {
-    std::string csv;  // "" = the repository copy tests/data/public_runs.csv
+    std::vector<std::string> csvs;  // empty = the repository copy tests/data/public_runs.csv
     std::string format = "table";
 };
 
@@ -351,11 +352,26 @@ std::vector<std::pair<int64_t, double>> errors_with(const std::vector<const Eval
     return out;
 }
 
+/// True for the overlays this refit can redo: a GEMM-curve factor with an hbm_efficiency (the A100
+/// overlays); the Blackwell factors and the MoE expert overheads were fitted on one source alone.
+bool refittable(const std::string& profile) {
+    const auto cal = find_calibration(profile);
+    if (!cal) {
+        return false;
+    }
+    for (const auto& [key, value] : cal->efficiencies) {
+        if (key == "hbm_efficiency") {
+            return true;
+        }
+    }
+    return false;
+}
+
 std::map<std::string, Refit> leave_one_source_out(const std::vector<Evaluated>& evs) {
     std::map<std::string, ClusterSpec> raw;
     std::vector<const Evaluated*> fitted;
     for (const auto& ev : evs) {
-        if (ev.fitted && ev.c.in_mape) {
+        if (ev.fitted && ev.c.in_mape && refittable(ev.c.profile)) {
             fitted.push_back(&ev);
             if (raw.count(ev.c.profile) == 0) {
                 raw[ev.c.profile] = load_cluster_uncalibrated(ev.c.profile);
@@ -426,6 +442,101 @@ void print_loso(std::ostream& os, const std::map<std::string, Refit>& loso) {
     }
 }
 
+/// Each source held out of every constant fitted with its rows: a source none of whose rows a
+/// calibration overlay was fitted on keeps its errors (every constant it meets was fitted on other
+/// rows); a source that fitted an overlay together with other sources takes the refit without it
+/// (leave_one_source_out); one that alone fitted an overlay is priced on the datasheet profile
+/// (the overlay removed), since nothing else could have chosen its value.
+struct HeldOut {
+    std::set<std::string> how;
+    std::vector<std::pair<int64_t, double>> errors;
+};
+
+std::map<std::string, HeldOut> held_out_by_source(const std::vector<Evaluated>& evs,
+                                                  const std::map<std::string, Refit>& loso) {
+    // profile -> sources whose rows fitted its overlay
+    std::map<std::string, std::set<std::string>> fitters;
+    for (const auto& ev : evs) {
+        if (ev.fitted && ev.c.in_mape) {
+            fitters[ev.c.profile].insert(ev.c.source_key);
+        }
+    }
+    std::map<std::string, ClusterSpec> raw;
+    std::map<std::string, HeldOut> out;
+    for (const auto& ev : evs) {
+        if (!ev.c.expressible || !ev.c.in_mape) {
+            continue;
+        }
+        const std::string& src = ev.c.source_key;
+        HeldOut& h = out[src];
+        const auto f = fitters.find(ev.c.profile);
+        const bool used = f != fitters.end() && f->second.count(src) > 0;
+        if (!used) {
+            h.how.insert("as shipped");
+            add_errors(ev, h.errors);
+            continue;
+        }
+        const auto refit = loso.find(src);
+        if (f->second.size() > 1 && refittable(ev.c.profile) && refit != loso.end()) {
+            if (raw.count(ev.c.profile) == 0) {
+                raw[ev.c.profile] = load_cluster_uncalibrated(ev.c.profile);
+            }
+            const std::vector<const Evaluated*> one{&ev};
+            const std::map<std::string, ClusterSpec> only{{ev.c.profile, raw[ev.c.profile]}};
+            for (const auto& e : errors_with(one, only, refit->second.factor, refit->second.hbm)) {
+                h.errors.push_back(e);
+            }
+            h.how.insert(ev.c.profile + " refitted without it");
+            continue;
+        }
+        if (raw.count(ev.c.profile) == 0) {
+            raw[ev.c.profile] = load_cluster_uncalibrated(ev.c.profile);
+        }
+        Evaluated e = ev;
+        e.r = evaluate_published(e.c, raw[ev.c.profile]);
+        add_errors(e, h.errors);
+        h.how.insert(ev.c.profile + " overlay removed");
+    }
+    return out;
+}
+
+void print_held_out(std::ostream& os, const std::map<std::string, HeldOut>& held) {
+    os << "# each source held out of the constants fitted on its rows (values: MAPE % / worst % /\n"
+          "# signed mean %): rows no constant was fitted on as shipped; an overlay fitted with other\n"
+          "# sources refitted without it; one fitted on it alone removed (datasheet profile)\n";
+    char line[260];
+    std::vector<std::pair<int64_t, double>> all;
+    for (const auto& [src, h] : held) {
+        const ErrorSummary s = summarize_errors(h.errors);
+        std::string how;
+        for (const auto& x : h.how) {
+            how += (how.empty() ? "" : "; ") + x;
+        }
+        std::snprintf(line,
+                      sizeof line,
+                      "  %-18s %4lld: %6.2f / %6.2f / %+7.2f  %s\n",
+                      src.c_str(),
+                      static_cast<long long>(s.count),
+                      s.mape_pct,
+                      s.worst_pct,
+                      s.mean_signed_pct,
+                      how.c_str());
+        os << line;
+        all.insert(all.end(), h.errors.begin(), h.errors.end());
+    }
+    const ErrorSummary a = summarize_errors(all);
+    std::snprintf(line,
+                  sizeof line,
+                  "# every source held out: %lld values, MAPE %.2f %%, signed mean %+.2f %%, worst "
+                  "%.2f %% (row %lld)\n",
+                  static_cast<long long>(a.count),
+                  a.mape_pct,
+                  a.mean_signed_pct,
+                  a.worst_pct,
+                  static_cast<long long>(a.worst_row));
+    os << line;
+}
+
 nlohmann::json to_json(const std::vector<Evaluated>& evs) {
     auto rows = nlohmann::json::array();
     auto skipped = nlohmann::json::array();
@@ -466,6 +577,14 @@ nlohmann::json to_json(const std::vector<Evaluated>& evs) {
             j["predicted_mfu"] = ev.r.mfu;
             j["fits_at_no_headroom"] = ev.r.fits;
             j["missing_gib"] = ev.r.missing_gib;
+            j["predicted_by_kind_s"] = {{"gemm", ev.r.gemm_s},
+                                        {"attention", ev.r.attention_s},
+                                        {"memory_bound", ev.r.memory_s},
+                                        {"recompute", ev.r.recompute_s},
+                                        {"straggler", ev.r.straggler_s},
+                                        {"exposed_comm", ev.r.comm_s},
+                                        {"bubble", ev.r.bubble_s},
+                                        {"optimizer", ev.r.optimizer_s}};
         }
         rows.push_back(std::move(j));
     }
@@ -493,25 +612,41 @@ void setup_published(CLI::App& app, CliContext& ctx) {
     auto opt = std::make_shared<PublishedOptions>();
     auto* sub = app.add_subcommand(
         "published", "Predict the published training runs of a CSV and print the errors");
-    sub->add_option("CSV", opt->csv, "public_runs.csv (default: tests/data/public_runs.csv)")
+    sub->add_option("CSV", opt->csvs,
+                    "public runs CSVs (default: tests/data/public_runs.csv); several are read as one "
+                    "set (per-source and held-out tables over all of them)")
         ->check(CLI::ExistingFile);
     sub->add_option("--format", opt->format, "Output format")
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();
     sub->callback([opt, &ctx] {
-        const std::filesystem::path csv =
-            opt->csv.empty() ? default_csv() : std::filesystem::path(opt->csv);
-        const std::string text = read_file(csv);
-        if (is_memory_csv(text)) {
-            print_published_memory(csv.string(), text, opt->format, ctx);
-            return;
+        std::vector<std::filesystem::path> csvs(opt->csvs.begin(), opt->csvs.end());
+        if (csvs.empty()) {
+            csvs.push_back(default_csv());
         }
-        const auto cases = parse_public_runs(text, csv.string());
-        const auto evs = evaluate_all(cases, csv.string());
+        std::vector<Evaluated> evs;
+        std::string names;
+        for (const auto& csv : csvs) {
+            const std::string text = read_file(csv);
+            if (is_memory_csv(text)) {
+                if (csvs.size() > 1) {
+                    throw ConfigError(csv.string() +
+                                      ": a measured-memory CSV is checked on its own (cleave "
+                                      "published " + csv.string() + ")");
+                }
+                print_published_memory(csv.string(), text, opt->format, ctx);
+                return;
+            }
+            auto one = evaluate_all(parse_public_runs(text, csv.string()), csv.string());
+            evs.insert(evs.end(), std::make_move_iterator(one.begin()),
+                       std::make_move_iterator(one.end()));
+            names += (names.empty() ? "" : ", ") + csv.string();
+        }
         const auto loso = leave_one_source_out(evs);
+        const auto held = held_out_by_source(evs, loso);
         if (opt->format == "json") {
             auto j = to_json(evs);
-            j["csv"] = csv.string();
+            j["csv"] = names;
             auto src = nlohmann::json::object();
             for (const auto& [name, s] : by_source(evs)) {
                 const ErrorSummary f = summarize_errors(s.fitted);
@@ -534,12 +669,23 @@ void setup_published(CLI::App& app, CliContext& ctx) {
                             {"worst_pct", r.held_out.worst_pct}};
             }
             j["leave_one_source_out"] = lj;
+            auto hj = nlohmann::json::object();
+            for (const auto& [name, h] : held) {
+                const ErrorSummary s = summarize_errors(h.errors);
+                hj[name] = {{"how", std::vector<std::string>(h.how.begin(), h.how.end())},
+                            {"values", s.count},
+                            {"mape_pct", s.mape_pct},
+                            {"worst_pct", s.worst_pct},
+                            {"mean_signed_pct", s.mean_signed_pct}};
+            }
+            j["held_out"] = hj;
             ctx.out << j.dump(2) << "\n";
         } else {
-            print_table(ctx.out, evs, csv.string());
+            print_table(ctx.out, evs, names);
             print_summary(ctx.out, evs);
             print_sources(ctx.out, evs);
             print_loso(ctx.out, loso);
+            print_held_out(ctx.out, held);
         }
         ctx.exit_code = 0;
     });

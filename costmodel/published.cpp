@@ -531,6 +531,22 @@ PublishedResult evaluate_published(const PublishedCase& c, const ClusterSpec& cl
     r.fits = e.memory.total <= e.memory_usable;  // the row's layout ran: at no headroom
     r.peak_stage = e.peak_memory_stage;
     r.missing_gib = r.fits ? 0.0 : to_gib(e.memory.total - e.memory_usable);
+    const StageCost* slow = &e.stage[0];
+    for (const StageCost& s : e.stage) {
+        if (s.fwd + s.bwd > slow->fwd + slow->bwd) {
+            slow = &s;
+        }
+    }
+    const double mb = static_cast<double>(e.microbatches);
+    r.gemm_s = slow->gemm.value() * mb;
+    r.attention_s = slow->attention.value() * mb;
+    r.memory_s = slow->memory_bound.value() * mb;
+    r.recompute_s = slow->recompute.value() * mb;
+    r.straggler_s = e.time.straggler.value();
+    r.comm_s = (e.time.tp_comm + e.time.cp_comm + e.time.ep_comm + e.time.pp_comm + e.time.dp_comm)
+                   .value();
+    r.bubble_s = e.time.bubble.value();
+    r.optimizer_s = e.time.optimizer.value();
     return r;
 }
 

@@ -68,6 +68,16 @@ struct PublishedResult {
     bool fits = true;           // the published layout fits at no headroom (iteration rows)
     int64_t peak_stage = 0;     // its peak-memory stage
     double missing_gib = 0.0;   // total - usable when it does not fit
+    // Iteration rows: the slowest stage's kernel time over all micro-batches, by kind
+    // (StageCost gemm / attention / memory_bound / recompute), and the rest of the step.
+    double gemm_s = 0.0;
+    double attention_s = 0.0;
+    double memory_s = 0.0;
+    double recompute_s = 0.0;
+    double straggler_s = 0.0;  // of the four above: the slowest GPU's share
+    double comm_s = 0.0;       // exposed TP + CP + EP + PP + DP comm
+    double bubble_s = 0.0;
+    double optimizer_s = 0.0;
 };
 
 /// The shipped stack of a `framework` column ("Megatron-LM (2021)", "Megatron-Bridge /
