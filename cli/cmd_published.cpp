@@ -76,7 +76,12 @@ void prepare(PublishedCase& c, const std::vector<std::string>& profiles) {
 
 /// True when `csv` is the file the overlay names (compared by file name).
 bool fitted_on(const Calibration& cal, const std::string& csv) {
-    return std::filesystem::path(csv).filename() == std::filesystem::path(cal.fitted_on).filename();
+    for (const auto& f : cal.fitted_on_all) {
+        if (std::filesystem::path(csv).filename() == std::filesystem::path(f).filename()) {
+            return true;
+        }
+    }
+    return false;
 }
 
 std::vector<Evaluated> evaluate_all(std::vector<PublishedCase> cases, const std::string& csv) {

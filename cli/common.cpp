@@ -1,4 +1,5 @@
 #include "cli/common.hpp"
+#include "core/stack.hpp"
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
@@ -85,6 +86,14 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    f.stack,
                    "Software stack: shipped name (cleave stack list) or TOML path "
                    "(default: [job] stack, else megatron-core)");
+    sub.add_option("--release",
+                   f.release,
+                   "Software release the stack runs, YY.MM as NVIDIA numbers its NeMo containers "
+                   "(25.11, 26.04); picks the calibration values fitted under it or the nearest "
+                   "earlier one (default: the stack's release)")
+        ->check([](const std::string& r) {
+            return valid_release(r) ? std::string() : "must be YY.MM (e.g. 26.04), got " + r;
+        });
 }
 
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
@@ -344,6 +353,9 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
         in.job.stack = load_stack(f.stack);
     } else if (in.job.stack.source.empty()) {
         in.job.stack = load_stack(std::string(default_stack));
+    }
+    if (!f.release.empty()) {
+        in.job.stack.release = f.release;
     }
     if (f.gpus > 0) {
         in.job.gpus = f.gpus;

@@ -4,6 +4,7 @@
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
+#include "core/stack.hpp"
 
 #include <algorithm>
 
@@ -75,23 +76,69 @@ void read_gpu(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink
     r.finish();
 }
 
+std::string read_recipe(TableReader& r, const toml::table& t, const std::string& where,
+                        detail::DiagnosticSink& sink) {
+    const auto v = r.text("recipe", Need::optional);
+    if (!v) {
+        return "";
+    }
+    static const char* const known[] = {
+        "mxfp8", "nvfp4", "fp8-tensorwise", "fp8-delayed", "fp8-blockwise"};
+    if (std::find(std::begin(known), std::end(known), *v) == std::end(known)) {
+        sink.error(t.get("recipe")->source(),
+                   "'" + where + ".recipe' must be one of mxfp8, nvfp4, fp8-tensorwise, fp8-delayed, "
+                   "fp8-blockwise, got '" + *v + "'");
+    }
+    return *v;
+}
+
+std::string read_release(TableReader& r, Need need) {
+    const auto v = r.text("release", need);
+    if (v && !valid_release(*v)) {
+        r.bad_value("release", "must be a release as YY.MM (\"26.02\"), got \"" + *v + "\"");
+    }
+    return v.value_or("");
+}
+
 void read_moe(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink) {
     TableReader r(t, "moe", sink);
     if (const auto v = r.quantity("quantised_expert_overhead_us", Need::optional, true)) {
         c.quantised_expert_overhead_us = *v;
     }
-    if (const auto v = r.text("recipe", Need::optional)) {
-        static const char* const known[] = {
-            "mxfp8", "nvfp4", "fp8-tensorwise", "fp8-delayed", "fp8-blockwise"};
-        if (std::find(std::begin(known), std::end(known), *v) == std::end(known)) {
-            sink.error(t.get("recipe")->source(),
-                       "'moe.recipe' must be one of mxfp8, nvfp4, fp8-tensorwise, fp8-delayed, "
-                       "fp8-blockwise, got '" +
-                           *v + "'");
-        }
-        c.quantised_expert_recipe = *v;
-    }
+    c.quantised_expert_recipe = read_recipe(r, t, "moe", sink);
+    c.quantised_expert_release = read_release(r, Need::optional);
+    r.accept("from_release");
     r.finish();
+    const toml::node* n = t.get("from_release");
+    if (n == nullptr) {
+        return;
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr || !a->is_array_of_tables()) {
+        sink.error(n->source(), "'moe.from_release' must be an array of tables ([[moe.from_release]])");
+        return;
+    }
+    for (const toml::node& e : *a) {
+        const toml::table& et = *e.as_table();
+        TableReader er(et, "moe.from_release", sink);
+        NodeSpec::ExpertOverheadFrom f;
+        f.release = read_release(er, Need::required);
+        if (const auto v = er.quantity("quantised_expert_overhead_us", Need::required, true)) {
+            f.value = seconds(*v * 1e-6);
+        }
+        f.recipe = read_recipe(er, et, "moe.from_release", sink);
+        er.finish();
+        if (!c.quantised_expert_release.empty() && f.release <= c.quantised_expert_release) {
+            sink.error(et.source(), "'moe.from_release' release \"" + f.release +
+                                        "\" is not after [moe] release \"" +
+                                        c.quantised_expert_release + "\"");
+        }
+        if (!c.quantised_expert_from_release.empty() &&
+            f.release <= c.quantised_expert_from_release.back().release) {
+            sink.error(et.source(), "'moe.from_release' entries must be in increasing release order");
+        }
+        c.quantised_expert_from_release.push_back(f);
+    }
 }
 
 }  // namespace
@@ -113,8 +160,24 @@ Calibration parse_calibration_toml(std::string_view text, const std::string& sou
         if (const auto v = r.text("profile", Need::required)) {
             c.profile = *v;
         }
-        if (const auto v = r.text("fitted_on", Need::required)) {
+        // One CSV, or a list of them (rows from several files).
+        if (const toml::node* fo = t->get("fitted_on"); fo != nullptr && fo->is_array()) {
+            r.accept("fitted_on");
+            for (const toml::node& x : *fo->as_array()) {
+                if (const auto v = x.value<std::string>()) {
+                    c.fitted_on_all.push_back(*v);
+                } else {
+                    sink.error(x.source(), "'calibration.fitted_on' entries must be file names");
+                }
+            }
+            if (c.fitted_on_all.empty()) {
+                sink.error(fo->source(), "'calibration.fitted_on' is an empty list");
+            } else {
+                c.fitted_on = c.fitted_on_all.front();
+            }
+        } else if (const auto v = r.text("fitted_on", Need::required)) {
             c.fitted_on = *v;
+            c.fitted_on_all = {*v};
         }
         if (const auto v = r.text("stack", Need::optional)) {
             c.stack = *v;
@@ -174,7 +237,9 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
     if (cal.quantised_expert_overhead_us) {
         c.node.quantised_expert_overhead = seconds(*cal.quantised_expert_overhead_us * 1e-6);
         c.node.quantised_expert_recipe = cal.quantised_expert_recipe;
+        c.node.quantised_expert_release = cal.quantised_expert_release;
     }
+    c.node.quantised_expert_from_release = cal.quantised_expert_from_release;
     c.calibration = cal.source;
 }
 

@@ -21,6 +21,12 @@
 //                                        # fp8 / mxfp8 / nvfp4 expert GEMMs
 //   recipe = "mxfp8"                     # what it was fitted under: mxfp8, nvfp4,
 //                                        # fp8-tensorwise, fp8-delayed, fp8-blockwise
+//   release = "25.11"                    # the software release the rows ran (YY.MM)
+//   [[moe.from_release]]                 # a value fitted under a later release, in force from
+//   release = "26.02"                    # that release on (NodeSpec::quantised_expert_overhead
+//   quantised_expert_overhead_us = 0     # picks by the job's stack release)
+//   recipe = "fp8-tensorwise"
+// fitted_on may be a list of CSVs when the rows come from several files.
 
 #include "core/cluster.hpp"
 
@@ -37,7 +43,8 @@ namespace cleave {
 struct Calibration {
     std::string source;  // the overlay file
     std::string profile;
-    std::string fitted_on;
+    std::string fitted_on;                 // the first (or only) CSV
+    std::vector<std::string> fitted_on_all;  // every CSV named (fitted_on first)
     std::vector<std::pair<int64_t, int64_t>> fitted_rows;  // inclusive ranges of row_id
     std::string stack;
     std::string method;
@@ -45,6 +52,8 @@ struct Calibration {
     std::vector<std::pair<std::string, double>> efficiencies;  // [gpu] key -> value
     std::optional<double> quantised_expert_overhead_us;        // [moe], microseconds
     std::string quantised_expert_recipe;  // [moe] recipe: what the value was fitted under
+    std::string quantised_expert_release;  // [moe] release: the software release of those rows
+    std::vector<NodeSpec::ExpertOverheadFrom> quantised_expert_from_release;  // [[moe.from_release]]
 
     bool operator==(const Calibration&) const = default;
 

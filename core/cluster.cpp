@@ -59,6 +59,25 @@ double curve_at(const std::vector<GemmEfficiencyPoint>& c, Flops size) {
 
 }  // namespace
 
+Seconds quantised_expert_overhead(const NodeSpec& n,
+                                  const std::string& release,
+                                  std::string* fitted_under) {
+    Seconds v = n.quantised_expert_overhead;
+    std::string from = n.quantised_expert_release;
+    if (!release.empty()) {
+        for (const auto& e : n.quantised_expert_from_release) {
+            if (e.release <= release && e.release >= from) {
+                v = e.value;
+                from = e.release;
+            }
+        }
+    }
+    if (fitted_under != nullptr) {
+        *fitted_under = from;
+    }
+    return v;
+}
+
 double tensor_clock_ceiling(const GpuSpec& gpu) {
     if (gpu.peak_clock_mhz <= 0.0 || gpu.sustained_clock_mhz <= 0.0) {
         return 1.0;

@@ -138,6 +138,17 @@ struct NodeSpec {
     // The quantisation the overhead was fitted under ("mxfp8", "fp8-tensorwise", ...; "" =
     // unknown): a job under another recipe is priced with it but told (explain's cautions).
     std::string quantised_expert_recipe;
+    // The software release the overhead above was fitted under ("25.11"; "" = not stated), and
+    // the values fitted under later releases (an overlay's [[moe.from_release]]), each in force
+    // from its release on: what a release changes in the expert GEMMs' launches is data.
+    std::string quantised_expert_release;
+    struct ExpertOverheadFrom {
+        std::string release;
+        Seconds value;
+        std::string recipe;
+        bool operator==(const ExpertOverheadFrom&) const = default;
+    };
+    std::vector<ExpertOverheadFrom> quantised_expert_from_release;  // sorted by release
     CollectiveBandwidths collective_bw;  // [node] <collective>_bandwidth_gbps, optional
 
     bool operator==(const NodeSpec&) const = default;
@@ -162,6 +173,15 @@ struct ClusterSpec {
 
     bool operator==(const ClusterSpec&) const = default;
 };
+
+/// The quantised expert GEMMs' fixed cost per local expert under software `release`: the
+/// latest of the node's values whose release is not after it (node.quantised_expert_overhead,
+/// fitted under node.quantised_expert_release, or a [[moe.from_release]] entry); the base value
+/// for a release before all of them or for "" (not stated). `fitted_under` receives the release
+/// of the value chosen.
+[[nodiscard]] Seconds quantised_expert_overhead(const NodeSpec& n,
+                                                const std::string& release,
+                                                std::string* fitted_under = nullptr);
 
 /// GPUs of one NVLink domain: node.nvlink_domain_gpus, or gpus_per_node when 0 (at least 1).
 [[nodiscard]] int64_t nvlink_domain(const NodeSpec& n);

@@ -36,6 +36,36 @@ void read_stack_table(TableReader& r, SoftwareStack& s) {
                                   {"torchtitan", StackFramework::torchtitan},
                                   {"llm-foundry", StackFramework::llm_foundry}}));
     set(s.year, r.count("year", Need::required));
+    if (const auto rel = r.text("release", Need::optional)) {
+        if (!valid_release(*rel)) {
+            r.bad_value("release", "must be a release as YY.MM (\"26.04\"), got \"" + *rel + "\"");
+        }
+        s.release = *rel;
+    }
+}
+
+void read_known_releases(const toml::table& t, TableReader& r, SoftwareStack& s,
+                         detail::DiagnosticSink& sink) {
+    r.accept("known_releases");
+    const toml::node* n = t.get("known_releases");
+    if (n == nullptr) {
+        return;
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr) {
+        sink.error(n->source(), "'stack.known_releases' must be a list of releases (YY.MM)");
+        return;
+    }
+    for (const toml::node& x : *a) {
+        const auto v = x.value<std::string>();
+        if (!v || !valid_release(*v) ||
+            (!s.known_releases.empty() && *v <= s.known_releases.back())) {
+            sink.error(x.source(), "'stack.known_releases' entries must be YY.MM releases in "
+                                   "increasing order");
+            return;
+        }
+        s.known_releases.push_back(*v);
+    }
 }
 
 bool increasing(const std::vector<double>& v) {
@@ -217,6 +247,11 @@ const char* to_string(StackFramework f) {
     return "?";
 }
 
+bool valid_release(const std::string& r) {
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    return r.size() == 5 && digit(r[0]) && digit(r[1]) && r[2] == '.' && digit(r[3]) && digit(r[4]);
+}
+
 const char* to_string(MoeDispatcher d) {
     switch (d) {
     case MoeDispatcher::alltoall:
@@ -242,6 +277,12 @@ SoftwareStack parse_stack_toml(std::string_view text, const std::string& source_
     if (const toml::table* t = top.table("stack", Need::required)) {
         TableReader r(*t, "stack", sink);
         read_stack_table(r, s);
+        read_known_releases(*t, r, s, sink);
+        if (!s.release.empty() && !s.known_releases.empty() &&
+            std::find(s.known_releases.begin(), s.known_releases.end(), s.release) ==
+                s.known_releases.end()) {
+            r.bad_value("release", "\"" + s.release + "\" is not in 'known_releases'");
+        }
         r.finish();
     }
     read_sections(top, s, sink);

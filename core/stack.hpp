@@ -52,12 +52,23 @@ enum class MoeDispatcher : uint8_t { alltoall, allgather, deepep };
 
 [[nodiscard]] const char* to_string(MoeDispatcher d);
 
+/// True for a release written YY.MM (two digits, a dot, two digits: "25.11").
+[[nodiscard]] bool valid_release(const std::string& r);
+
 struct SoftwareStack {
     std::string name = "megatron-2021";
     std::string display_name;
     std::string source;  // the file it was read from ("" = built in)
     StackFramework framework = StackFramework::megatron;
     int64_t year = 2021;
+    /// The software release the stack's values stand for, as NVIDIA numbers its containers
+    /// ("25.11", "26.04" = NeMo container YY.MM; Megatron-Bridge 0.2 / 0.4); "" = not stated.
+    /// Releases compare as text (YY.MM). What a release changes that cleave prices is data in the
+    /// calibration overlays (hwprofiles/calibration/, [[moe.from_release]]); --release sets it.
+    std::string release;
+    /// The releases the stack has data for (its own and the calibration overlays' fits), oldest
+    /// first; a job's release outside them is priced as the nearest earlier one, with a caution.
+    std::vector<std::string> known_releases;
 
     // Attention.
     AttentionImpl attention = AttentionImpl::materialized;

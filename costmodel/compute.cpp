@@ -513,7 +513,8 @@ void add_ep(
 // from the same host thread, so a second stream hides the all-to-all but not this.
 void add_expert_overhead(
     LayerCost& lc, const ClusterSpec& c, const JobSpec& job, const Plan& p, double local_experts) {
-    const Seconds per = c.node.quantised_expert_overhead;
+    // The value fitted under the job's software release, or the nearest earlier one.
+    const Seconds per = quantised_expert_overhead(c.node, job.stack.release);
     if (!is_quantised(job.compute) || per <= Seconds{} || local_experts <= 0.0) {
         return;
     }

@@ -345,6 +345,20 @@ void convert_throughput(const Reader& r, PublishedCase& c, std::string& notes) {
     notes += std::string("time from ") + from + " and the source's FLOP convention; ";
 }
 
+/// The NeMo container release a framework column names ("NeMo 26.02 container" -> "26.02"), or
+/// "" when it names none.
+std::string release_of_framework(const std::string& fw) {
+    for (std::size_t i = fw.find("NeMo"); i != std::string::npos; i = fw.find("NeMo", i + 1)) {
+        for (std::size_t k = i + 4; k + 5 <= fw.size() && k < i + 16; ++k) {
+            const std::string cand = fw.substr(k, 5);
+            if (valid_release(cand)) {
+                return cand;
+            }
+        }
+    }
+    return "";
+}
+
 PublishedCase case_of(const Reader& r) {
     PublishedCase c;
     c.row_id = r.count("row_id");
@@ -373,10 +387,26 @@ PublishedCase case_of(const Reader& r) {
         // (notes "Matches preset ...: ... moe_a2a_overlap=True"); a non-matching preset's
         // setting says nothing about the row.
         const std::string& row_notes = r.str("notes");
-        c.moe_a2a_overlap =
-            contains(row_notes, "Matches preset") && contains(row_notes, "moe_a2a_overlap=True");
+        // Both forms the CSVs use: "moe_a2a_overlap=True" (2025 notes) and the preset's JSON
+        // settings, "\"moe_a2a_overlap\": true" (2026h1 notes).
+        c.moe_a2a_overlap = contains(row_notes, "Matches preset") &&
+                            (contains(row_notes, "moe_a2a_overlap=True") ||
+                             contains(row_notes, "\"moe_a2a_overlap\": true"));
         if (c.moe_a2a_overlap) {
             notes += "EP all-to-all overlapped (the matching preset's moe_a2a_overlap=True); ";
+        }
+        // The flex dispatcher (moe_flex_dispatcher_backend deepep or hybridep, both forms of the
+        // notes): a token crosses the network once per remote domain and fans out over NVLink
+        // there (DeepEP; HybridEP, Megatron-Core's hybrid_ep backend, is priced the same way).
+        c.moe_flex_dispatcher =
+            contains(row_notes, "Matches preset") &&
+            (contains(row_notes, "\"moe_flex_dispatcher_backend\": \"deepep\"") ||
+             contains(row_notes, "\"moe_flex_dispatcher_backend\": \"hybridep\"") ||
+             contains(row_notes, "flex_dispatcher_backend=hybridep") ||
+             contains(row_notes, "flex_dispatcher_backend=deepep"));
+        if (c.moe_flex_dispatcher) {
+            notes += "flex dispatcher (the matching preset's moe_flex_dispatcher_backend), priced "
+                     "as DeepEP; ";
         }
     }
     offload_of(r.str("notes"), c.plan, notes);
@@ -406,6 +436,10 @@ PublishedCase case_of(const Reader& r) {
         return c;
     }
     notes += "stack " + c.stack + " (framework '" + fw + "'); ";
+    c.release = release_of_framework(fw);
+    if (!c.release.empty()) {
+        notes += "release " + c.release + "; ";
+    }
     if (c.published_s <= 0.0 && c.metric == PublishedMetric::iteration_time) {
         convert_throughput(r, c, notes);
     }
@@ -504,6 +538,12 @@ void load_case_stack(PublishedCase& c) {
     c.job.stack = load_stack(c.stack);
     if (c.moe_a2a_overlap) {
         c.job.stack.moe_a2a_overlap = true;
+    }
+    if (c.moe_flex_dispatcher) {
+        c.job.stack.moe_dispatcher = MoeDispatcher::deepep;
+    }
+    if (!c.release.empty()) {
+        c.job.stack.release = c.release;
     }
     if (!grads_from_row) {
         c.job.grads = c.job.stack.grad_dtype;

@@ -40,6 +40,8 @@ struct PublishedCase {
     double published_bwd_s = 0.0;  // layer backward time (layer_time rows)
     bool moe_a2a_overlap = false;  // the row's recipe overlaps the EP all-to-all (row notes);
                                    // set on the stack when it is loaded
+    bool moe_flex_dispatcher = false;  // the preset runs the flex dispatcher (DeepEP / HybridEP)
+    std::string release;  // the software release of the framework column ("26.02"), or 
     ModelSpec model;
     JobSpec job;
     Plan plan;

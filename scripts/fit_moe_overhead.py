@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit [moe] quantised_expert_overhead_us of the calibration overlays to the quantised MoE rows.
 
-    scripts/fit_moe_overhead.py [CLEAVE] [CSV]
+    scripts/fit_moe_overhead.py [CLEAVE] [CSV] [--release YY.MM] [--exclude ROW,...]
 
 For each hardware profile with MoE rows whose expert GEMMs are quantised (FP8-CS, MXFP8) in
 public_runs_2025.csv, a grid search (0..2000 us, step 5) of the profile's overlay value that
@@ -11,6 +11,12 @@ a profile with one row has no held-out figure). The value is a fitted constant: 
 hwprofiles/calibration/<profile>.toml, whose fitted_rows must list the rows used. Runs the search
 in a temporary CLEAVE_HWPROFILES folder holding a copy of each overlay; the repository's files are
 only read.
+
+With --release, the value searched is a [[moe.from_release]] entry for that release (the rows'
+framework release, e.g. 26.02 for the NeMo 26.02 and 26.04 rows): the overlay's base [moe] value
+(fitted under an earlier release) is kept, and rows of the CSV priced under that release choose
+the new entry. --exclude leaves rows out of the fit (they stay in cleave published's MAPE); a
+profile with a single row left is not fitted (no constant from one row).
 """
 import csv
 import json
@@ -22,8 +28,19 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CLEAVE = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build/dev/cleave")
-CSV = sys.argv[2] if len(sys.argv) > 2 else os.path.join(ROOT, "../shared/validation/public_runs_2025.csv")
+ARGS = [a for a in sys.argv[1:]]
+RELEASE = None
+EXCLUDE = set()
+if "--release" in ARGS:
+    i = ARGS.index("--release")
+    RELEASE = ARGS[i + 1]
+    del ARGS[i:i + 2]
+if "--exclude" in ARGS:
+    i = ARGS.index("--exclude")
+    EXCLUDE = {int(x) for x in ARGS[i + 1].split(",")}
+    del ARGS[i:i + 2]
+CLEAVE = ARGS[0] if len(ARGS) > 0 else os.path.join(ROOT, "build/dev/cleave")
+CSV = ARGS[1] if len(ARGS) > 1 else os.path.join(ROOT, "../shared/validation/public_runs_2025.csv")
 GRID = range(0, 2001, 5)
 
 
@@ -31,13 +48,22 @@ def quantised_moe_rows():
     rows = []
     with open(CSV, newline="") as f:
         for r in csv.DictReader(f):
-            if r["num_experts"] and r["precision"].startswith(("FP8", "MXFP8")):
+            if (r["num_experts"] and r["precision"].startswith(("FP8", "MXFP8"))
+                    and int(r["row_id"]) not in EXCLUDE):
                 rows.append(int(r["row_id"]))
     return rows
 
 
 def overlay_text(profile, value):
     src = os.path.join(ROOT, "hwprofiles", "calibration", profile + ".toml")
+    if RELEASE is not None:
+        # keep the base [moe] value; replace (or add) this release's entry
+        text = open(src).read() if os.path.exists(src) else (
+            '[calibration]\nprofile = "%s"\nfitted_on = "public_runs_2025.csv"\n' % profile)
+        text = re.sub(r'\n\[\[moe\.from_release\]\]\nrelease = "%s"[^\[]*' % re.escape(RELEASE),
+                      "\n", text)
+        return (text.rstrip() + '\n\n[[moe.from_release]]\nrelease = "%s"\n'
+                'quantised_expert_overhead_us = %g\n' % (RELEASE, value))
     if os.path.exists(src):
         text = open(src).read()
         text = re.sub(r"\n\[moe\][^\[]*", "\n", text)
@@ -72,6 +98,9 @@ def main():
             if i in base and base[i].get("in_mape", True):
                 by_profile.setdefault(base[i]["profile"], []).append(i)
         for profile, rows in sorted(by_profile.items()):
+            if len(rows) < 2:
+                print("%s: rows %s  not fitted (one row)" % (profile, rows))
+                continue
             curve = {v: published(tmp, {profile: v}) for v in GRID}
             best = min(GRID, key=lambda v: mape(curve[v], rows))
             print("%s: rows %s  best %d us  MAPE %.2f %% (0 us: %.2f %%)" % (

@@ -111,6 +111,7 @@ TEST_SUITE("costmodel") {
 }
 
 #include "core/calibration.hpp"
+#include "core/errors.hpp"
 #include "core/load.hpp"
 #include "tests/cli_run.hpp"
 
@@ -170,5 +171,99 @@ TEST_SUITE("costmodel") {
         // The shipped fit is far better than held out: the Blackwell factors are fitted, not a
         // mechanism (issue 25). Measured 2026-12-02: 35.5 % held out vs 8.8 % shipped.
         CHECK(mb["mape_pct"].get<double>() > 20.0);
+    }
+}
+
+#include "core/stack.hpp"
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("release: the per-expert cost fitted under a release is in force from it on") {
+        // dgx-h100's overlay: 1210 us fitted under 25.11, 500 us from 26.02 on.
+        const Calibration cal = parse_calibration_toml(
+            "[calibration]\nprofile = \"x\"\nfitted_on = [\"a.csv\", \"b.csv\"]\n"
+            "fitted_rows = [[1, 2], [5, 6]]\n"
+            "[moe]\nquantised_expert_overhead_us = 1210\nrecipe = \"fp8-tensorwise\"\n"
+            "release = \"25.11\"\n"
+            "[[moe.from_release]]\nrelease = \"26.02\"\nquantised_expert_overhead_us = 500\n",
+            "x.toml");
+        CHECK(cal.fitted_on == "a.csv");
+        CHECK(cal.fitted_on_all == std::vector<std::string>{"a.csv", "b.csv"});
+        REQUIRE(cal.quantised_expert_from_release.size() == 1);
+        ClusterSpec c = test::dgx_a100();
+        apply_calibration(cal, c);
+        std::string under;
+        CHECK(quantised_expert_overhead(c.node, "25.11", &under).value() == doctest::Approx(1210e-6));
+        CHECK(under == "25.11");
+        CHECK(quantised_expert_overhead(c.node, "26.02", &under).value() == doctest::Approx(500e-6));
+        CHECK(under == "26.02");
+        CHECK(quantised_expert_overhead(c.node, "26.04").value() == doctest::Approx(500e-6));
+        // Older than every fit, or not stated: the base value.
+        CHECK(quantised_expert_overhead(c.node, "24.09").value() == doctest::Approx(1210e-6));
+        CHECK(quantised_expert_overhead(c.node, "").value() == doctest::Approx(1210e-6));
+        // Entries out of order or not after the base release are errors naming the key.
+        CHECK_THROWS_WITH_AS(
+            (void)parse_calibration_toml(
+                "[calibration]\nprofile = \"x\"\nfitted_on = \"a.csv\"\n[moe]\n"
+                "quantised_expert_overhead_us = 1\nrelease = \"26.02\"\n"
+                "[[moe.from_release]]\nrelease = \"25.11\"\nquantised_expert_overhead_us = 2\n",
+                "x.toml"),
+            doctest::Contains("moe.from_release"), cleave::ConfigError);
+        CHECK_THROWS_WITH_AS(
+            (void)parse_calibration_toml(
+                "[calibration]\nprofile = \"x\"\nfitted_on = \"a.csv\"\n[moe]\nrelease = \"2602\"\n",
+                "x.toml"),
+            doctest::Contains("release"), cleave::ConfigError);
+    }
+
+    TEST_CASE("release: the stack names its release, the CLI overrides it, an unknown one is said") {
+        const SoftwareStack s = load_stack("megatron-core");
+        CHECK(s.release == "26.04");
+        CHECK(s.known_releases == std::vector<std::string>{"25.11", "26.02", "26.04"});
+        const std::string qwen =
+            std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/qwen3-30b-a3b.config.json";
+        const auto run = [&](const char* release) {
+            std::vector<std::string> a = {"explain", qwen, "dgx-h100", "--gpus", "16", "--gbs",
+                                          "1024", "--seq", "4096", "--ep", "16", "--etp", "1",
+                                          "--mbs", "1", "--dtype", "fp8", "--fp8-recipe",
+                                          "tensorwise", "--zero", "1", "--format", "json"};
+            if (release != nullptr) {
+                a.insert(a.end(), {"--release", release});
+            }
+            const test::CliRun r = test::run_cleave(a);
+            REQUIRE(r.code == 0);
+            return nlohmann::json::parse(r.out);
+        };
+        // 48 layers x 64 micro-batches x 8 local experts: 1210 us under 25.11, 500 us from 26.02
+        // (the default, 26.04) -> 29.74 s and 12.29 s.
+        CHECK(run("25.11")["expert_overhead_s"].get<double>() ==
+              doctest::Approx(48.0 * 64 * 8 * 1210e-6));
+        const auto now = run(nullptr);
+        CHECK(now["expert_overhead_s"].get<double>() == doctest::Approx(48.0 * 64 * 8 * 500e-6));
+        CHECK(!now.contains("cautions"));
+        // 26.06 is not known: priced as 26.04, and said.
+        const auto later = run("26.06");
+        CHECK(later["expert_overhead_s"].get<double>() == doctest::Approx(48.0 * 64 * 8 * 500e-6));
+        REQUIRE(later.contains("cautions"));
+        CHECK(later["cautions"][0].get<std::string>().find("priced as 26.04, the nearest earlier") !=
+              std::string::npos);
+        const test::CliRun bad = test::run_cleave({"explain", qwen, "dgx-h100", "--gpus", "16",
+                                                   "--release", "2604"});
+        CHECK(bad.code == 2);
+    }
+
+    TEST_CASE("release: a published row's release comes from its framework column") {
+        const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
+        std::map<int64_t, std::string> rel;
+        for (const auto& c : parse_public_runs(file_text(root + "public_runs_2026h1.csv"),
+                                               "public_runs_2026h1.csv")) {
+            rel[c.row_id] = c.release;
+        }
+        CHECK(rel.at(2005) == "26.02");  // "NeMo 26.02 container (Megatron-Bridge 0.3.0)"
+        CHECK(rel.at(2025) == "26.04");
+        for (const auto& c : parse_public_runs(file_text(root + "public_runs_2024.csv"),
+                                               "public_runs_2024.csv")) {
+            CAPTURE(c.row_id);
+            CHECK((c.release == "24.09" || c.release == "24.11"));
+        }
     }
 }
