@@ -127,6 +127,10 @@ nlohmann::json profile_json(const ClusterSpec& c) {
           {"usable_memory_gib", to_gib(usable_memory(g))},
           {"hbm_bandwidth_gbps", to_gbps(g.hbm_bw)},
           {"hbm_efficiency", g.hbm_efficiency},
+          {"peak_clock_mhz", g.peak_clock_mhz},
+          {"sustained_clock_mhz", g.sustained_clock_mhz},
+          {"tensor_clock_ceiling", tensor_clock_ceiling(g)},
+          {"throughput_spread", g.throughput_spread},
           {"peak_tflops_fp32", to_tflops(g.peak_fp32)},
           {"peak_tflops_tf32", to_tflops(g.peak_tf32)},
           {"peak_tflops_bf16", to_tflops(g.peak_bf16)},
@@ -145,6 +149,7 @@ nlohmann::json profile_json(const ClusterSpec& c) {
           {"sync_wait_us", to_us(c.node.sync_wait)},
           {"quantised_expert_overhead_us", to_us(c.node.quantised_expert_overhead)},
           {"quantised_expert_recipe", c.node.quantised_expert_recipe},
+          {"quantised_expert_release", c.node.quantised_expert_release},
           {"all_reduce_bandwidth_gbps", to_gbps(c.node.collective_bw.all_reduce)},
           {"all_gather_bandwidth_gbps", to_gbps(c.node.collective_bw.all_gather)},
           {"reduce_scatter_bandwidth_gbps", to_gbps(c.node.collective_bw.reduce_scatter)},
@@ -154,6 +159,9 @@ nlohmann::json profile_json(const ClusterSpec& c) {
           {"inter_bandwidth_gbps", to_gbps(c.network.inter_bw)},
           {"inter_latency_us", to_us(c.network.inter_latency)}}},
     };
+    for (const auto& e : c.node.quantised_expert_from_release) {
+        j["node"]["quantised_expert_overhead_us_from_" + e.release] = to_us(e.value);
+    }
     for (auto [key, curve] : {std::pair{"gemm_efficiency_fp8", &g.gemm_efficiency_fp8},
                               std::pair{"gemm_efficiency_mxfp8", &g.gemm_efficiency_mxfp8},
                               std::pair{"gemm_efficiency_nvfp4", &g.gemm_efficiency_nvfp4}}) {
