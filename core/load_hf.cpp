@@ -1,10 +1,13 @@
-// Hugging Face config.json -> ModelSpec (Llama, Mistral, Qwen2, Mixtral, DeepSeek-V2/V3,
-// Qwen3-MoE, GPT-OSS, GPT-NeoX, GPT-2). Key names follow the transformers configuration classes
-// (LlamaConfig, MistralConfig, Qwen2Config, MixtralConfig, DeepseekV3Config, Qwen3MoeConfig,
-// GptOssConfig, GPTNeoXConfig, GPT2Config).
+// Hugging Face config.json -> ModelSpec (Llama, Mistral, Qwen2, Qwen3, OLMo-2, Mixtral,
+// DeepSeek-V2/V3, Kimi-K2, GLM-4.5, Qwen3-MoE, GPT-OSS, Gemma 3, Nemotron, GPT-NeoX, GPT-2). Key
+// names follow the transformers configuration classes (LlamaConfig, MistralConfig, Qwen2Config,
+// Qwen3Config, Olmo2Config, MixtralConfig, DeepseekV3Config, Glm4MoeConfig, Qwen3MoeConfig,
+// GptOssConfig, Gemma3TextConfig, NemotronConfig, GPTNeoXConfig, GPT2Config). Families with layers
+// cleave does not price (Mamba-2, gated DeltaNet) are refused by the key that holds them.
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -330,6 +333,184 @@ void read_gpt_oss(JsonReader& r, ModelSpec& m) {
     read_layer_types(r, m);
 }
 
+// Qwen3Config (transformers configuration_qwen3.py, modeling_qwen3.py): Llama-style with head_dim
+// stated and q_norm / k_norm = RMSNorm(head_dim) shared by the heads. Sliding attention only with
+// use_sliding_window: then layer_types, or else every layer i >= max_window_layers, is windowed.
+void read_qwen3(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    read_llama_family(r, "qwen3", m);
+    m.qk_norm = true;
+    set(m.head_size, r.size("head_dim", Need::optional));
+    if (!r.flag("use_sliding_window").value_or(false)) {
+        return;  // Qwen3Config sets sliding_window = None: every layer attends fully
+    }
+    set(m.sliding_window, r.size("sliding_window", Need::required));
+    if (r.present("layer_types")) {
+        read_layer_types(r, m);
+        return;
+    }
+    const int64_t from = r.size("max_window_layers", Need::optional).value_or(m.layers);
+    for (int64_t i = 0; i < m.layers && m.layers <= detail::max_count / 1000000; ++i) {
+        m.windowed.push_back(i >= from);
+    }
+}
+
+// Olmo2Config (transformers configuration_olmo2.py, modeling_olmo2.py): Llama-style, but q_norm
+// and k_norm are RMSNorm over the whole projection (heads x head_dim and kv_heads x head_dim) where
+// ModelSpec::qk_norm counts 2 x head_dim: (heads + kv_heads - 2) x head_dim parameters per layer go
+// uncounted (OLMo-2-13B: 9,984 a layer, 399,360 in all, 0.003%). The norms sit after attention and
+// after the MLP (post_attention_layernorm, post_feedforward_layernorm) instead of before them: two
+// RMSNorm(hidden) a layer either way, so the count is the same.
+void read_olmo2(JsonReader& r, ModelSpec& m) {
+    read_llama_family(r, "olmo2", m);
+    m.qk_norm = true;
+}
+
+// Glm4MoeConfig (transformers configuration_glm4_moe.py, modeling_glm4_moe.py): DeepSeek-style MoE
+// without MLA. attention_bias biases q/k/v (o_proj has none); use_qk_norm adds RMSNorm(head_dim)
+// on q and k; layer i is MoE when i >= first_k_dense_replace; the shared expert is n_shared_experts
+// x moe_intermediate_size wide; the router keeps e_score_correction_bias (Glm4MoeTopkRouter).
+// partial_rotary_factor only narrows the rotary part of each head: no parameters.
+// num_nextn_predict_layers MTP modules are kept apart (ModelSpec::mtp_layers).
+void read_glm4_moe(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    read_moe_base(r, m);
+    set(m.head_size, r.size("head_dim", Need::optional));
+    set(m.qkv_bias, r.flag("attention_bias"));
+    set(m.qk_norm, r.flag("use_qk_norm"));
+    set(m.moe.experts, r.size("n_routed_experts", Need::required));
+    set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
+    set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
+    if (const auto shared = r.size("n_shared_experts", Need::required)) {
+        m.moe.shared_ffn_hidden = *shared * m.moe.expert_ffn_hidden;
+    }
+    set(m.moe.first_dense_layers, r.size("first_k_dense_replace", Need::required));
+    m.moe.router_bias = true;
+    set(m.mtp_layers, r.size("num_nextn_predict_layers", Need::optional));
+}
+
+// Gemma 3's windowed layers: layer_types when stated, else layer i is global when (i + 1) %
+// sliding_window_pattern == 0 (Gemma3TextConfig default 6: five local, then one global; saved as
+// _sliding_window_pattern by newer transformers).
+void read_gemma3_windows(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    if (r.present("layer_types")) {
+        read_layer_types(r, m);
+        return;
+    }
+    auto pattern = r.size("sliding_window_pattern", Need::optional);
+    if (!pattern) {
+        pattern = r.size("_sliding_window_pattern", Need::optional);
+    }
+    const int64_t n = pattern.value_or(6);
+    for (int64_t i = 0; i < m.layers && m.layers <= detail::max_count / 1000000; ++i) {
+        m.windowed.push_back(n <= 0 || (i + 1) % n != 0);
+    }
+}
+
+// Gemma3TextConfig (transformers configuration_gemma3.py, modeling_gemma3.py). Published configs
+// state few keys, so absent ones take the class defaults. The MLP is GeGLU (gate, up, down: three
+// matrices, priced as MlpKind::swiglu: same shapes, the activation differs). q_norm / k_norm are
+// RMSNorm(head_dim). Each layer has four RMSNorm(hidden) (input, post_attention,
+// pre_feedforward, post_feedforward) where ModelSpec counts two: 2 x hidden a layer go uncounted
+// (27B: 666,624, 0.002%). The embedding is scaled by sqrt(hidden): no parameters. For gemma3 the
+// SigLIP vision tower and projector are not counted (Gemma 3 report Table 1: 417M).
+void read_gemma3_text(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    m.mlp = MlpKind::swiglu;
+    m.norm = NormKind::rmsnorm;
+    m.positions = PositionKind::rope;
+    m.linear_bias = false;
+    m.qk_norm = true;
+    m.tied_embeddings = r.flag("tie_word_embeddings").value_or(m.tied_embeddings);
+    m.layers = r.size("num_hidden_layers", Need::optional).value_or(26);
+    m.hidden = r.size("hidden_size", Need::optional).value_or(2304);
+    m.heads = r.size("num_attention_heads", Need::optional).value_or(8);
+    m.kv_heads = r.size("num_key_value_heads", Need::optional).value_or(4);
+    m.head_size = r.size("head_dim", Need::optional).value_or(256);
+    m.ffn_hidden = r.size("intermediate_size", Need::optional).value_or(9216);
+    m.vocab = r.size("vocab_size", Need::optional).value_or(262208);
+    m.seq_len = r.size("max_position_embeddings", Need::optional).value_or(131072);
+    set(m.qkv_bias, r.flag("attention_bias"));
+    m.sliding_window = r.size("sliding_window", Need::optional).value_or(4096);
+    read_gemma3_windows(r, m);
+}
+
+// NemotronConfig (transformers configuration_nemotron.py, modeling_nemotron.py): squared-ReLU MLP
+// with up_proj and down_proj only (two matrices, priced as MlpKind::gelu: same shapes), LayerNorm1P
+// (weight + bias), rotary on partial_rotary_factor of each head (no parameters), untied unless
+// stated. head_dim (kv_channels in older Minitron configs) may differ from hidden / heads.
+void read_nemotron(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    m.mlp = MlpKind::gelu;
+    m.norm = NormKind::layernorm;
+    m.positions = PositionKind::rope;
+    m.tied_embeddings = false;
+    set(m.layers, r.size("num_hidden_layers", Need::required));
+    set(m.hidden, r.size("hidden_size", Need::required));
+    set(m.heads, r.size("num_attention_heads", Need::required));
+    m.kv_heads = m.heads;
+    set(m.kv_heads, r.size("num_key_value_heads", Need::optional));
+    set(m.head_size, r.size("kv_channels", Need::optional));
+    set(m.head_size, r.size("head_dim", Need::optional));
+    set(m.ffn_hidden, r.size("intermediate_size", Need::required));
+    set(m.vocab, r.size("vocab_size", Need::required));
+    set(m.seq_len, r.size("max_position_embeddings", Need::required));
+    set(m.tied_embeddings, r.flag("tie_word_embeddings"));
+    const bool attention_bias = r.flag("attention_bias").value_or(false);
+    if (attention_bias != r.flag("mlp_bias").value_or(false)) {
+        r.error("mlp_bias",
+                "'mlp_bias' differs from 'attention_bias': cleave biases attention and MLP "
+                "together or not at all");
+    }
+    m.linear_bias = attention_bias;
+}
+
+// Families whose layers cleave has no price for: an error at the key that holds them.
+void refuse_unpriced(JsonReader& r, const std::string& type) {
+    if (type == "nemotron_h") {
+        // NemotronHConfig: hybrid_override_pattern has one letter a layer, M = Mamba-2 mixer.
+        const json* p = r.value("hybrid_override_pattern");
+        if (p == nullptr || !p->is_string()) {
+            r.error("model_type",
+                    "model_type 'nemotron_h' mixes Mamba-2 and attention layers "
+                    "('hybrid_override_pattern'): Mamba-2 layers are not priced yet");
+            return;
+        }
+        const std::string pattern = p->get<std::string>();
+        r.error("hybrid_override_pattern",
+                "'hybrid_override_pattern' holds " +
+                    std::to_string(std::count(pattern.begin(), pattern.end(), 'M')) +
+                    " Mamba-2 layers ('M'): Mamba-2 layers are not priced yet");
+    } else if (type == "qwen3_next") {
+        // Qwen3NextConfig: "linear_attention" (gated DeltaNet) layers between "full_attention"
+        // ones, stated in layer_types or, when absent, one full layer per full_attention_interval.
+        const std::string tail = ": gated DeltaNet layers are not priced yet";
+        const json* types = r.value("layer_types");
+        const json* interval = r.value("full_attention_interval");
+        if (types != nullptr && types->is_array()) {
+            const auto linear = std::count(types->begin(), types->end(), json("linear_attention"));
+            r.error("layer_types",
+                    "'layer_types' lists " + std::to_string(linear) + " linear_attention layers" +
+                        tail);
+        } else if (interval != nullptr && interval->is_number_integer() &&
+                   interval->get<int64_t>() > 0) {
+            const auto n = interval->get<int64_t>();
+            r.error("full_attention_interval",
+                    "'full_attention_interval' = " + std::to_string(n) + " leaves " +
+                        std::to_string(n - 1) + " of every " + std::to_string(n) +
+                        " layers linear attention" + tail);
+        } else {
+            r.error("model_type",
+                    "model_type 'qwen3_next' mixes linear and full attention layers" + tail);
+        }
+    } else {
+        r.error("model_type",
+                "model_type '" + type +
+                    "' has no attention layers: Mamba (state-space) layers are not priced yet");
+    }
+}
+
 void read_gpt_neox(JsonReader& r, ModelSpec& m) {
     using detail::Need;
     m.mlp = MlpKind::gelu;
@@ -374,16 +555,27 @@ std::string family_of(const json& j) {
     if (const auto it = j.find("architectures");
         it != j.end() && it->is_array() && !it->empty() && it->front().is_string()) {
         const std::string a = it->front().get<std::string>();
-        const std::pair<const char*, const char*> known[] = {{"LlamaFor", "llama"},
-                                                             {"MistralFor", "mistral"},
-                                                             {"Qwen2For", "qwen2"},
-                                                             {"MixtralFor", "mixtral"},
-                                                             {"GPTNeoXFor", "gpt_neox"},
-                                                             {"DeepseekV3For", "deepseek_v3"},
-                                                             {"DeepseekV2For", "deepseek_v2"},
-                                                             {"Qwen3MoeFor", "qwen3_moe"},
-                                                             {"GptOssFor", "gpt_oss"},
-                                                             {"GPT2", "gpt2"}};
+        const std::pair<const char*, const char*> known[] = {
+            {"LlamaFor", "llama"},
+            {"MistralFor", "mistral"},
+            {"Qwen2For", "qwen2"},
+            {"Qwen3For", "qwen3"},
+            {"Olmo2For", "olmo2"},
+            {"MixtralFor", "mixtral"},
+            {"GPTNeoXFor", "gpt_neox"},
+            {"DeepseekV3For", "deepseek_v3"},
+            {"DeepseekV2For", "deepseek_v2"},
+            {"Glm4MoeFor", "glm4_moe"},
+            {"Qwen3MoeFor", "qwen3_moe"},
+            {"GptOssFor", "gpt_oss"},
+            {"Gemma3ForConditionalGeneration", "gemma3"},
+            {"Gemma3ForCausalLM", "gemma3_text"},
+            {"NemotronFor", "nemotron"},
+            {"NemotronHFor", "nemotron_h"},
+            {"Qwen3NextFor", "qwen3_next"},
+            {"Mamba2For", "mamba2"},
+            {"MambaFor", "mamba"},
+            {"GPT2", "gpt2"}};
         for (const auto& [prefix, family] : known) {
             if (a.rfind(prefix, 0) == 0) {
                 return family;
@@ -415,9 +607,10 @@ std::string hf_key_of(const std::string& field, const std::string& type) {
         {"vocab", "vocab_size"},
         {"seq_len", gpt2 ? "n_positions" : "max_position_embeddings"},
         {"moe.experts",
-         type == "deepseek_v3" || type == "deepseek_v2" ? "n_routed_experts"
-         : type == "qwen3_moe"                          ? "num_experts"
-                                                        : "num_local_experts"},
+         type == "deepseek_v3" || type == "deepseek_v2" || type == "kimi_k2" || type == "glm4_moe"
+             ? "n_routed_experts"
+         : type == "qwen3_moe" ? "num_experts"
+                               : "num_local_experts"},
         {"moe.top_k", "num_experts_per_tok"},
         {"moe.expert_ffn_hidden",
          type == "mixtral" ? "intermediate_size" : "moe_intermediate_size"},
@@ -431,6 +624,55 @@ std::string hf_key_of(const std::string& field, const std::string& type) {
         }
     }
     return field;  // head_dim, q_lora_rank, v_head_dim, ...: the same name
+}
+
+// Reads `type` into `m`; false when cleave knows no such family. Refused families record their
+// error and return true.
+bool read_family(JsonReader& r,
+                 const json& j,
+                 std::string_view text,
+                 detail::DiagnosticSink& sink,
+                 const std::string& type,
+                 ModelSpec& m) {
+    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "mixtral") {
+        read_llama_family(r, type, m);
+    } else if (type == "qwen3") {
+        read_qwen3(r, m);
+    } else if (type == "olmo2") {
+        read_olmo2(r, m);
+    } else if (type == "deepseek_v3" || type == "deepseek_v2" || type == "kimi_k2") {
+        read_deepseek(r, m);  // Kimi-K2: DeepseekV3ForCausalLM with model_type "kimi_k2"
+    } else if (type == "glm4_moe") {
+        read_glm4_moe(r, m);
+    } else if (type == "qwen3_moe") {
+        read_qwen3_moe(r, m);
+    } else if (type == "gpt_oss") {
+        read_gpt_oss(r, m);
+    } else if (type == "gemma3_text") {
+        read_gemma3_text(r, m);
+    } else if (type == "gemma3") {
+        // Gemma3Config: the language model is text_config; the top level may tie the embedding.
+        const auto it = j.find("text_config");
+        if (it == j.end() || !it->is_object()) {
+            r.error("text_config", "missing required key 'text_config' (a Gemma3TextConfig)");
+            return true;
+        }
+        m.tied_embeddings = r.flag("tie_word_embeddings").value_or(true);
+        JsonReader tr(*it, text, sink);
+        read_gemma3_text(tr, m);
+    } else if (type == "nemotron") {
+        read_nemotron(r, m);
+    } else if (type == "nemotron_h" || type == "qwen3_next" || type == "mamba" ||
+               type == "mamba2") {
+        refuse_unpriced(r, type);
+    } else if (type == "gpt_neox") {
+        read_gpt_neox(r, m);
+    } else if (type == "gpt2") {
+        read_gpt2(r, m);
+    } else {
+        return false;
+    }
+    return true;
 }
 
 }  // namespace
@@ -463,23 +705,12 @@ ModelSpec parse_model_hf_json(std::string_view text, const std::string& source_n
     }
     JsonReader r(j, text, sink);
     const std::string type = family_of(j);
-    if (type == "llama" || type == "mistral" || type == "qwen2" || type == "mixtral") {
-        read_llama_family(r, type, m);
-    } else if (type == "deepseek_v3" || type == "deepseek_v2") {
-        read_deepseek(r, m);
-    } else if (type == "qwen3_moe") {
-        read_qwen3_moe(r, m);
-    } else if (type == "gpt_oss") {
-        read_gpt_oss(r, m);
-    } else if (type == "gpt_neox") {
-        read_gpt_neox(r, m);
-    } else if (type == "gpt2") {
-        read_gpt2(r, m);
-    } else {
+    if (!read_family(r, j, text, sink, type, m)) {
         r.error("model_type",
                 "unsupported model_type '" + type +
-                    "' (supported: llama, mistral, qwen2, mixtral, deepseek_v2, deepseek_v3, "
-                    "qwen3_moe, gpt_oss, gpt_neox, gpt2)");
+                    "' (supported: llama, mistral, qwen2, qwen3, olmo2, mixtral, deepseek_v2, "
+                    "deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, gemma3_text, "
+                    "nemotron, gpt_neox, gpt2)");
         sink.throw_if_any();
     }
     if (m.head_size == 0 && !m.mla.enabled()) {

@@ -117,8 +117,9 @@ TEST_SUITE("core") {
             [] { (void)parse_model_hf_json(R"({"model_type": "bert"})", "c.json"); },
             {{1,
               2,
-              "unsupported model_type 'bert' (supported: llama, mistral, qwen2, mixtral, "
-              "deepseek_v2, deepseek_v3, qwen3_moe, gpt_oss, gpt_neox, gpt2)"}});
+              "unsupported model_type 'bert' (supported: llama, mistral, qwen2, qwen3, olmo2, "
+              "mixtral, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, "
+              "gemma3_text, nemotron, gpt_neox, gpt2)"}});
     }
 
     TEST_CASE("hf: invalid JSON is reported at its line and column") {
