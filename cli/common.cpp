@@ -82,6 +82,29 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    "Busiest expert's tokens over the average (1 = the forced balance of "
                    "published benchmarks)")
         ->capture_default_str();
+    sub.add_option("--moe-token-dispatcher-type",
+                   f.moe_dispatcher,
+                   "MoE token dispatcher (Megatron): alltoall, allgather, or flex (DeepEP / "
+                   "HybridEP: one copy per remote node, fanned out over NVLink); default the "
+                   "stack's")
+        ->check(CLI::IsMember({"alltoall", "allgather", "flex"}));
+    sub.add_option("--moe-flex-dispatcher-backend",
+                   f.moe_flex_backend,
+                   "Flex dispatcher backend (Megatron): deepep or hybridep, both priced as DeepEP's "
+                   "node-level dedup; implies --moe-token-dispatcher-type flex")
+        ->check(CLI::IsMember({"deepep", "hybridep"}));
+    sub.add_flag("--overlap-moe-expert-parallel-comm",
+                 f.moe_a2a_overlap,
+                 "Hide the EP all-to-all behind the other micro-batch's compute (Megatron "
+                 "combined 1F1B; Megatron-Bridge moe_a2a_overlap)");
+    sub.add_option("--moe-router-num-groups",
+                   f.moe_router_groups,
+                   "Group-limited routing (Megatron): experts in this many groups (DeepSeek-V3: 8, "
+                   "one per node of its EP group); needs --moe-router-group-topk");
+    sub.add_option("--moe-router-group-topk",
+                   f.moe_router_group_topk,
+                   "Group-limited routing: a token's experts come from its best this-many groups "
+                   "(DeepSeek-V3: 4 nodes)");
     sub.add_option("--stack",
                    f.stack,
                    "Software stack: shipped name (cleave stack list) or TOML path "
@@ -357,6 +380,28 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
     if (!f.release.empty()) {
         in.job.stack.release = f.release;
     }
+    if (f.moe_dispatcher == "alltoall") {
+        in.job.stack.moe_dispatcher = MoeDispatcher::alltoall;
+    } else if (f.moe_dispatcher == "allgather") {
+        in.job.stack.moe_dispatcher = MoeDispatcher::allgather;
+    } else if (f.moe_dispatcher == "flex" || !f.moe_flex_backend.empty()) {
+        if (f.moe_dispatcher != "" && f.moe_dispatcher != "flex") {
+            throw ConfigError("--moe-flex-dispatcher-backend needs --moe-token-dispatcher-type flex");
+        }
+        in.job.stack.moe_dispatcher = MoeDispatcher::deepep;
+    }
+    if (f.moe_a2a_overlap) {
+        in.job.stack.moe_a2a_overlap = true;
+    }
+    if ((f.moe_router_groups > 0) != (f.moe_router_group_topk > 0) || f.moe_router_groups < 0 ||
+        f.moe_router_group_topk > f.moe_router_groups) {
+        throw ConfigError("--moe-router-num-groups and --moe-router-group-topk go together, with "
+                          "0 < group-topk <= num-groups (got " +
+                          std::to_string(f.moe_router_groups) + " and " +
+                          std::to_string(f.moe_router_group_topk) + ")");
+    }
+    in.job.moe_router_groups = f.moe_router_groups;
+    in.job.moe_router_group_topk = f.moe_router_group_topk;
     if (f.gpus > 0) {
         in.job.gpus = f.gpus;
     }

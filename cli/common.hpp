@@ -50,6 +50,11 @@ struct JobFlags {
     std::string release;  // --release YY.MM: the stack's software release ("" = the stack's own)
     std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
     double moe_capacity = 0.0;           // --moe-capacity: 0 = none (dropless)
+    std::string moe_dispatcher;          // --moe-token-dispatcher-type: "" = the stack's
+    std::string moe_flex_backend;        // --moe-flex-dispatcher-backend (implies flex)
+    bool moe_a2a_overlap = false;        // --overlap-moe-expert-parallel-comm
+    int64_t moe_router_groups = 0;       // --moe-router-num-groups
+    int64_t moe_router_group_topk = 0;   // --moe-router-group-topk
     bool moe_pad = false;                // --moe-pad (needs --moe-capacity)
     double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
     TrainFlags train;                    // registered by add_train_flags() only

@@ -56,6 +56,12 @@ struct JobSpec {
     /// Tokens of the busiest expert over the average (>= 1); 1 = the forced balance of the
     /// published benchmarks (Megatron --moe-router-force-load-balancing).
     double moe_imbalance = 1.0;
+    /// Group-limited routing (Megatron --moe-router-num-groups / --moe-router-group-topk;
+    /// DeepSeek-V3's n_group 8 / topk_group 4, "each token sent to at most 4 nodes",
+    /// arXiv:2412.19437 Sec. 2.1.2): the experts in groups, a token's experts drawn from its best
+    /// group_topk groups. 0 = not limited.
+    int64_t moe_router_groups = 0;
+    int64_t moe_router_group_topk = 0;
 
     bool operator==(const JobSpec&) const = default;
 };

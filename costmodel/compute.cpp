@@ -388,21 +388,41 @@ double dispatched_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     return tokens_per_gpu(job, p) / d(p.tp) * d(m.moe.top_k) * d(m.hidden) * activation_bytes(job);
 }
 
+}  // namespace
+
 // DeepEP-style node-level dedup (DeepSeek-V3 tech report, arXiv:2412.19437 Sec. 3.2.2: a token
 // crosses IB once per target node, then NVLink forwards it): with top_k experts drawn evenly
 // over D = n / r domains, a token reaches E[distinct domains] = D (1 - (1 - 1/D)^k) of them;
 // of those, (D - 1) / D on average are remote. Copies per token through the NIC:
 // D (1 - (1 - 1/D)^k) (D - 1) / D, vs k (n - r) / n without dedup.
-double nic_copy_ratio(const AllToAllLinks& l, double top_k) {
+// Group-limited routing (G groups, a token's experts from its best M; groups laid over the
+// domains, D / G domains each, G <= D): the k experts fall evenly over the R = M D / G domains of
+// the chosen groups, so hit = R (1 - (1 - 1/R)^k); the token's own domain is among them with
+// probability M / G and then reached with 1 - (1 - 1/R)^k, so the remote ones number
+// hit - (M / G)(1 - (1 - 1/R)^k). M = G gives the unlimited case. DeepSeek-V3 on EP 64 of 8-GPU
+// nodes (D = 8, G = 8, M = 4, k = 8): R = 4, 1 - 0.75^8 = 0.8999, hit 3.600, remote
+// 3.600 - 0.5 x 0.8999 = 3.150 copies per token, vs 8 (1 - 0.875^8) 7/8 = 4.594 unlimited and
+// 8 x 56/64 = 7 without dedup.
+double nic_copy_ratio(const AllToAllLinks& l, double top_k, int64_t groups, int64_t group_topk) {
     if (l.n <= l.r || top_k <= 0.0) {
         return 1.0;
     }
     const double dom = d(l.n) / d(l.r);
-    const double hit = dom * (1.0 - std::pow(1.0 - 1.0 / dom, top_k));
-    const double dedup = hit * (dom - 1.0) / dom;
+    double g = dom;
+    double msel = dom;
+    if (groups > 0 && group_topk > 0 && group_topk < groups && d(groups) <= dom) {
+        g = d(groups);
+        msel = d(group_topk);
+    }
+    const double reach = msel * dom / g;
+    const double any = 1.0 - std::pow(1.0 - 1.0 / reach, top_k);
+    const double hit = reach * any;
+    const double remote = hit - (msel / g) * any;
     const double plain = top_k * (d(l.n) - d(l.r)) / d(l.n);
-    return std::min(1.0, dedup / plain);
+    return std::min(1.0, remote / plain);
 }
+
+namespace {
 
 struct EpComm {
     Seconds one;  // one dispatch (or one combine)
@@ -435,7 +455,8 @@ EpComm ep_dispatch(const ModelSpec& m, const JobSpec& job, const Plan& p, const 
             // domain is forwarded once over NVLink, (r - 1) / r of them.
             const AllToAllLinks& l = links.ep_a2a;
             const double rr = d(l.r);
-            a.nic = a.nic * nic_copy_ratio(l, d(m.moe.top_k));
+            a.nic = a.nic * nic_copy_ratio(l, d(m.moe.top_k), job.moe_router_groups,
+                                           job.moe_router_group_topk);
             a.nvlink = a.nvlink + s * load * ((d(l.n) - rr) / d(l.n) * (rr - 1.0) / rr);
             const Seconds nvl = l.nvlink_bw.value() > 0.0 ? a.nvlink / l.nvlink_bw : seconds(1e30);
             const Seconds nic = l.nic_bw.value() > 0.0 ? a.nic / l.nic_bw : seconds(1e30);

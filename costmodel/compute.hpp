@@ -119,6 +119,12 @@ struct LayerCost {
     bool operator==(const LayerCost&) const = default;
 };
 
+/// Of an EP all-to-all's copies through the NIC, the share a DeepEP-style dispatcher sends (one
+/// per remote domain a token reaches, forwarded over NVLink there), with group-limited routing
+/// when groups > 0 (compute.cpp derives it).
+[[nodiscard]] double
+nic_copy_ratio(const AllToAllLinks& l, double top_k, int64_t groups, int64_t group_topk);
+
 /// E[max] of n independent standard normals, by Blom's plotting position (Blom 1958,
 /// "Statistical Estimates and Transformed Beta-Variables"): Phi^-1((n - 0.375) / (n + 0.25)).
 /// 0 for n <= 1; n = 8: Phi^-1(7.625 / 8.25) = 1.434 (exact 1.4236).

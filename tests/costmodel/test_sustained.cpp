@@ -267,3 +267,74 @@ TEST_SUITE("costmodel") {
         }
     }
 }
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("moe: group-limited routing cuts the dedup dispatcher's NIC copies") {
+        // EP 64 over 8-GPU domains, top-8 (DeepSeek-V3). Plain all-to-all: 8 x 56/64 = 7 copies
+        // through the NIC per token. DeepEP dedup: 8 (1 - 0.875^8) 7/8 = 4.5945 -> 0.65636 of 7.
+        // Limited to 4 of 8 groups (one group per domain): R = 4, any = 1 - 0.75^8 = 0.899887,
+        // hit 3.59955, remote 3.59955 - 0.5 x 0.899887 = 3.14960 -> 0.449943 of 7.
+        AllToAllLinks l;
+        l.n = 64;
+        l.r = 8;
+        CHECK(nic_copy_ratio(l, 8.0, 0, 0) == doctest::Approx(4.59453 / 7.0).epsilon(1e-4));
+        CHECK(nic_copy_ratio(l, 8.0, 8, 4) == doctest::Approx(3.14960 / 7.0).epsilon(1e-4));
+        // M = G is not limited; groups finer than the domains are not priced (the unlimited
+        // formula); the whole group inside one domain sends nothing through the NIC (ratio 1).
+        CHECK(nic_copy_ratio(l, 8.0, 8, 8) == doctest::Approx(nic_copy_ratio(l, 8.0, 0, 0)));
+        CHECK(nic_copy_ratio(l, 8.0, 16, 4) == doctest::Approx(nic_copy_ratio(l, 8.0, 0, 0)));
+        l.n = 8;
+        CHECK(nic_copy_ratio(l, 8.0, 8, 4) == 1.0);
+    }
+
+    TEST_CASE("moe: the dispatcher, a2a overlap and group-limited routing are flags, and exported") {
+        const std::string ds = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/deepseek-v3.config.json";
+        const auto run = [&](std::vector<std::string> extra) {
+            std::vector<std::string> a = {"explain", ds,     "h800",   "--gpus", "2048", "--gbs",
+                                          "15360",   "--seq", "4096",  "--pp",   "16",   "--ep",
+                                          "64",      "--etp", "1",     "--mbs",  "1",    "--zero",
+                                          "1",       "--dtype", "fp8", "--fp8-recipe", "blockwise",
+                                          "--recompute", "selective", "--first-stage-layers", "3",
+                                          "--last-stage-layers", "2", "--format", "json"};
+            a.insert(a.end(), extra.begin(), extra.end());
+            const test::CliRun r = test::run_cleave(a);
+            REQUIRE(r.code == 0);
+            return nlohmann::json::parse(r.out);
+        };
+        const auto plain = run({});
+        const auto flex = run({"--moe-token-dispatcher-type", "flex"});
+        const auto limited = run({"--moe-flex-dispatcher-backend", "deepep", "--moe-router-num-groups",
+                                  "8", "--moe-router-group-topk", "4"});
+        const auto over = run({"--moe-flex-dispatcher-backend", "deepep", "--moe-router-num-groups",
+                               "8", "--moe-router-group-topk", "4",
+                               "--overlap-moe-expert-parallel-comm"});
+        const double a = plain["time_s"]["ep_comm"].get<double>();
+        const double b = flex["time_s"]["ep_comm"].get<double>();
+        const double c = limited["time_s"]["ep_comm"].get<double>();
+        const double d = over["time_s"]["ep_comm"].get<double>();
+        CAPTURE(a);
+        CAPTURE(b);
+        CAPTURE(c);
+        CAPTURE(d);
+        CHECK(b < a);
+        CHECK(c < b);
+        CHECK(d < c);
+        // Exported as Megatron-LM flags.
+        const test::CliRun p = test::run_cleave(
+            {"plan", ds, "h800", "--gpus", "2048", "--gbs", "15360", "--seq", "4096", "--pp", "16",
+             "--ep", "64", "--etp", "1", "--dtype", "fp8", "--fp8-recipe", "blockwise",
+             "--moe-flex-dispatcher-backend", "deepep", "--moe-router-num-groups", "8",
+             "--moe-router-group-topk", "4", "--overlap-moe-expert-parallel-comm", "--top", "1",
+             "--format", "megatron", "--memory-headroom", "0"});
+        CAPTURE(p.out);
+        CAPTURE(p.err);
+        REQUIRE(p.code == 0);
+        CHECK(p.out.find("--moe-router-num-groups 8") != std::string::npos);
+        CHECK(p.out.find("--moe-router-group-topk 4") != std::string::npos);
+        CHECK(p.out.find("--moe-token-dispatcher-type flex") != std::string::npos);
+        CHECK(p.out.find("--overlap-moe-expert-parallel-comm") != std::string::npos);
+        const test::CliRun bad = test::run_cleave({"explain", ds, "h800", "--gpus", "2048",
+                                                   "--moe-router-num-groups", "8"});
+        CHECK(bad.code == 2);
+    }
+}
