@@ -6,6 +6,7 @@
 #include "cli/report.hpp"
 #include "core/errors.hpp"
 #include "core/schedule.hpp"
+#include "costmodel/risks.hpp"
 #include "planner/search.hpp"
 #include "simulator/simulate.hpp"
 
@@ -334,6 +335,9 @@ void print_top_risks(std::ostream& os, const Inputs& in, const SearchResult& r) 
             os << "#   fix: " << k.fix << "\n";
         }
     }
+    for (const std::string& n : plan_notes(best.plan)) {
+        os << "# note: " << n << "\n";
+    }
 }
 
 void print_sim_rows(std::ostream& os, const SearchResult& r, const SimScores& sims) {
@@ -378,7 +382,7 @@ void print_table(std::ostream& os,
            << "\n";
     }
     os << "# risks: oom nccl(timeout) slownet tpnode(TP across nodes) tppcie fewmb(m<p) "
-          "bubble(>30%) sharedcomm"
+          "bubble(>30%)"
        << (in.model.moe.enabled() ? " epnic(EP all-to-all through NICs) moeimb(imbalance>1.5) "
                                     "moefix(expert fixed cost>=25%)"
                                   : "")

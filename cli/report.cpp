@@ -1,4 +1,5 @@
 #include "cli/report.hpp"
+#include "costmodel/risks.hpp"
 
 #include "costmodel/collectives.hpp"
 #include "costmodel/precision.hpp"
@@ -218,6 +219,9 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
         {"risks", risks}};
     if (const auto c = cautions(in); !c.empty()) {
         j["cautions"] = c;
+    }
+    if (const auto n = plan_notes(p); !n.empty()) {
+        j["notes"] = n;
     }
     if (e.expert_overhead > Seconds{}) {  // of time_s.compute
         j["expert_overhead_s"] = e.expert_overhead.value();
@@ -498,6 +502,10 @@ void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, con
     print_train(os, in, e);
     print_cautions(os, in);
     print_risks(os, in, p, e);
+    for (const std::string& n : plan_notes(p)) {
+        os << "#\n";
+        wrap(os, "# note: ", "#   ", n);
+    }
 }
 
 }  // namespace cleave::cli

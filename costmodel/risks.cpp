@@ -73,9 +73,8 @@ uint32_t detect_risks(const ModelSpec& model,
     if (e.bubble_ratio > large_bubble_fraction) {
         mask |= bit(RiskKind::large_bubble);
     }
-    if (plan.pp > 1 && plan.dp > 1) {
-        mask |= bit(RiskKind::shared_communicator);
-    }
+    // shared_communicator is not raised: cleave's executor and exports always create separate PP
+    // and DP groups, so on every PP x DP plan it was noise (issue 27); plan_notes() says it once.
     if (plan.ep > 1 && links.ep_a2a.r < links.ep_a2a.n) {
         mask |= bit(RiskKind::ep_cross_domain);
     }
@@ -259,6 +258,19 @@ std::vector<Risk> describe_risks(const ModelSpec& model,
         case RiskKind::count:
             break;
         }
+    }
+    return out;
+}
+
+std::vector<std::string> plan_notes(const Plan& plan) {
+    std::vector<std::string> out;
+    if (plan.pp > 1 && plan.dp > 1) {
+        out.push_back("pp=" + std::to_string(plan.pp) + " and dp=" + std::to_string(plan.dp) +
+                      ": in a hand-written launcher create the PP and DP groups with separate "
+                      "torch.distributed.new_group() calls; one shared NCCL communicator lets a "
+                      "large DP all-reduce block the pipeline's send/recv and deadlock (the seed's "
+                      "third failure). cleave's executor and its Megatron / DeepSpeed / torchtitan "
+                      "output already do this.");
     }
     return out;
 }

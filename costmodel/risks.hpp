@@ -1,6 +1,9 @@
 #pragma once
 // Risk detection (cheap, inside estimate()) and thresholds shared with describe_risks().
 
+#include <string>
+#include <vector>
+
 #include "core/cluster.hpp"
 #include "core/job.hpp"
 #include "core/model.hpp"
@@ -34,6 +37,10 @@ inline constexpr double moe_imbalance_limit = 1.5;
 // (Estimate::expert_overhead) from which a plan is flagged: a quarter of the step is time the
 // knobs below win back (larger micro-batches, fewer local experts, BF16 experts).
 inline constexpr double moe_fixed_cost_fraction = 0.25;
+
+/// Advice that is true of the plan's shape but no risk to a job cleave launches or exports (the
+/// PP / DP communicator split): said once next to the plan, not among its risks.
+[[nodiscard]] std::vector<std::string> plan_notes(const Plan& plan);
 
 /// The risk bits for a finished estimate `e` (all fields but risk_mask filled).
 [[nodiscard]] uint32_t detect_risks(const ModelSpec& model,
