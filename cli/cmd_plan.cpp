@@ -544,9 +544,12 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
         if (st.moe_a2a_overlap) {
             arg(os, "--overlap-moe-expert-parallel-comm");
         }
-        if (job.moe_router_groups > 0) {
-            arg(os, "--moe-router-num-groups", std::to_string(job.moe_router_groups));
-            arg(os, "--moe-router-group-topk", std::to_string(job.moe_router_group_topk));
+        const bool job_groups = job.moe_router_groups > 0;
+        const int64_t groups = job_groups ? job.moe_router_groups : m.moe.router_groups;
+        if (groups > 0) {
+            arg(os, "--moe-router-num-groups", std::to_string(groups));
+            arg(os, "--moe-router-group-topk",
+                std::to_string(job_groups ? job.moe_router_group_topk : m.moe.router_group_topk));
         }
         if (job.moe_capacity > 0.0) {
             std::ostringstream c;

@@ -236,7 +236,18 @@ void read_deepseek(JsonReader& r, ModelSpec& m) {
                     "from the first one");
     }
     // noaux_tc routing keeps one e_score_correction_bias per expert (DeepSeek-V3 MoEGate).
-    m.moe.router_bias = r.text("topk_method").value_or("") == "noaux_tc";
+    const std::string method = r.text("topk_method").value_or("");
+    m.moe.router_bias = method == "noaux_tc";
+    // Group-limited routing (noaux_tc, group_limited_greedy: MoEGate picks the topk_group best of
+    // n_group groups, then top_k experts inside them; modeling_deepseek.py).
+    if (method == "noaux_tc" || method == "group_limited_greedy") {
+        const auto g = r.size("n_group", Need::optional);
+        const auto t = r.size("topk_group", Need::optional);
+        if (g && t && *g > 1 && *t >= 1 && *t < *g) {
+            m.moe.router_groups = *g;
+            m.moe.router_group_topk = *t;
+        }
+    }
     set(m.mtp_layers, r.size("num_nextn_predict_layers", Need::optional));
 }
 

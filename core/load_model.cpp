@@ -242,6 +242,15 @@ void read_moe(TableReader& r, ModelSpec& m) {
     set(m.moe.first_dense_layers, r.count("first_dense_layers", Need::optional, true));
     set(m.moe.shared_ffn_hidden, r.count("shared_ffn_hidden", Need::optional, true));
     set(m.moe.router_bias, r.flag("router_bias", Need::optional));
+    // Group-limited routing (HF n_group / topk_group): both or neither, 0 < topk < groups.
+    set(m.moe.router_groups, r.count("router_groups", Need::optional));
+    set(m.moe.router_group_topk, r.count("router_group_topk", Need::optional));
+    if ((m.moe.router_groups > 0) != (m.moe.router_group_topk > 0)) {
+        r.bad_value(m.moe.router_groups > 0 ? "router_groups" : "router_group_topk",
+                    "needs its pair ('router_groups' and 'router_group_topk' go together)");
+    } else if (m.moe.router_groups > 0 && m.moe.router_group_topk >= m.moe.router_groups) {
+        r.bad_value("router_group_topk", "must be less than 'router_groups'");
+    }
     r.finish();
 }
 

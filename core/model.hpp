@@ -25,6 +25,11 @@ struct MoeSpec {
     /// One bias per routed expert on the router (GPT-OSS router.bias; DeepSeek-V3's
     /// e_score_correction_bias): `experts` parameters per MoE layer.
     bool router_bias = false;
+    /// Group-limited routing as the model was trained (DeepSeek-V3 config.json n_group 8,
+    /// topk_group 4): experts in router_groups groups, a token's experts from its best
+    /// router_group_topk; 0 = not limited. A job's --moe-router-num-groups overrides it.
+    int64_t router_groups = 0;
+    int64_t router_group_topk = 0;
 
     [[nodiscard]] bool enabled() const { return experts > 0; }
 

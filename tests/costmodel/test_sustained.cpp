@@ -302,7 +302,11 @@ TEST_SUITE("costmodel") {
             return nlohmann::json::parse(r.out);
         };
         const auto plain = run({});
+        // The config's n_group 8 / topk_group 4 are the model's: the flex dispatcher alone prices
+        // them; 8 of 8 groups is unlimited routing.
         const auto flex = run({"--moe-token-dispatcher-type", "flex"});
+        const auto unlimited = run({"--moe-flex-dispatcher-backend", "deepep",
+                                    "--moe-router-num-groups", "8", "--moe-router-group-topk", "8"});
         const auto limited = run({"--moe-flex-dispatcher-backend", "deepep", "--moe-router-num-groups",
                                   "8", "--moe-router-group-topk", "4"});
         const auto over = run({"--moe-flex-dispatcher-backend", "deepep", "--moe-router-num-groups",
@@ -310,14 +314,17 @@ TEST_SUITE("costmodel") {
                                "--overlap-moe-expert-parallel-comm"});
         const double a = plain["time_s"]["ep_comm"].get<double>();
         const double b = flex["time_s"]["ep_comm"].get<double>();
+        const double u = unlimited["time_s"]["ep_comm"].get<double>();
         const double c = limited["time_s"]["ep_comm"].get<double>();
         const double d = over["time_s"]["ep_comm"].get<double>();
         CAPTURE(a);
         CAPTURE(b);
+        CAPTURE(u);
         CAPTURE(c);
         CAPTURE(d);
-        CHECK(b < a);
-        CHECK(c < b);
+        CHECK(u < a);
+        CHECK(b < u);
+        CHECK(c == doctest::Approx(b));
         CHECK(d < c);
         // Exported as Megatron-LM flags.
         const test::CliRun p = test::run_cleave(
