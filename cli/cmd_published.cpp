@@ -494,13 +494,58 @@ std::map<std::string, HeldOut> held_out_by_source(const std::vector<Evaluated>& 
             h.how.insert(ev.c.profile + " refitted without it");
             continue;
         }
-        if (raw.count(ev.c.profile) == 0) {
-            raw[ev.c.profile] = load_cluster_uncalibrated(ev.c.profile);
+        // An overlay fitted on this source alone: the parts whose rows are this source's go
+        // (a [[moe.from_release]] entry by its own fitted_rows; the rest with the datasheet
+        // profile), the parts other sources chose stay.
+        const auto cal = find_calibration(ev.c.profile);
+        const auto of_src = [&](const std::vector<std::pair<int64_t, int64_t>>& rows) {
+            for (const auto& other : evs) {
+                if (other.c.source_key != src) {
+                    continue;
+                }
+                for (const auto& [lo, hi] : rows) {
+                    if (other.c.row_id >= lo && other.c.row_id <= hi) {
+                        return true;
+                    }
+                }
+            }
+            return false;
+        };
+        std::vector<std::pair<int64_t, int64_t>> base_rows;
+        for (const auto& [lo, hi] : cal->fitted_rows) {
+            bool in_entry = false;
+            for (const auto& er : cal->from_release_rows) {
+                for (const auto& [elo, ehi] : er) {
+                    in_entry = in_entry || (lo >= elo && hi <= ehi);
+                }
+            }
+            if (!in_entry) {
+                base_rows.emplace_back(lo, hi);
+            }
+        }
+        const bool base_used = of_src(base_rows);
+        ClusterSpec held = base_used ? load_cluster_uncalibrated(ev.c.profile) : load_cluster(ev.c.profile);
+        held.node.quantised_expert_from_release.clear();
+        std::vector<std::string> dropped;
+        for (std::size_t k = 0; k < cal->quantised_expert_from_release.size(); ++k) {
+            const bool used_here =
+                k < cal->from_release_rows.size() && of_src(cal->from_release_rows[k]);
+            if (used_here) {
+                dropped.push_back(cal->quantised_expert_from_release[k].release);
+            } else {
+                held.node.quantised_expert_from_release.push_back(
+                    cal->quantised_expert_from_release[k]);
+            }
         }
         Evaluated e = ev;
-        e.r = evaluate_published(e.c, raw[ev.c.profile]);
+        e.r = evaluate_published(e.c, held);
         add_errors(e, h.errors);
-        h.how.insert(ev.c.profile + " overlay removed");
+        if (base_used) {
+            h.how.insert(ev.c.profile + " overlay removed");
+        }
+        for (const auto& d : dropped) {
+            h.how.insert(ev.c.profile + " " + d + " expert cost removed");
+        }
     }
     return out;
 }
@@ -508,7 +553,8 @@ std::map<std::string, HeldOut> held_out_by_source(const std::vector<Evaluated>& 
 void print_held_out(std::ostream& os, const std::map<std::string, HeldOut>& held) {
     os << "# each source held out of the constants fitted on its rows (values: MAPE % / worst % /\n"
           "# signed mean %): rows no constant was fitted on as shipped; an overlay fitted with other\n"
-          "# sources refitted without it; one fitted on it alone removed (datasheet profile)\n";
+          "# sources refitted without it; what it alone chose removed (a release's expert cost, or\n"
+          "# the overlay: datasheet profile)\n";
     char line[260];
     std::vector<std::pair<int64_t, double>> all;
     for (const auto& [src, h] : held) {

@@ -35,7 +35,10 @@ double* efficiency_field(GpuSpec& g, std::string_view key) {
     return nullptr;
 }
 
-void read_rows(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink) {
+void read_rows(const toml::table& t,
+               std::vector<std::pair<int64_t, int64_t>>& rows,
+               const std::string& where,
+               detail::DiagnosticSink& sink) {
     const toml::node* n = t.get("fitted_rows");
     if (n == nullptr) {
         return;
@@ -49,12 +52,12 @@ void read_rows(const toml::table& t, Calibration& c, detail::DiagnosticSink& sin
             const int64_t lo = (*r)[0].value<int64_t>().value_or(0);
             const int64_t hi = (*r)[1].value<int64_t>().value_or(0);
             ok = lo <= hi;
-            c.fitted_rows.emplace_back(lo, hi);
+            rows.emplace_back(lo, hi);
         }
     }
     if (!ok) {
         sink.error(n->source(),
-                   "'calibration.fitted_rows' must be an array of [first, last] row_id pairs "
+                   "'" + where + ".fitted_rows' must be an array of [first, last] row_id pairs "
                    "with first <= last");
     }
 }
@@ -127,7 +130,11 @@ void read_moe(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink
             f.value = seconds(*v * 1e-6);
         }
         f.recipe = read_recipe(er, et, "moe.from_release", sink);
+        er.accept("fitted_rows");
         er.finish();
+        std::vector<std::pair<int64_t, int64_t>> rows;
+        read_rows(et, rows, "moe.from_release", sink);
+        c.from_release_rows.push_back(rows);
         if (!c.quantised_expert_release.empty() && f.release <= c.quantised_expert_release) {
             sink.error(et.source(), "'moe.from_release' release \"" + f.release +
                                         "\" is not after [moe] release \"" +
@@ -187,7 +194,7 @@ Calibration parse_calibration_toml(std::string_view text, const std::string& sou
         }
         r.accept("fitted_rows");
         r.finish();
-        read_rows(*t, c, sink);
+        read_rows(*t, c.fitted_rows, "calibration", sink);
     }
     if (const toml::table* t = top.table("gpu", Need::optional)) {
         read_gpu(*t, c, sink);

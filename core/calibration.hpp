@@ -26,6 +26,7 @@
 //   release = "26.02"                    # that release on (NodeSpec::quantised_expert_overhead
 //   quantised_expert_overhead_us = 0     # picks by the job's stack release)
 //   recipe = "fp8-tensorwise"
+//   fitted_rows = [[2005, 2005]]         # the rows this entry was fitted on
 // fitted_on may be a list of CSVs when the rows come from several files.
 
 #include "core/cluster.hpp"
@@ -54,6 +55,9 @@ struct Calibration {
     std::string quantised_expert_recipe;  // [moe] recipe: what the value was fitted under
     std::string quantised_expert_release;  // [moe] release: the software release of those rows
     std::vector<NodeSpec::ExpertOverheadFrom> quantised_expert_from_release;  // [[moe.from_release]]
+    /// Each entry's own fitted_rows (also listed in [calibration] fitted_rows): which rows chose
+    /// which value, for holding a source out of what it fitted.
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> from_release_rows;
 
     bool operator==(const Calibration&) const = default;
 
