@@ -33,6 +33,13 @@ double expected_max_normal(int64_t n) {
     if (n <= 1) {
         return 0.0;
     }
+    // One job has one GPU count: keep the last answer (the planner prices every candidate of a
+    // job with the same n).
+    thread_local int64_t last_n = 0;
+    thread_local double last_z = 0.0;
+    if (n == last_n) {
+        return last_z;
+    }
     const double q = (static_cast<double>(n) - 0.375) / (static_cast<double>(n) + 0.25);
     // Phi^-1(q) by Newton's method on Phi(z) = erfc(-z / sqrt 2) / 2, from z = 0 (Phi is convex
     // for z > 0, so the iterates rise monotonically to the root; q > 1/2 for n >= 2).
@@ -46,6 +53,8 @@ double expected_max_normal(int64_t n) {
             break;
         }
     }
+    last_n = n;
+    last_z = z;
     return z;
 }
 
