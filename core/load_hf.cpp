@@ -184,13 +184,9 @@ void read_llama_family(JsonReader& r, const std::string& type, ModelSpec& m) {
     }
 }
 
-// The Llama-style basics every MoE family below shares (no biases, untied unless stated).
-void read_moe_base(JsonReader& r, ModelSpec& m) {
+// The dimensions every transformers config names the same way (untied unless stated).
+void read_dims(JsonReader& r, ModelSpec& m) {
     using detail::Need;
-    m.mlp = MlpKind::swiglu;
-    m.norm = NormKind::rmsnorm;
-    m.positions = PositionKind::rope;
-    m.linear_bias = false;
     m.tied_embeddings = false;
     set(m.layers, r.size("num_hidden_layers", Need::required));
     set(m.hidden, r.size("hidden_size", Need::required));
@@ -201,6 +197,15 @@ void read_moe_base(JsonReader& r, ModelSpec& m) {
     set(m.vocab, r.size("vocab_size", Need::required));
     set(m.seq_len, r.size("max_position_embeddings", Need::required));
     set(m.tied_embeddings, r.flag("tie_word_embeddings"));
+}
+
+// The Llama-style basics every MoE family below shares (no biases, untied unless stated).
+void read_moe_base(JsonReader& r, ModelSpec& m) {
+    m.mlp = MlpKind::swiglu;
+    m.norm = NormKind::rmsnorm;
+    m.positions = PositionKind::rope;
+    m.linear_bias = false;
+    read_dims(r, m);
 }
 
 // DeepseekV3Config / DeepseekV2Config (transformers configuration_deepseek_v3.py; the model
@@ -456,18 +461,9 @@ void read_nemotron(JsonReader& r, ModelSpec& m) {
     m.mlp = MlpKind::gelu;
     m.norm = NormKind::layernorm;
     m.positions = PositionKind::rope;
-    m.tied_embeddings = false;
-    set(m.layers, r.size("num_hidden_layers", Need::required));
-    set(m.hidden, r.size("hidden_size", Need::required));
-    set(m.heads, r.size("num_attention_heads", Need::required));
-    m.kv_heads = m.heads;
-    set(m.kv_heads, r.size("num_key_value_heads", Need::optional));
+    read_dims(r, m);
     set(m.head_size, r.size("kv_channels", Need::optional));
     set(m.head_size, r.size("head_dim", Need::optional));
-    set(m.ffn_hidden, r.size("intermediate_size", Need::required));
-    set(m.vocab, r.size("vocab_size", Need::required));
-    set(m.seq_len, r.size("max_position_embeddings", Need::required));
-    set(m.tied_embeddings, r.flag("tie_word_embeddings"));
     const bool attention_bias = r.flag("attention_bias").value_or(false);
     if (attention_bias != r.flag("mlp_bias").value_or(false)) {
         r.error("mlp_bias",
