@@ -108,7 +108,7 @@ TEST_SUITE("costmodel") {
         CHECK_FALSE(nv.has(RiskKind::tp_over_pcie));
     }
 
-    TEST_CASE("risks: few micro-batches and large bubble; the PP / DP communicator is a note") {
+    TEST_CASE("risks: few micro-batches and large bubble, and the PP / DP communicator is a note") {
         const ModelSpec m = test::seed13b();
         // the seed's second try: 8 stages of 4 layers x 4-way DP, m = 16/(1 x 4) = 4 < p = 8
         Plan p = test::plan(4, 1, 8);
