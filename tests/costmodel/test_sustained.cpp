@@ -117,6 +117,7 @@ TEST_SUITE("costmodel") {
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -171,6 +172,25 @@ TEST_SUITE("costmodel") {
         // The shipped fit is far better than held out: the Blackwell factors are fitted, not a
         // mechanism (issue 25). Measured 2026-12-02: 35.5 % held out vs 8.8 % shipped.
         CHECK(mb["mape_pct"].get<double>() > 20.0);
+
+        // The 26.02 per-expert entries were fitted on rows of two sources (MBRIDGE_2602 and
+        // _2604): holding one out refits the entry on the other's rows of it when two or more
+        // remain (dgx-b200: 2018, 2020, 2021 for 2604 held out), else removes it (dgx-h100: only
+        // 2005 is left when 2604 is held out).
+        const auto r2 = test::run_cleave({"published", root + "public_runs_2025.csv",
+                                          root + "public_runs_2026h1.csv", "--format", "json"});
+        REQUIRE(r2.code == 0);
+        const auto held2 = nlohmann::json::parse(r2.out)["held_out"];
+        std::set<std::string> how;
+        for (const auto& x : held2["MBRIDGE_2604"]["how"]) {
+            how.insert(x.get<std::string>());
+        }
+        bool refit_b200 = false;
+        for (const auto& x : how) {
+            refit_b200 = refit_b200 || x.rfind("dgx-b200 26.02 expert cost refitted without it", 0) == 0;
+        }
+        CHECK(refit_b200);
+        CHECK(how.count("dgx-h100 26.02 expert cost removed") == 1);
     }
 }
 
