@@ -251,6 +251,9 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
 }
 
 void add_layers(StageWork& w, const LayerCost& l, double n) {
+    if (n == 0.0) {
+        return;  // most stages hold no bf16-kept or block-recomputed layers
+    }
     w.compute += (l.fwd + l.bwd + l.recompute) * n;
     w.cost.fwd += l.fwd * n;
     w.cost.bwd += (l.bwd + l.recompute) * n;
