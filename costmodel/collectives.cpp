@@ -73,6 +73,7 @@ int64_t ring_steps(Collective c, int64_t n) {
 
 GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
     GroupLink g;
+    g.intra_latency = c.node.intra_latency;
     if (size <= 1) {
         g.kind = LinkKind::none;
         g.busbw = c.node.intra_bw;
@@ -225,6 +226,34 @@ BytesPerSecond busbw_of(Collective c, const GroupLink& link) {
 }  // namespace
 
 // t = alpha * ring_steps + S * busbw_factor / busbw (nccl-tests PERFORMANCE.md's busbw, inverted).
+Seconds collective_latency(Collective c, int64_t n, const GroupLink& link) {
+    const int64_t steps = ring_steps(c, n);
+    const bool ring_kind = c == Collective::all_reduce || c == Collective::all_gather ||
+                           c == Collective::reduce_scatter;
+    if (!link.crosses_nodes() || !ring_kind || link.intra_latency <= Seconds{}) {
+        return link.step_latency * static_cast<double>(steps);
+    }
+    // NCCL's ring (src/graph/tuning.cc @5067397c, ncclTopoTuneModel): of the ring's steps, those
+    // that cross a node boundary pay the network's latency, 2 (nodes - 1) for an all-reduce and
+    // nodes - 1 for an all-gather / reduce-scatter; the rest pay the NVLink step.
+    const int64_t inter = (c == Collective::all_reduce ? 2 : 1) * (link.nodes - 1);
+    const Seconds ring = link.intra_latency * static_cast<double>(std::max<int64_t>(0, steps - inter)) +
+                         link.step_latency * static_cast<double>(std::min(steps, inter));
+    if (c != Collective::all_reduce) {
+        return ring;
+    }
+    // An all-reduce may run NCCL's double binary tree instead (the same file: 2 ((ppn - 1) intra
+    // + log2(nodes) inter)); NCCL picks by predicted time, and at large messages both reach the
+    // ring's bus bandwidth, so the smaller latency stands.
+    int64_t lg = 0;
+    for (int64_t x = link.nodes; x > 1; x >>= 1) {
+        ++lg;
+    }
+    const Seconds tree = 2.0 * (link.intra_latency * static_cast<double>(link.members_per_node - 1) +
+                                link.step_latency * static_cast<double>(lg));
+    return min(ring, tree);
+}
+
 Seconds collective_time(Collective c, Bytes size, int64_t n, const GroupLink& link) {
     if (n <= 1 && c != Collective::send_recv) {
         return {};
@@ -233,8 +262,7 @@ Seconds collective_time(Collective c, Bytes size, int64_t n, const GroupLink& li
     if (bw.value() <= 0.0) {
         return seconds(1e30);
     }
-    const Seconds alpha = link.step_latency * static_cast<double>(ring_steps(c, n));
-    return alpha + (size * busbw_factor(c, n)) / bw;
+    return collective_latency(c, n, link) + (size * busbw_factor(c, n)) / bw;
 }
 
 Bytes collective_bytes_sent(Collective c, Bytes size, int64_t n) {

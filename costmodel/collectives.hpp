@@ -38,7 +38,8 @@ enum class LinkKind { none, nvlink, xgmi, pcie, network };
 struct GroupLink {
     LinkKind kind = LinkKind::none;
     BytesPerSecond busbw;  // achievable ring bus bandwidth per rank
-    Seconds step_latency;  // alpha per ring step
+    Seconds step_latency;  // alpha per ring step (across nodes: the network's)
+    Seconds intra_latency;  // alpha of a step inside an NVLink domain (node.intra_latency)
     int64_t members_per_node = 1;
     int64_t nodes = 1;              // NVLink domains the group spans (hosts on a DGX)
     Seconds sync_wait;              // ClusterSpec::node.sync_wait for groups of 2 or more ranks
@@ -119,6 +120,11 @@ struct PlanLinks {
 /// Time of one collective over `link` for an `n`-rank group. `size` is the nccl-tests size S: the
 /// per-rank buffer for all-reduce and send/recv, the whole gathered array (per-rank count * n)
 /// for all-gather, reduce-scatter and all-to-all. t = steps * alpha + S * factor / busbw.
+/// The latency part of collective_time: ring steps at the link's step latency inside a domain;
+/// across domains NCCL's split of the ring's steps into network and NVLink steps, and for an
+/// all-reduce the double binary tree's 2 ((ppn - 1) intra + log2(nodes) inter) where smaller.
+[[nodiscard]] Seconds collective_latency(Collective c, int64_t n, const GroupLink& link);
+
 [[nodiscard]] Seconds collective_time(Collective c, Bytes size, int64_t n, const GroupLink& link);
 
 /// Bytes one rank sends in that collective: S * factor (ring algorithms), S for send/recv.

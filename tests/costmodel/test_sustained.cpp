@@ -1,6 +1,7 @@
 // Issue 25: what a GPU sustains in a training loop (the power-limited tensor clock) and the
 // slowest GPU of a synchronous job (the straggler factor).
 #include "core/cluster.hpp"
+#include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/published.hpp"
@@ -363,5 +364,38 @@ TEST_SUITE("costmodel") {
         const test::CliRun bad = test::run_cleave({"explain", ds, "h800", "--gpus", "2048",
                                                    "--moe-router-num-groups", "8"});
         CHECK(bad.code == 2);
+    }
+}
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("collectives: NCCL's ring latency across nodes, and the tree for an all-reduce") {
+        // 128 ranks on 16 nodes of 8 (a DP group of DGX H100s): intra step 1.86 us, network 10.8 us.
+        GroupLink l;
+        l.kind = LinkKind::network;
+        l.busbw = gbps(47.0 * 8.0);
+        l.step_latency = us(10.8);
+        l.intra_latency = us(1.86);
+        l.members_per_node = 8;
+        l.nodes = 16;
+        // Ring all-reduce: 2 x 127 = 254 steps, 2 x 15 = 30 of them across nodes:
+        // 224 x 1.86 + 30 x 10.8 = 416.64 + 324 = 740.64 us; tree: 2 (7 x 1.86 + 4 x 10.8) =
+        // 112.44 us, the smaller. (All steps at 10.8 us, as before: 2743.2 us.)
+        CHECK(collective_latency(Collective::all_reduce, 128, l).value() ==
+              doctest::Approx(112.44e-6).epsilon(1e-9));
+        // All-gather (ring only): 127 steps, 15 across: 112 x 1.86 + 15 x 10.8 = 370.32 us.
+        CHECK(collective_latency(Collective::all_gather, 128, l).value() ==
+              doctest::Approx(370.32e-6).epsilon(1e-9));
+        // Two nodes of 8: ring 14 x 1.86 + 2 x 10.8 = 47.64 us; tree 2 (7 x 1.86 + 1 x 10.8) =
+        // 47.64 us too.
+        l.nodes = 2;
+        CHECK(collective_latency(Collective::all_reduce, 16, l).value() ==
+              doctest::Approx(47.64e-6).epsilon(1e-9));
+        // Inside one node: every step at the link's own latency.
+        GroupLink in;
+        in.kind = LinkKind::nvlink;
+        in.step_latency = us(1.86);
+        in.intra_latency = us(1.86);
+        CHECK(collective_latency(Collective::all_reduce, 8, in).value() ==
+              doctest::Approx(14 * 1.86e-6).epsilon(1e-9));
     }
 }
