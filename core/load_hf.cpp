@@ -208,6 +208,20 @@ void read_moe_base(JsonReader& r, ModelSpec& m) {
     read_dims(r, m);
 }
 
+// The routed and shared experts as DeepSeek-style configs name them (DeepseekV3Config,
+// Glm4MoeConfig): n_routed_experts, top-k, moe_intermediate_size, n_shared_experts of that width,
+// the first first_k_dense_replace layers dense.
+void read_deepseek_experts(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    set(m.moe.experts, r.size("n_routed_experts", Need::required));
+    set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
+    set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
+    if (const auto shared = r.size("n_shared_experts", Need::required)) {
+        m.moe.shared_ffn_hidden = *shared * m.moe.expert_ffn_hidden;
+    }
+    set(m.moe.first_dense_layers, r.size("first_k_dense_replace", Need::required));
+}
+
 // DeepseekV3Config / DeepseekV2Config (transformers configuration_deepseek_v3.py; the model
 // repos' configuration_deepseek.py). Layer i is MoE when i >= first_k_dense_replace and
 // i % moe_layer_freq == 0 (modeling_deepseek.py DeepseekV3DecoderLayer).
@@ -226,13 +240,7 @@ void read_deepseek(JsonReader& r, ModelSpec& m) {
     if (r.flag("attention_bias").value_or(false)) {
         r.error("attention_bias", "'attention_bias' = true: cleave has no biased MLA projections");
     }
-    set(m.moe.experts, r.size("n_routed_experts", Need::required));
-    set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
-    set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
-    if (const auto shared = r.size("n_shared_experts", Need::required)) {
-        m.moe.shared_ffn_hidden = *shared * m.moe.expert_ffn_hidden;
-    }
-    set(m.moe.first_dense_layers, r.size("first_k_dense_replace", Need::required));
+    read_deepseek_experts(r, m);
     set(m.moe.layer_freq, r.size("moe_layer_freq", Need::optional));
     if (m.moe.layer_freq > 1 && m.moe.first_dense_layers % m.moe.layer_freq != 0) {
         r.error("moe_layer_freq",
@@ -394,13 +402,7 @@ void read_glm4_moe(JsonReader& r, ModelSpec& m) {
     set(m.head_size, r.size("head_dim", Need::optional));
     set(m.qkv_bias, r.flag("attention_bias"));
     set(m.qk_norm, r.flag("use_qk_norm"));
-    set(m.moe.experts, r.size("n_routed_experts", Need::required));
-    set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
-    set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
-    if (const auto shared = r.size("n_shared_experts", Need::required)) {
-        m.moe.shared_ffn_hidden = *shared * m.moe.expert_ffn_hidden;
-    }
-    set(m.moe.first_dense_layers, r.size("first_k_dense_replace", Need::required));
+    read_deepseek_experts(r, m);
     m.moe.router_bias = true;
     set(m.mtp_layers, r.size("num_nextn_predict_layers", Need::optional));
 }
