@@ -359,10 +359,24 @@ std::vector<std::pair<int64_t, double>> errors_with(const std::vector<const Eval
     return out;
 }
 
+/// The overlay of each profile, read once per command (find_calibration reads its file).
+class Overlays {
+public:
+    const std::optional<Calibration>& of(const std::string& profile) {
+        auto it = cals_.find(profile);
+        if (it == cals_.end()) {
+            it = cals_.emplace(profile, find_calibration(profile)).first;
+        }
+        return it->second;
+    }
+
+private:
+    std::map<std::string, std::optional<Calibration>> cals_;
+};
+
 /// True for the overlays this refit can redo: a GEMM-curve factor with an hbm_efficiency (the A100
 /// overlays); the Blackwell factors and the MoE expert overheads were fitted on one source alone.
-bool refittable(const std::string& profile) {
-    const auto cal = find_calibration(profile);
+bool refittable(const std::optional<Calibration>& cal) {
     if (!cal) {
         return false;
     }
@@ -377,8 +391,9 @@ bool refittable(const std::string& profile) {
 std::map<std::string, Refit> leave_one_source_out(const std::vector<Evaluated>& evs) {
     std::map<std::string, ClusterSpec> raw;
     std::vector<const Evaluated*> fitted;
+    Overlays overlays;
     for (const auto& ev : evs) {
-        if (ev.fitted && ev.c.in_mape && refittable(ev.c.profile)) {
+        if (ev.fitted && ev.c.in_mape && refittable(overlays.of(ev.c.profile))) {
             fitted.push_back(&ev);
             if (raw.count(ev.c.profile) == 0) {
                 raw[ev.c.profile] = load_cluster_uncalibrated(ev.c.profile);
@@ -472,6 +487,15 @@ std::map<std::string, HeldOut> held_out_by_source(const std::vector<Evaluated>& 
     std::map<std::string, HeldOut> out;
     // (profile, entry, held-out source) -> the refitted value in us, or none (too few rows)
     std::map<std::tuple<std::string, std::size_t, std::string>, std::optional<double>> entry_refits;
+    Overlays overlays;
+    std::map<std::string, ClusterSpec> shipped;  // calibrated profiles, loaded once
+    const auto uncalibrated = [&raw](const std::string& profile) -> const ClusterSpec& {
+        auto it = raw.find(profile);
+        if (it == raw.end()) {
+            it = raw.emplace(profile, load_cluster_uncalibrated(profile)).first;
+        }
+        return it->second;
+    };
     for (const auto& ev : evs) {
         if (!ev.c.expressible || !ev.c.in_mape) {
             continue;
@@ -486,12 +510,9 @@ std::map<std::string, HeldOut> held_out_by_source(const std::vector<Evaluated>& 
             continue;
         }
         const auto refit = loso.find(src);
-        if (f->second.size() > 1 && refittable(ev.c.profile) && refit != loso.end()) {
-            if (raw.count(ev.c.profile) == 0) {
-                raw[ev.c.profile] = load_cluster_uncalibrated(ev.c.profile);
-            }
+        if (f->second.size() > 1 && refittable(overlays.of(ev.c.profile)) && refit != loso.end()) {
             const std::vector<const Evaluated*> one{&ev};
-            const std::map<std::string, ClusterSpec> only{{ev.c.profile, raw[ev.c.profile]}};
+            const std::map<std::string, ClusterSpec> only{{ev.c.profile, uncalibrated(ev.c.profile)}};
             for (const auto& e : errors_with(one, only, refit->second.factor, refit->second.hbm)) {
                 h.errors.push_back(e);
             }
@@ -501,7 +522,7 @@ std::map<std::string, HeldOut> held_out_by_source(const std::vector<Evaluated>& 
         // An overlay fitted on this source alone: the parts whose rows are this source's go
         // (a [[moe.from_release]] entry by its own fitted_rows; the rest with the datasheet
         // profile), the parts other sources chose stay.
-        const auto cal = find_calibration(ev.c.profile);
+        const auto& cal = overlays.of(ev.c.profile);
         const auto of_src = [&](const std::vector<std::pair<int64_t, int64_t>>& rows) {
             for (const auto& other : evs) {
                 if (other.c.source_key != src) {
@@ -528,7 +549,10 @@ std::map<std::string, HeldOut> held_out_by_source(const std::vector<Evaluated>& 
             }
         }
         const bool base_used = of_src(base_rows);
-        ClusterSpec held = base_used ? load_cluster_uncalibrated(ev.c.profile) : load_cluster(ev.c.profile);
+        if (!base_used && shipped.count(ev.c.profile) == 0) {
+            shipped.emplace(ev.c.profile, load_cluster(ev.c.profile));
+        }
+        ClusterSpec held = base_used ? uncalibrated(ev.c.profile) : shipped.at(ev.c.profile);
         held.node.quantised_expert_from_release.clear();
         std::vector<std::string> dropped;
         std::vector<std::string> refitted;
