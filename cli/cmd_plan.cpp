@@ -6,6 +6,7 @@
 #include "cli/report.hpp"
 #include "core/errors.hpp"
 #include "core/schedule.hpp"
+#include "costmodel/compute.hpp"
 #include "costmodel/risks.hpp"
 #include "planner/search.hpp"
 #include "simulator/simulate.hpp"
@@ -544,12 +545,9 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
         if (st.moe_a2a_overlap) {
             arg(os, "--overlap-moe-expert-parallel-comm");
         }
-        const bool job_groups = job.moe_router_groups > 0;
-        const int64_t groups = job_groups ? job.moe_router_groups : m.moe.router_groups;
-        if (groups > 0) {
+        if (const auto [groups, topk] = router_groups(m, job); groups > 0) {
             arg(os, "--moe-router-num-groups", std::to_string(groups));
-            arg(os, "--moe-router-group-topk",
-                std::to_string(job_groups ? job.moe_router_group_topk : m.moe.router_group_topk));
+            arg(os, "--moe-router-group-topk", std::to_string(topk));
         }
         if (job.moe_capacity > 0.0) {
             std::ostringstream c;
@@ -900,12 +898,9 @@ void print_bridge(std::ostream& os, const Inputs& in, const RankedPlan& best) {
             kv("comm_overlap.delay_wgrad_compute", "true");
             kv("model.moe_shared_expert_overlap", "false");
         }
-        const bool job_groups = job.moe_router_groups > 0;
-        const int64_t groups = job_groups ? job.moe_router_groups : m.moe.router_groups;
-        if (groups > 0) {
+        if (const auto [groups, topk] = router_groups(m, job); groups > 0) {
             kv("model.moe_router_num_groups", std::to_string(groups));
-            kv("model.moe_router_group_topk",
-               std::to_string(job_groups ? job.moe_router_group_topk : m.moe.router_group_topk));
+            kv("model.moe_router_group_topk", std::to_string(topk));
         }
     }
     kv("mixed_precision", bridge_precision(job));

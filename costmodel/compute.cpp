@@ -29,6 +29,13 @@ Seconds collective(Collective k, Bytes s, int64_t n, const GroupLink& l) {
 
 }  // namespace
 
+std::pair<int64_t, int64_t> router_groups(const ModelSpec& m, const JobSpec& job) {
+    if (job.moe_router_groups > 0) {
+        return {job.moe_router_groups, job.moe_router_group_topk};
+    }
+    return {m.moe.router_groups, m.moe.router_group_topk};
+}
+
 double expected_max_normal(int64_t n) {
     if (n <= 1) {
         return 0.0;
@@ -464,12 +471,8 @@ EpComm ep_dispatch(const ModelSpec& m, const JobSpec& job, const Plan& p, const 
             // domain is forwarded once over NVLink, (r - 1) / r of them.
             const AllToAllLinks& l = links.ep_a2a;
             const double rr = d(l.r);
-            const bool job_groups = job.moe_router_groups > 0;
-            a.nic = a.nic * nic_copy_ratio(l,
-                                           d(m.moe.top_k),
-                                           job_groups ? job.moe_router_groups : m.moe.router_groups,
-                                           job_groups ? job.moe_router_group_topk
-                                                      : m.moe.router_group_topk);
+            const auto [groups, group_topk] = router_groups(m, job);
+            a.nic = a.nic * nic_copy_ratio(l, d(m.moe.top_k), groups, group_topk);
             a.nvlink = a.nvlink + s * load * ((d(l.n) - rr) / d(l.n) * (rr - 1.0) / rr);
             const Seconds nvl = l.nvlink_bw.value() > 0.0 ? a.nvlink / l.nvlink_bw : seconds(1e30);
             const Seconds nic = l.nic_bw.value() > 0.0 ? a.nic / l.nic_bw : seconds(1e30);

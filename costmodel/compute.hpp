@@ -11,6 +11,8 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/flops.hpp"
 
+#include <utility>
+
 namespace cleave {
 
 /// Time of `g.count` GEMMs: FLOPs / (peak(dtype) * efficiency). The efficiency is the curve's
@@ -124,6 +126,10 @@ struct LayerCost {
 /// when groups > 0 (compute.cpp derives it).
 [[nodiscard]] double
 nic_copy_ratio(const AllToAllLinks& l, double top_k, int64_t groups, int64_t group_topk);
+
+/// The job's group-limited routing (groups, group_topk): its --moe-router-num-groups /
+/// --moe-router-group-topk when set, else the model's (HF n_group / topk_group); {0, 0} = none.
+[[nodiscard]] std::pair<int64_t, int64_t> router_groups(const ModelSpec& m, const JobSpec& job);
 
 /// E[max] of n independent standard normals, by Blom's plotting position (Blom 1958,
 /// "Statistical Estimates and Transformed Beta-Variables"): Phi^-1((n - 0.375) / (n + 0.25)).
