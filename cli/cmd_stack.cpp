@@ -69,7 +69,8 @@ nlohmann::json full_stack_json(const SoftwareStack& s) {
               {"a2a_overlap", s.moe_a2a_overlap},
               {"grouped_gemm", s.moe_grouped_gemm},
               {"grouped_gemm_streams", s.moe_grouped_gemm_streams},
-              {"sync_us", s.moe_sync_us}}},
+              {"sync_us", s.moe_sync_us},
+              {"probs_in_experts", s.moe_probs_in_experts}}},
             {"export",
              {{"torch_compile", s.torch_compile}, {"recompute_modules", s.recompute_modules}}}};
 }

@@ -236,7 +236,10 @@ Bytes moe_dispatch_buffer_bytes(const ModelSpec& m, const JobSpec& job, const Pl
     const double h = d(m.hidden);
     const double inner = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * tokens_per_gpu(job, p) *
                          d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t;
-    return bytes(ab * h * (got - copies) + ab * h * got + inner * (load - 1.0) + 12.0 * copies);
+    // The expert outputs the combine keeps for the probabilities' gradient: only where the
+    // probabilities scale them after the experts (the stack's [moe] probs_in_experts).
+    const double outputs = job.stack.moe_probs_in_experts ? 0.0 : ab * h * got;
+    return bytes(ab * h * (got - copies) + outputs + inner * (load - 1.0) + 12.0 * copies);
 }
 
 }  // namespace cleave

@@ -111,9 +111,12 @@ embedding_activation_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p
 /// MoE dispatch and permutation buffers one layer keeps for backward, beyond the one copy of
 /// the routed tokens activation_per_layer() counts (top_k x tokens x h / tp): the experts'
 /// input at its real size (all-gathered over etp, the busiest EP rank's load), the expert
-/// outputs unpermute keeps for the probabilities' gradient (Megatron-Core moe_utils.py unpermute
-/// @d98e8a64: output = permuted_tokens * probs), the (2)f intermediate at the busiest rank's
-/// load beyond the average, and per routed copy an fp32 probability and an int64 index.
+/// outputs the combine keeps for the probabilities' gradient where the probabilities scale the
+/// outputs (Megatron-Core core_v0.12 moe_utils.py unpermute: output = permuted_tokens * probs;
+/// torchtitan's score-after-experts) -- not where they scale the activation inside the experts
+/// (Megatron-Core >= 0.13 experts.py, stack [moe] probs_in_experts) --, the (2)f intermediate
+/// at the busiest rank's load beyond the average, and per routed copy an fp32 probability and
+/// an int64 index.
 [[nodiscard]] Bytes
 moe_dispatch_buffer_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
 

@@ -130,6 +130,11 @@ TEST_SUITE("core") {
         CHECK(s.moe_sync_us == 35.0);
         CHECK(s.moe_grouped_gemm_streams == 4);
         CHECK(none.moe_grouped_gemm_streams == 0);
+        CHECK_FALSE(s.moe_probs_in_experts);  // optional; absent = the combine scales outputs
+        const SoftwareStack w = parse_stack_toml(
+            replace(good_stack, "[export]", replace(moe, "sync_us = 35", "sync_us = 35\nprobs_in_experts = true")),
+            "s.toml");
+        CHECK(w.moe_probs_in_experts);
         // A dispatcher Megatron does not have, and an unknown key: file:line:col and key.
         std::string bad = replace(good_stack, "[export]", moe);
         bad = replace(bad, "\"deepep\"", "\"ring\"");

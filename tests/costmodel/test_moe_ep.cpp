@@ -467,6 +467,13 @@ TEST_SUITE("costmodel") {
         // = 33,554,432 + 100,663,296 + 352,321,536 + 98,304 = 486,637,568.
         j.moe_imbalance = 2.0;
         CHECK(moe_dispatch_buffer_bytes(m, j, p).value() == doctest::Approx(486637568.0));
+        // Probabilities applied inside the experts (Megatron-Core >= 0.13): the combine keeps
+        // no expert outputs, 12288 x 8192 B = 100,663,296 fewer: 385,974,272.
+        j.stack.moe_probs_in_experts = true;
+        CHECK(moe_dispatch_buffer_bytes(m, j, p).value() == doctest::Approx(385974272.0));
+        // Balanced again: only the probs and indices, 98,304.
+        j.moe_imbalance = 1.0;
+        CHECK(moe_dispatch_buffer_bytes(m, j, p).value() == doctest::Approx(98304.0));
     }
 
     TEST_CASE("moe: risks name the EP all-to-all leaving the NVLink domain and imbalance") {
