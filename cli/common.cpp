@@ -62,6 +62,10 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
     sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub.add_option("--job", f.job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
+    sub.add_flag("--expandable-segments",
+                 f.expandable_segments,
+                 "The run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the fit check "
+                 "counts the allocated peak plus the page residue, not the allocator's cache");
     sub.add_option("--memory-headroom",
                    f.memory_headroom,
                    "Memory kept free on top of the profile's reserved memory: GiB, or N% of the "
@@ -389,6 +393,9 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
             throw ConfigError("--moe-flex-dispatcher-backend needs --moe-token-dispatcher-type flex");
         }
         in.job.stack.moe_dispatcher = MoeDispatcher::deepep;
+    }
+    if (f.expandable_segments) {
+        in.job.stack.expandable_segments = true;
     }
     if (f.moe_a2a_overlap) {
         in.job.stack.moe_a2a_overlap = true;

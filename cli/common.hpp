@@ -56,6 +56,7 @@ struct JobFlags {
     int64_t moe_router_groups = 0;       // --moe-router-num-groups
     int64_t moe_router_group_topk = 0;   // --moe-router-group-topk
     bool moe_pad = false;                // --moe-pad (needs --moe-capacity)
+    bool expandable_segments = false;    // --expandable-segments (PYTORCH_CUDA_ALLOC_CONF)
     double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
     TrainFlags train;                    // registered by add_train_flags() only
 };

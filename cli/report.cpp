@@ -325,6 +325,12 @@ void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
           "# allocator reserves for them (max_memory_reserved: the stack's allocator_overhead);\n"
           "# out = the profile's memory outside the allocator (CUDA context, NCCL); total = rsv + "
           "out\n";
+    if (const MemoryBreakdown& pm = e.memory; pm.total < pm.allocated + pm.allocator + pm.reserved) {
+        os << "#   except under expandable segments: total = alloc + "
+           << f("%.0f", 100.0 * to_gib(pm.total - pm.allocated - pm.reserved) / to_gib(pm.allocated))
+           << " % page residue (a guess) + out, the allocator unmapping its free cached pages\n"
+              "#   before it reports OOM; rsv is what it holds when memory is ample\n";
+    }
     if (p.pp > 3) {
         os << "# stages 2.." << p.pp - 2
            << " hold what stage 1 holds, or less (fewer micro-batches "

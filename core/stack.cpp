@@ -180,6 +180,14 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
                 s.allocator_overhead = *f;
             }
         }
+        set(s.expandable_segments, r.flag("expandable_segments", Need::optional));
+        if (const auto f = r.quantity("expandable_residue", Need::optional, true)) {
+            if (*f >= 1.0) {
+                r.bad_value("expandable_residue", "must be below 1 (a fraction of the allocated peak)");
+            } else {
+                s.expandable_residue = *f;
+            }
+        }
         r.finish();
     }
     if (const toml::table* t = top.table("data_parallel", Need::required)) {

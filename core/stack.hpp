@@ -95,6 +95,13 @@ struct SoftwareStack {
     /// allocated peak (max_memory_reserved / max_memory_allocated - 1): 0.11, the figure every
     /// shipped stack carries with its source (stacks/*.toml).
     double allocator_overhead = 0.11;
+    /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: before it reports OOM the allocator
+    /// unmaps every free page of its segments (c10/cuda/CUDACachingAllocator.cpp release_blocks
+    /// -> unmap_block), so what a run needs is the allocated peak plus the pages free blocks
+    /// only partly cover, not the reserve it keeps when memory is ample (allocator_overhead).
+    bool expandable_segments = false;
+    /// That residue as a fraction of the allocated peak (a guess; see stacks/*.toml).
+    double expandable_residue = 0.02;
 
     // Data-parallel overlap.
     bool overlap_grad_reduce = true;    // DP grad reduce per bucket behind the backward

@@ -246,7 +246,15 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
                     mem.comm_buffers;
     mem.allocator = mem.allocated * x.job.stack.allocator_overhead;
     mem.reserved = x.c.gpu.reserved_memory;
-    mem.total = mem.allocated + mem.allocator + mem.reserved;
+    // What must fit: the reserve the allocator keeps (max_memory_reserved), or under expandable
+    // segments the allocated peak plus the pages its free blocks only partly cover -- it
+    // unmaps the rest before reporting OOM (SoftwareStack::expandable_segments).
+    const SoftwareStack& st = x.job.stack;
+    mem.total = mem.allocated +
+                (st.expandable_segments
+                     ? std::min(mem.allocator, mem.allocated * st.expandable_residue)
+                     : mem.allocator) +
+                mem.reserved;
     return mem;
 }
 

@@ -308,6 +308,32 @@ int64_t integer_at(const std::string& s, size_t at) {
     return v;
 }
 
+/// Whether Megatron-Bridge's performance launcher ran the row with
+/// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: scripts/performance/perf_plugins.py
+/// _set_model_specific_environment_variables at v0.2.0 (NeMo 25.11) sets it for Llama 3.1 405B
+/// pretraining on GB200 in fp8_cs / fp8_mx; v0.3.0 (26.02) adds DeepSeek-V3 on H100; v0.4.0
+/// (26.04) adds GB300 to the 405B rule and GB200 to DeepSeek-V3's. Every other recipe runs the
+/// default allocator.
+bool bridge_sets_expandable_segments(const Reader& r, const std::string& release) {
+    if (r.str("source_key").rfind("MBRIDGE", 0) != 0 || release.empty()) {
+        return false;
+    }
+    const std::string& model = r.str("model");
+    const std::string& gpu = r.str("gpu_type");
+    const std::string& precision = r.str("precision");
+    const bool gb200 = contains(gpu, "GB200");
+    const bool gb300 = contains(gpu, "GB300");
+    const bool h100 = contains(gpu, "H100");
+    const bool fp8 = contains(precision, "FP8");  // FP8-CS and MXFP8 (FP8-MX); not NVFP4
+    if (contains(model, "405B")) {
+        return fp8 && (gb200 || (gb300 && release >= "26.04"));
+    }
+    if (contains(model, "DeepSeek-V3")) {
+        return (h100 && release >= "26.02") || (gb200 && release >= "26.04");
+    }
+    return false;
+}
+
 /// CPU activation offloading from the row's notes: a matching preset's
 /// {"cpu_offloading_num_layers": N}, or the nearest preset's "CPU activation offloading of N
 /// layers" where it differs from the row in the global batch alone (per-GPU memory and time per
@@ -440,6 +466,11 @@ PublishedCase case_of(const Reader& r) {
     if (!c.release.empty()) {
         notes += "release " + c.release + "; ";
     }
+    c.expandable_segments = bridge_sets_expandable_segments(r, c.release);
+    if (c.expandable_segments) {
+        notes += "expandable_segments:True (the Megatron-Bridge perf launcher sets it for this "
+                 "model, GPU and precision); ";
+    }
     if (c.published_s <= 0.0 && c.metric == PublishedMetric::iteration_time) {
         convert_throughput(r, c, notes);
     }
@@ -541,6 +572,9 @@ void load_case_stack(PublishedCase& c) {
     }
     if (c.moe_flex_dispatcher) {
         c.job.stack.moe_dispatcher = MoeDispatcher::deepep;
+    }
+    if (c.expandable_segments) {
+        c.job.stack.expandable_segments = true;
     }
     if (!c.release.empty()) {
         c.job.stack.release = c.release;

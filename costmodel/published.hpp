@@ -41,6 +41,7 @@ struct PublishedCase {
     bool moe_a2a_overlap = false;  // the row's recipe overlaps the EP all-to-all (row notes);
                                    // set on the stack when it is loaded
     bool moe_flex_dispatcher = false;  // the preset runs the flex dispatcher (DeepEP / HybridEP)
+    bool expandable_segments = false;  // the recipe's launcher sets expandable_segments:True
     std::string release;  // the software release of the framework column ("26.02"), or 
     ModelSpec model;
     JobSpec job;
