@@ -799,8 +799,20 @@ const LayerParts& Estimator::parts(const Plan& plan) {
     return it->second;
 }
 
+const PlanLinks& Estimator::links(const Plan& plan) {
+    // Every Plan field plan_links() reads (collectives.cpp): the group sizes, etp through
+    // expert_tp(), and whether ZeRO-3 moves DP traffic onto one NIC per GPU.
+    const std::array<int64_t, 7> key{
+        plan.tp, plan.cp, plan.ep, expert_tp(plan), plan.dp, plan.pp, plan.zero >= 3 ? 1 : 0};
+    if (key != links_key_) {
+        links_ = plan_links(cluster_, plan);
+        links_key_ = key;
+    }
+    return links_;
+}
+
 Estimate Estimator::operator()(const Plan& plan) {
-    const PlanLinks links = plan_links(cluster_, plan);
+    const PlanLinks& links = this->links(plan);
     const LayerParts& lp = parts(plan);
     const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
     const Context x{model_, cluster_, job_, plan, links, lp, num_microbatches(plan, job_), whole};
@@ -825,7 +837,7 @@ std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check,
     if (!check.fits) {
         return std::nullopt;
     }
-    const PlanLinks links = plan_links(cluster_, plan);
+    const PlanLinks& links = this->links(plan);
     const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
     return assemble(
         Context{model_, cluster_, job_, plan, links, lp, micro, whole}, sm, model_flops_);

@@ -244,6 +244,9 @@ private:
     };
 
     const LayerParts& parts(const Plan& plan);
+    /// plan_links() of the plan, kept for the last group sizes seen: the planner varies the
+    /// knobs (mbs, recompute, sp, vpp, schedule) innermost under one (tp, cp, ep, etp, dp, pp).
+    const PlanLinks& links(const Plan& plan);
 
     const ModelSpec& model_;
     const ClusterSpec& cluster_;
@@ -254,6 +257,8 @@ private:
     std::array<const LayerParts*, 16> slots_{};  // by (recompute << 1 | sp) [+ 8 with a
                                                  // module list], into cache_
     std::array<uint16_t, 8> slot_mods_{};        // the module list of slots_[8 + i]
+    std::array<int64_t, 7> links_key_{};         // tp, cp, ep, etp, dp, pp, zero >= 3 of links_
+    PlanLinks links_;
 };
 
 [[nodiscard]] std::vector<Risk> describe_risks(const ModelSpec& model,
