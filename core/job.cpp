@@ -9,7 +9,10 @@ int optimizer_moments(Optimizer o) {
 double optimizer_state_bytes(const JobSpec& job) {
     const double w = bytes_of(job.weights);
     const double master_b = bytes_of(job.master_dtype);
-    const double master = (job.master_weights && w < master_b) ? master_b : 0.0;
+    // A master copy whenever the weights are 16-bit or narrower, in its own dtype: fp32
+    // (Megatron's default), fp16 (--main-params-dtype fp16) or the 16-bit shard Apex's
+    // DistributedFusedAdam keeps with dtype=bf16 (store_params); fp32 weights are their own.
+    const double master = (job.master_weights && w <= 2.0) ? master_b : 0.0;
     return master + bytes_of(job.optimizer_states) +
            (job.optimizer == Optimizer::adam ? bytes_of(job.optimizer_states_sq) : 0.0);
 }

@@ -28,7 +28,8 @@ struct JobSpec {
     /// --use-precision-aware-optimizer); the job TOML and --exp-avg-dtype alone set both.
     Dtype optimizer_states_sq = Dtype::fp32;
     bool master_weights = true;  // a master copy of the weights when `weights` is 16-bit or less
-    /// The master copy's dtype (Megatron --main-params-dtype fp32|fp16, precision-aware).
+    /// The master copy's dtype (Megatron --main-params-dtype fp32|fp16, precision-aware; bf16
+    /// for Apex DistributedFusedAdam with dtype=bf16, NeMo's distributed_fused_adam).
     Dtype master_dtype = Dtype::fp32;
     Optimizer optimizer = Optimizer::adam;
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
@@ -75,8 +76,9 @@ struct JobSpec {
 [[nodiscard]] int optimizer_moments(Optimizer o);
 
 /// Bytes per parameter the optimizer keeps: the master copy (master_dtype, when the weights are
-/// narrower) + m in optimizer_states + (Adam) v in optimizer_states_sq. Mixed-precision Adam:
-/// 4 + 4 + 4 = 12; Megatron's precision-aware optimizer with bf16 moments: 4 + 2 + 2 = 8.
+/// 16-bit or narrower) + m in optimizer_states + (Adam) v in optimizer_states_sq. Mixed-precision
+/// Adam: 4 + 4 + 4 = 12; Megatron's precision-aware optimizer with bf16 moments: 4 + 2 + 2 = 8,
+/// with fp16 main params too 2 + 2 + 2 = 6; Apex DistributedFusedAdam dtype=bf16: 2 + 2 + 2.
 [[nodiscard]] double optimizer_state_bytes(const JobSpec& job);
 
 }  // namespace cleave

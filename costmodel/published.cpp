@@ -210,6 +210,17 @@ JobSpec job_of(const Reader& r, std::string& notes) {
         j.weights = Dtype::fp8;
         notes += "FP8 primary weights (the Bridge precision recipe's fp8_param_gather=True); ";
     }
+    if (contains(r.str("source_locator"), "nemotron4-340b-synth.yaml")) {
+        // The row's recipe (NVIDIA/dgxc-benchmarking nemotron/nemotron4-340b-synth.yaml
+        // @8f5cbb37) runs NeMo's distributed_fused_adam with dtype: bf16, Apex
+        // DistributedFusedAdam's optimizer-state dtype: a bf16 parameter shard (store_params)
+        // and both moments in bf16. (nemotron4-15b-synth.yaml runs mcore_distributed_optim,
+        // fp32 states; the other DGXC recipes are not read here.)
+        j.master_dtype = Dtype::bf16;
+        j.optimizer_states = Dtype::bf16;
+        j.optimizer_states_sq = Dtype::bf16;
+        notes += "optimizer states bf16 (the recipe's distributed_fused_adam dtype: bf16); ";
+    }
     if (contains(fw, "2020") || contains(fw, "2021")) {
         // Megatron before the 2022 distributed optimizer reduced grads in the model dtype.
         j.grads = j.compute;

@@ -290,6 +290,25 @@ optimizer = "sgd"
         CHECK(model_state_bytes_per_param(j) == 12.0);
     }
 
+    TEST_CASE("job: the optimizer's bytes per parameter by master and moment dtypes") {
+        JobSpec j;  // bf16 weights, fp32 master, Adam with fp32 moments: 4 + 4 + 4
+        CHECK(optimizer_state_bytes(j) == 12.0);
+        // Megatron --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16:
+        // 4 + 2 + 2 = 8; with --main-params-dtype fp16 the fp16 master is kept: 2 + 2 + 2 = 6.
+        j.optimizer_states = Dtype::bf16;
+        j.optimizer_states_sq = Dtype::bf16;
+        CHECK(optimizer_state_bytes(j) == 8.0);
+        j.master_dtype = Dtype::fp16;
+        CHECK(optimizer_state_bytes(j) == 6.0);
+        // Apex DistributedFusedAdam dtype=bf16 (store_params): a bf16 shard + m + v = 6.
+        j.master_dtype = Dtype::bf16;
+        CHECK(optimizer_state_bytes(j) == 6.0);
+        // fp32 weights are their own master: 4 + 4 only.
+        j = JobSpec{};
+        j.weights = Dtype::fp32;
+        CHECK(optimizer_state_bytes(j) == 8.0);
+    }
+
     TEST_CASE("load: job errors (bad dtype, missing gpus, unknown key) come together") {
         expect_diagnostics(
             [] {
