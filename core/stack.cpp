@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <utility>
 
 namespace cleave {
 
@@ -173,21 +174,18 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.loss_buffers, r.quantity("loss_buffers", Need::optional));
         set(s.loss_parallel_buffers, r.quantity("loss_parallel_buffers", Need::optional));
         set(s.op_level_sac, r.flag("op_level_sac", Need::optional));
-        if (const auto f = r.quantity("allocator_overhead", Need::optional, true)) {
-            if (*f >= 1.0) {
-                r.bad_value("allocator_overhead", "must be below 1 (a fraction of the allocated peak)");
-            } else {
-                s.allocator_overhead = *f;
+        // Fractions of the allocated peak, each below 1.
+        for (auto [key, field] : {std::pair{"allocator_overhead", &s.allocator_overhead},
+                                  std::pair{"expandable_residue", &s.expandable_residue}}) {
+            if (const auto f = r.quantity(key, Need::optional, true)) {
+                if (*f >= 1.0) {
+                    r.bad_value(key, "must be below 1 (a fraction of the allocated peak)");
+                } else {
+                    *field = *f;
+                }
             }
         }
         set(s.expandable_segments, r.flag("expandable_segments", Need::optional));
-        if (const auto f = r.quantity("expandable_residue", Need::optional, true)) {
-            if (*f >= 1.0) {
-                r.bad_value("expandable_residue", "must be below 1 (a fraction of the allocated peak)");
-            } else {
-                s.expandable_residue = *f;
-            }
-        }
         r.finish();
     }
     if (const toml::table* t = top.table("data_parallel", Need::required)) {
