@@ -325,22 +325,20 @@ int64_t integer_at(const std::string& s, size_t at) {
 /// pretraining on GB200 in fp8_cs / fp8_mx; v0.3.0 (26.02) adds DeepSeek-V3 on H100; v0.4.0
 /// (26.04) adds GB300 to the 405B rule and GB200 to DeepSeek-V3's. Every other recipe runs the
 /// default allocator.
-bool bridge_sets_expandable_segments(const Reader& r, const std::string& release) {
-    if (r.str("source_key").rfind("MBRIDGE", 0) != 0 || release.empty()) {
+bool bridge_sets_expandable_segments(const Reader& r, const PublishedCase& c) {
+    if (r.str("source_key").rfind("MBRIDGE", 0) != 0 || c.release.empty()) {
         return false;
     }
     const std::string& model = r.str("model");
-    const std::string& gpu = r.str("gpu_type");
-    const std::string& precision = r.str("precision");
-    const bool gb200 = contains(gpu, "GB200");
-    const bool gb300 = contains(gpu, "GB300");
-    const bool h100 = contains(gpu, "H100");
-    const bool fp8 = contains(precision, "FP8");  // FP8-CS and MXFP8 (FP8-MX); not NVFP4
+    // The row's profile and priced precision, as case_of() read them: FP8-CS and MXFP8, not NVFP4.
+    const bool fp8 = c.job.compute == Dtype::fp8 || c.job.compute == Dtype::mxfp8;
+    const bool gb200 = c.profile == "gb200-nvl72";
+    const bool gb300 = c.profile == "gb300-nvl72";
     if (contains(model, "405B")) {
-        return fp8 && (gb200 || (gb300 && release >= "26.04"));
+        return fp8 && (gb200 || (gb300 && c.release >= "26.04"));  // YY.MM compare as text
     }
     if (contains(model, "DeepSeek-V3")) {
-        return (h100 && release >= "26.02") || (gb200 && release >= "26.04");
+        return (c.profile == "dgx-h100" && c.release >= "26.02") || (gb200 && c.release >= "26.04");
     }
     return false;
 }
@@ -477,7 +475,7 @@ PublishedCase case_of(const Reader& r) {
     if (!c.release.empty()) {
         notes += "release " + c.release + "; ";
     }
-    c.expandable_segments = bridge_sets_expandable_segments(r, c.release);
+    c.expandable_segments = bridge_sets_expandable_segments(r, c);
     if (c.expandable_segments) {
         notes += "expandable_segments:True (the Megatron-Bridge perf launcher sets it for this "
                  "model, GPU and precision); ";
