@@ -282,6 +282,71 @@ TEST_SUITE("costmodel") {
               doctest::Approx(kept.value()));
     }
 
+    TEST_CASE("memory: DeepSeek-V3 as its report trained it fits on h800") {
+        // arXiv:2412.19437 Sec. 3.2.3: RMSNorm and the MLA up-projections recomputed; Sec. 3.3.3:
+        // the SwiGLU output recomputed from its cached input. In Megatron's names: layernorm,
+        // mla_up_proj, moe_act. The report's layout (2048 H800, PP 16 x EP 64, ZeRO-1, FP8).
+        const std::string ds = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/deepseek-v3.config.json";
+        const ModelSpec m = load_model(ds);
+        JobSpec j;
+        j.gpus = 2048;
+        j.global_batch = 15360;
+        j.seq_len = 4096;
+        j.compute = Dtype::fp8;
+        j.fp8_recipe = Fp8Recipe::blockwise;
+        j.stack = load_stack("megatron-core");
+        Plan p;
+        p.pp = 16;
+        p.dp = 128;
+        p.ep = 64;
+        p.etp = 1;
+        p.zero = 1;
+        p.recompute = Recompute::selective;
+        p.recompute_modules = recompute_module::core_attn;
+        const Bytes plain = activation_per_layer(m, j, p, true, Recompute::selective);
+        p.recompute_modules =
+            recompute_module::layernorm | recompute_module::mla_up_proj | recompute_module::moe_act;
+        const Bytes report = activation_per_layer(m, j, p, true, Recompute::selective);
+        // Per token of one MoE layer, bf16 (2 B): mla_up_proj drops Q (128 heads x 192) and K, V
+        // as the kernel reads them (128 x (192 + 128)): 2 x (24,576 + 40,960) = 131,072 B;
+        // moe_act drops the 8 routed experts' SwiGLU outputs (8 x 2048): 2 x 16,384 = 32,768 B;
+        // layernorm frees nothing under Transformer Engine. x 4096 tokens:
+        // (131,072 + 32,768) x 4096 = 671,088,640 B.
+        CHECK((plain - report).value() == doctest::Approx(671088640.0));
+        // The whole job on h800: it fits (issue 24), and the peak is a middle stage.
+        const test::CliRun r = test::run_cleave(
+            {"explain", ds, "h800", "--gpus", "2048", "--gbs", "15360", "--seq", "4096", "--pp", "16",
+             "--ep", "64", "--etp", "1", "--mbs", "1", "--zero", "1", "--dtype", "fp8",
+             "--fp8-recipe", "blockwise", "--recompute-modules", "layernorm,mla_up_proj,moe_act",
+             "--first-stage-layers", "3", "--last-stage-layers", "2",
+             "--moe-flex-dispatcher-backend", "deepep", "--format", "json"});
+        CAPTURE(r.err);
+        REQUIRE(r.code == 0);
+        const auto e = nlohmann::json::parse(r.out);
+        CHECK(e["fits"].get<bool>());
+        CHECK(e["peak_memory_stage"].get<int>() == 1);
+        const auto& mem = e["memory_gib"];
+        CHECK(mem["total"].get<double>() + e["memory_headroom_gib"].get<double>() <=
+              e["usable_memory_gib"].get<double>());
+        // With Megatron's default selective set (core_attn only) the same layout does not fit:
+        // stage 1 keeps every MLA up-projection output and SwiGLU output of its 4 layers.
+        const test::CliRun d = test::run_cleave(
+            {"explain", ds, "h800", "--gpus", "2048", "--gbs", "15360", "--seq", "4096", "--pp", "16",
+             "--ep", "64", "--etp", "1", "--mbs", "1", "--zero", "1", "--dtype", "fp8",
+             "--fp8-recipe", "blockwise", "--recompute", "selective", "--first-stage-layers", "3",
+             "--last-stage-layers", "2", "--moe-flex-dispatcher-backend", "deepep", "--format",
+             "json"});
+        REQUIRE(d.code == 0);
+        const auto de = nlohmann::json::parse(d.out);
+        CHECK_FALSE(de["fits"].get<bool>());
+        // Stage 1 of 16 under 1F1B holds 16 - 1 = 15 micro-batches of its 4 MoE layers (60
+        // layer-micro-batches), and in backward rematerialises one layer whole, which costs the
+        // same in both settings (everything minus what each keeps): 60 - 1 = 59 x 671,088,640 B.
+        const double diff = (de["memory_gib"]["activations"].get<double>() -
+                             mem["activations"].get<double>()) * GiB / 671088640.0;
+        CHECK(diff == doctest::Approx(59.0).epsilon(1e-9));
+    }
+
     TEST_CASE("published memory: every row with a stated plan within 10 % on average, 25 % worst") {
         const auto cases = parse_public_memory(memory_csv(), "public_memory.csv");
         REQUIRE(cases.size() == 28);
