@@ -5,5 +5,5 @@ target_link_libraries(bench_planner PRIVATE cleave_planner benchmark::benchmark 
 target_compile_definitions(bench_planner PRIVATE CLEAVE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 
 add_executable(planner_public_runs ${CMAKE_CURRENT_SOURCE_DIR}/planner_public_runs.cpp)
-target_link_libraries(planner_public_runs PRIVATE cleave_planner cleave_costmodel cleave_warnings)
+target_link_libraries(planner_public_runs PRIVATE cleave_planner cleave_published cleave_warnings)
 target_compile_definitions(planner_public_runs PRIVATE CLEAVE_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -2,11 +2,11 @@
 // shipped profile: is the authors' plan feasible in cleave, where does it rank among all
 // feasible plans (fastest iteration first), and is cleave's top plan predicted no slower?
 //   build/<dir>/bench/planner_public_runs /work/shared/validation/public_runs.csv [hwprofiles]
-// Rows are read by the fidelity check's parser (costmodel/published.hpp), so model, job
+// Rows are read by the fidelity check's parser (published/published.hpp), so model, job
 // assumptions (e.g. 16-bit grads before 2022), plan and profile are the ones `cleave published`
 // prices. Prints one '#'-commented table; exit 1 when a describable row fails the check.
 #include "core/load.hpp"
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 #include "planner/search.hpp"
 
 #include <array>

@@ -5,8 +5,8 @@
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "core/stack.hpp"
-#include "costmodel/published.hpp"
-#include "costmodel/published_memory.hpp"
+#include "published/published.hpp"
+#include "published/published_memory.hpp"
 
 #include <algorithm>
 #include <cmath>

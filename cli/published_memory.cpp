@@ -2,8 +2,8 @@
 
 #include "core/load.hpp"
 #include "core/stack.hpp"
-#include "costmodel/published.hpp"
-#include "costmodel/published_memory.hpp"
+#include "published/published.hpp"
+#include "published/published_memory.hpp"
 
 #include <algorithm>
 #include <cstdio>

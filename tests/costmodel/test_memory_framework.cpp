@@ -9,8 +9,8 @@
 #include "costmodel/estimate.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
-#include "costmodel/published.hpp"
-#include "costmodel/published_memory.hpp"
+#include "published/published.hpp"
+#include "published/published_memory.hpp"
 #include "tests/cli_run.hpp"
 
 #include <cmath>

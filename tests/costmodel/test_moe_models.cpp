@@ -9,7 +9,7 @@
 #include "costmodel/estimate.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <fstream>

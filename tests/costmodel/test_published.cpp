@@ -1,7 +1,7 @@
 // Fidelity against published runs: a real bound on the error of the shipped profiles.
 #include "core/calibration.hpp"
 #include "core/load.hpp"
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 
 #include <fstream>
 #include <map>

@@ -1,6 +1,6 @@
 // Reading published runs as they are written: the stack from the framework column, loose GPU
 // names, sharding spelled out, TFLOP/s-only rows converted with the source's FLOP convention.
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 
 #include <fstream>
 #include <sstream>

@@ -4,7 +4,7 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>

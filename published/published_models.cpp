@@ -2,7 +2,7 @@
 // Megatron-Bridge's FLOP convention for them (the TFLOP/s of public_runs_2025.csv).
 #include "core/load_detail.hpp"
 #include "costmodel/flops.hpp"
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 
 #include <filesystem>
 #include <string>

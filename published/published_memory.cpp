@@ -1,10 +1,10 @@
-#include "costmodel/published_memory.hpp"
+#include "published/published_memory.hpp"
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
-#include "costmodel/csv_row.hpp"
+#include "published/csv_row.hpp"
 #include "costmodel/estimate.hpp"
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 
 #include <charconv>
 #include <map>

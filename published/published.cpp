@@ -1,11 +1,11 @@
-#include "costmodel/published.hpp"
+#include "published/published.hpp"
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "core/stack.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
-#include "costmodel/csv_row.hpp"
+#include "published/csv_row.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/precision.hpp"
