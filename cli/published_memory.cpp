@@ -4,6 +4,7 @@
 #include "core/stack.hpp"
 #include "published/published.hpp"
 #include "published/published_memory.hpp"
+#include "published/fidelity.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -16,45 +17,7 @@ namespace cleave::cli {
 
 namespace {
 
-struct Checked {
-    MemoryCase c;
-    MemoryResult r;
-};
-
-std::vector<Checked> check_all(std::vector<MemoryCase> cases) {
-    std::map<std::string, ClusterSpec> clusters;
-    const std::vector<std::string> profiles = shipped_profiles();
-    std::vector<Checked> out;
-    for (auto& c : cases) {
-        if (c.expressible &&
-            std::find(profiles.begin(), profiles.end(), c.profile) == profiles.end()) {
-            c.expressible = false;
-            c.reason = "no shipped profile '" + c.profile + "' (cleave hw list)";
-        }
-        if (c.expressible) {
-            const bool grads_from_row = c.job.grads != JobSpec{}.grads;
-            c.job.stack = load_stack(c.stack);
-            if (!grads_from_row) {
-                c.job.grads = c.job.stack.grad_dtype;
-            }
-            const auto broken = check_plan(c.model, c.job, c.plan);
-            if (!broken.empty()) {
-                c.expressible = false;
-                c.reason = "plan cannot be expressed: " + broken.front();
-            }
-        }
-        Checked ch{c, {}};
-        if (c.expressible) {
-            auto it = clusters.find(c.profile);
-            if (it == clusters.end()) {
-                it = clusters.emplace(c.profile, load_cluster(c.profile)).first;
-            }
-            ch.r = evaluate_memory(ch.c, it->second);
-        }
-        out.push_back(std::move(ch));
-    }
-    return out;
-}
+using Checked = CheckedMemory;
 
 std::string plan_cell(const Plan& p) {
     char buf[96];
@@ -235,7 +198,7 @@ void print_published_memory(const std::string& path,
                             const std::string& csv,
                             const std::string& format,
                             CliContext& ctx) {
-    const auto rows = check_all(parse_public_memory(csv, path));
+    const auto rows = check_memory_cases(parse_public_memory(csv, path));
     if (format == "json") {
         ctx.out << to_json(rows, path).dump(2) << "\n";
     } else {
