@@ -1,8 +1,9 @@
-#include "cli/export_torchtitan.hpp"
+// torchtitan job configuration for a plan (`cleave plan --format torchtitan`).
+#include "export/export.hpp"
 
 #include <string>
 
-namespace cleave::cli {
+namespace cleave {
 
 namespace {
 
@@ -43,9 +44,8 @@ std::string model_part(const ModelSpec& m, const Plan& p, int64_t s, int64_t c) 
 
 }  // namespace
 
-void print_torchtitan(std::ostream& os, const Inputs& in, const RankedPlan& best) {
+void write_torchtitan(std::ostream& os, const ModelSpec& model, const JobSpec& job, const RankedPlan& best) {
     const Plan& p = best.plan;
-    const JobSpec& job = in.job;
     const int64_t m = num_microbatches(p, job);
     os << "# torchtitan job configuration for " << to_string(p) << "\n";
     os << "# Trainer.Config field paths at pytorch/torchtitan@b5bcd76c66 (config/configs.py); "
@@ -82,11 +82,11 @@ void print_torchtitan(std::ostream& os, const Inputs& in, const RankedPlan& best
         os << "module_fqns_per_model_part = [\n";
         for (int64_t c = 0; c < p.vpp; ++c) {
             for (int64_t s = 0; s < p.pp; ++s) {
-                os << "  " << model_part(in.model, p, s, c) << ",\n";
+                os << "  " << model_part(model, p, s, c) << ",\n";
             }
         }
         os << "]\n";
     }
 }
 
-}  // namespace cleave::cli
+}  // namespace cleave

@@ -1,0 +1,297 @@
+// Megatron-LM arguments for a plan (`cleave plan --format megatron`).
+#include "core/errors.hpp"
+#include "core/schedule.hpp"
+#include "costmodel/compute.hpp"
+#include "export/detail.hpp"
+#include "export/export.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace cleave {
+
+namespace exporters {
+
+/// The layer map in Megatron-LM's own flags (megatron/training/arguments.py and
+/// transformer_config.py at d98e8a64ddf34856e74b24714e3bedb2f5a39553): even stages need none
+/// (interleaved: --num-layers-per-virtual-pipeline-stage); one layer short on the first / last
+/// stage is --account-for-embedding/loss-in-pipeline-split; first / last counts that split over
+/// the virtual chunks are --decoder-first/last-pipeline-num-layers; anything else is written as
+/// --pipeline-model-parallel-layout.
+void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
+    const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;
+    if (!uneven_stages(m.layers, p) && (!interleaved || m.layers % (p.pp * p.vpp) == 0)) {
+        if (interleaved) {
+            arg(os,
+                "--num-layers-per-virtual-pipeline-stage",
+                std::to_string(m.layers / (p.pp * p.vpp)));
+        }
+        return;
+    }
+    const StageLayers sl = stage_layers(m.layers, p);
+    const int64_t v = interleaved ? p.vpp : 1;
+    const int64_t per_rank = p.pp > 2 ? sl.middle : std::max(sl.first, sl.last);
+    const bool emb = sl.first == per_rank - 1;
+    const bool loss = sl.last == per_rank - 1;
+    const bool by_account =
+        (emb || sl.first == per_rank) && (loss || sl.last == per_rank) && per_rank % v == 0;
+    const bool by_ends = sl.first % v == 0 && sl.last % v == 0 && sl.middle % v == 0;
+    if (by_account) {
+        if (emb) {
+            arg(os, "--account-for-embedding-in-pipeline-split");
+        }
+        if (loss) {
+            arg(os, "--account-for-loss-in-pipeline-split");
+        }
+    } else if (by_ends) {
+        arg(os, "--decoder-first-pipeline-num-layers", std::to_string(sl.first));
+        arg(os, "--decoder-last-pipeline-num-layers", std::to_string(sl.last));
+    } else {
+        arg(os, "--pipeline-model-parallel-layout", to_layout(m.layers, p));
+        return;  // the layout carries the virtual stages
+    }
+    if (interleaved) {
+        arg(os, "--num-virtual-stages-per-pipeline-rank", std::to_string(p.vpp));
+    }
+}
+
+}  // namespace exporters
+
+using namespace exporters;
+
+namespace {
+
+void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
+    arg(os, "--num-layers", std::to_string(m.layers));
+    arg(os, "--hidden-size", std::to_string(m.hidden));
+    arg(os, "--num-attention-heads", std::to_string(m.heads));
+    if (m.kv_heads != m.heads) {
+        arg(os, "--group-query-attention");
+        arg(os, "--num-query-groups", std::to_string(m.kv_heads));
+    }
+    arg(os, "--ffn-hidden-size", std::to_string(m.ffn_hidden));
+    arg(os, "--seq-length", std::to_string(job.seq_len));
+    arg(os, "--max-position-embeddings", std::to_string(std::max(job.seq_len, m.seq_len)));
+    if (m.mlp == MlpKind::swiglu) {
+        arg(os, "--swiglu");
+    }
+    if (m.norm == NormKind::rmsnorm) {
+        arg(os, "--normalization", "RMSNorm");
+    }
+    if (m.positions == PositionKind::rope) {
+        arg(os, "--position-embedding-type", "rope");
+    }
+    if (!m.tied_embeddings) {
+        arg(os, "--untie-embeddings-and-output-weights");
+    }
+    if (!m.linear_bias) {
+        arg(os, "--disable-bias-linear");
+    }
+    if (m.moe.enabled()) {
+        arg(os, "--num-experts", std::to_string(m.moe.experts));
+        arg(os, "--moe-router-topk", std::to_string(m.moe.top_k));
+        arg(os, "--moe-ffn-hidden-size", std::to_string(m.moe.expert_ffn_hidden));
+        if (m.moe.layer_freq != 1) {
+            arg(os, "--moe-layer-freq", std::to_string(m.moe.layer_freq));
+        }
+        // The stack's [moe] table (Megatron-Core transformer_config.py @d98e8a64, whose fields
+        // arguments.py turns into flags): deepep is the flex
+        // dispatcher with the DeepEP backend.
+        const SoftwareStack& st = job.stack;
+        const bool flex = st.moe_dispatcher == MoeDispatcher::deepep;
+        arg(os, "--moe-token-dispatcher-type", flex ? "flex" : to_string(st.moe_dispatcher));
+        if (flex) {
+            arg(os, "--moe-flex-dispatcher-backend", "deepep");
+        }
+        if (st.moe_grouped_gemm) {
+            arg(os, "--moe-grouped-gemm");
+        }
+        if (st.moe_a2a_overlap) {
+            arg(os, "--overlap-moe-expert-parallel-comm");
+        }
+        if (const auto [groups, topk] = router_groups(m, job); groups > 0) {
+            arg(os, "--moe-router-num-groups", std::to_string(groups));
+            arg(os, "--moe-router-group-topk", std::to_string(topk));
+        }
+        if (job.moe_capacity > 0.0) {
+            std::ostringstream c;
+            c << job.moe_capacity;
+            arg(os, "--moe-expert-capacity-factor", c.str());
+            if (job.moe_pad) {
+                arg(os, "--moe-pad-expert-input-to-capacity");
+            }
+        }
+    }
+}
+
+/// Megatron's default micro-batch group is pp; another one (m not a multiple of pp) is a flag.
+void megatron_group_args(Args& os, const JobSpec& job, const Plan& p) {
+    const int64_t m = num_microbatches(p, job);
+    if (p.schedule == Schedule::interleaved && p.vpp > 1 && interleave_group(p.pp, m) != p.pp) {
+        arg(os,
+            "--microbatch-group-size-per-virtual-pipeline-stage",
+            std::to_string(interleave_group(p.pp, m)));
+    }
+}
+
+void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    arg(os, "--tensor-model-parallel-size", std::to_string(p.tp));
+    arg(os, "--pipeline-model-parallel-size", std::to_string(p.pp));
+    arg(os, "--context-parallel-size", std::to_string(p.cp));
+    if (m.moe.enabled()) {
+        arg(os, "--expert-model-parallel-size", std::to_string(p.ep));
+        // Megatron-Core arguments.py: --expert-tensor-parallel-size (default: tp).
+        arg(os, "--expert-tensor-parallel-size", std::to_string(expert_tp(p)));
+    }
+    megatron_layout_args(os, m, p);
+    megatron_group_args(os, job, p);
+    arg(os, "--micro-batch-size", std::to_string(p.mbs));
+    arg(os, "--global-batch-size", std::to_string(job.global_batch));
+    if (p.sp) {
+        arg(os, "--sequence-parallel");
+    }
+    if (p.recompute == Recompute::selective) {
+        arg(os, "--recompute-granularity", "selective");
+        if (p.recompute_modules != 0) {
+            arg(os, "--recompute-modules", recompute_modules_string(p.recompute_modules));
+        }
+    } else if (p.recompute == Recompute::full) {
+        arg(os, "--recompute-granularity", "full");
+        arg(os,
+            "--recompute-method",
+            p.recompute_method == RecomputeMethod::block ? "block" : "uniform");
+        arg(os, "--recompute-num-layers", std::to_string(std::max<int64_t>(1, p.recompute_layers)));
+    }
+    if (p.offload_layers > 0) {
+        arg(os, "--cpu-offloading");
+        arg(os, "--cpu-offloading-num-layers", std::to_string(p.offload_layers));
+    }
+    if (p.zero >= 1) {
+        arg(os, "--use-distributed-optimizer");
+    }
+    if (p.zero >= 2) {
+        arg(os, "--use-megatron-fsdp");
+        arg(os,
+            "--data-parallel-sharding-strategy",
+            p.zero == 2 ? "optim_grads" : "optim_grads_params");
+        arg(os, "--no-gradient-accumulation-fusion");
+    }
+}
+
+/// Megatron-LM's spelling of the quantised precisions (megatron/core/transformer/
+/// transformer_config.py @d98e8a64: fp8 -> --fp8-format e4m3|hybrid, fp8_recipe -> --fp8-recipe
+/// tensorwise|delayed|mxfp8|blockwise, fp4 -> --fp4-format e2m1, fp4_recipe -> --fp4-recipe nvfp4).
+/// Hybrid (E4M3 forward, E5M2 gradients) for per-tensor FP8; E4M3 throughout for the block
+/// recipes, as Transformer Engine's MXFP8 and blockwise recipes use (their docs @d0067d0d).
+void megatron_precision_args(Args& args, const JobSpec& job) {
+    switch (job.compute) {
+    case Dtype::fp8:
+        arg(args, "--fp8-format", job.fp8_recipe == Fp8Recipe::blockwise ? "e4m3" : "hybrid");
+        arg(args, "--fp8-recipe", to_string(job.fp8_recipe));
+        break;
+    case Dtype::mxfp8:
+        arg(args, "--fp8-format", "e4m3");
+        arg(args, "--fp8-recipe", "mxfp8");
+        break;
+    case Dtype::nvfp4:
+        arg(args, "--fp4-format", "e2m1");
+        arg(args, "--fp4-recipe", "nvfp4");
+        break;
+    default:
+        return;
+    }
+    if (job.weights == Dtype::fp8) {
+        arg(args, "--fp8-param-gather");
+    }
+    if (job.bf16_layers_start + job.bf16_layers_end > 0) {
+        arg(args, "--first-last-layers-bf16");
+        arg(args, "--num-layers-at-start-in-bf16", std::to_string(job.bf16_layers_start));
+        arg(args, "--num-layers-at-end-in-bf16", std::to_string(job.bf16_layers_end));
+    }
+}
+
+// The flags of what the price assumed of the stack (stacks/*.toml): an export that dropped one
+// would launch a job slower or larger than predicted. Names: NVIDIA/Megatron-LM@d98e8a64
+// megatron/training/arguments.py and the dataclass fields it turns into flags
+// (megatron/core/model_parallel_config.py, transformer/transformer_config.py).
+void megatron_stack_args(Args& os, const JobSpec& job, const Plan& p) {
+    const SoftwareStack& s = job.stack;
+    if (s.attention == AttentionImpl::fused) {
+        arg(os, "--attention-backend", "fused");
+    } else {
+        arg(os, "--attention-backend", "unfused");
+    }
+    if (!s.hidden_dropout) {
+        arg(os, "--hidden-dropout", "0.0");
+        arg(os, "--attention-dropout", "0.0");
+    }
+    if (s.fused_cross_entropy) {
+        arg(os, "--cross-entropy-loss-fusion");
+        arg(os, "--cross-entropy-fusion-impl", "te");
+    }
+    if (job.grads == Dtype::bf16 && job.compute == Dtype::bf16) {
+        arg(os, "--grad-reduce-in-bf16");
+    }
+    if (s.overlap_grad_reduce && p.dp * p.cp > 1) {
+        arg(os, "--overlap-grad-reduce");
+    }
+    if (s.overlap_param_gather && p.zero >= 1 && p.dp * p.cp > 1) {
+        arg(os, "--overlap-param-gather");
+    }
+    if (s.tp_comm_overlap && p.sp && p.tp > 1) {
+        arg(os, "--tp-comm-overlap");
+    }
+    if (p.recompute == Recompute::selective && p.recompute_modules == 0 &&
+        !s.recompute_modules.empty()) {
+        std::string mods;
+        for (const auto& m : s.recompute_modules) {
+            mods += (mods.empty() ? "" : " ") + m;
+        }
+        arg(os, "--recompute-modules", mods);
+    }
+}
+
+}  // namespace
+
+/// An export is written for the stack's own framework; for another it would drop what the
+/// price assumed, so it stops (exit 2) and says which --stack would fit.
+void require_framework(const JobSpec& job, StackFramework want, const char* format) {
+    if (job.stack.framework != want) {
+        throw ConfigError(std::string("--format ") + format + ": the plan was priced for stack '" +
+                          job.stack.name + "' (framework " + to_string(job.stack.framework) +
+                          "), not " + to_string(want) + "; choose a " + to_string(want) +
+                          " stack with --stack (cleave stack list) or another --format");
+    }
+}
+
+void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job, const RankedPlan& best) {
+    const Plan& p = best.plan;
+        os << "# Megatron-LM arguments (megatron/training/arguments.py) for " << to_string(p) << "\n";
+    os << "# predicted " << f("%.3f", best.estimate.iteration_time.value()) << " s per iteration, "
+       << f("%.0f", best.estimate.tokens_per_s) << " tokens/s; world size " << plan_gpus(p)
+       << " = tp " << p.tp << " x pp " << p.pp << " x cp " << p.cp << " x dp " << p.dp << "\n";
+    os << "# vocabulary " << model.vocab
+       << " comes from the tokenizer (--vocab-size with --tokenizer-type NullTokenizer)\n";
+    if (p.schedule == Schedule::gpipe) {
+        os << "# Megatron-LM has no GPipe schedule; its default 1F1B has the same bubble\n";
+    }
+    if (p.zero >= 2) {
+        os << "# ZeRO-" << p.zero
+           << " is Megatron-FSDP; older releases spell it --use-custom-fsdp\n";
+    }
+    Args args;
+    megatron_model_args(args, model, job);
+    megatron_plan_args(args, model, job, p);
+    megatron_stack_args(args, job, p);
+    if (job.compute == Dtype::fp16) {
+        arg(args, "--fp16");
+    } else if (job.compute != Dtype::fp32) {
+        arg(args, "--bf16");  // fp32 is Megatron's default and has no flag
+    }
+    megatron_precision_args(args, job);
+    for (std::size_t i = 0; i < args.size(); ++i) {
+        os << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
+    }
+}
+
+}  // namespace cleave
