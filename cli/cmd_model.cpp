@@ -4,6 +4,7 @@
 #include "core/load.hpp"
 #include "core/model.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -58,6 +59,19 @@ nlohmann::json breakdown_json(const ModelSpec& m) {
                          params_shared_expert(m) +
                          m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden);
     }
+    if (is_hybrid(m)) {
+        // A hybrid layer is one block and its pre-norm (core params_layer).
+        b.erase("dense_layer");
+        b["norms"] = params_norm(m, m.hidden);
+        const int64_t norm = params_norm(m, m.hidden);
+        b["mamba_layer"] = params_mamba_layer(m);
+        b["attention_layer"] = params_attention(m) + norm;
+        b["mlp_layer"] = params_mlp(m, m.ffn_hidden) + norm;
+        if (m.moe.enabled()) {
+            b["moe_layer"] = params_router(m) + params_shared_expert(m) +
+                             m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden) + norm;
+        }
+    }
     if (m.mtp_layers > 0) {
         b["mtp"] = params_mtp(m);
     }
@@ -75,6 +89,10 @@ std::string convention_of(const ModelSpec& m) {
     if (m.moe.enabled()) {
         c += "; params_active counts top_k routed + shared experts, the embedding included "
              "(params_active_no_embedding leaves the input embedding out)";
+    }
+    if (is_hybrid(m)) {
+        c += "; a hybrid model's layers are one block each (Mamba-2, attention, MLP or MoE) with "
+             "its pre-norm, params_per_layer their mean";
     }
     return c;
 }
@@ -116,7 +134,10 @@ nlohmann::json model_json(const ModelSpec& m, int64_t pp) {
     j["qkv_bias"] = m.qkv_bias;
     j["params_total"] = params_total(m);
     j["params_active"] = params_active(m);
-    j["params_per_layer"] = params_per_layer(m);
+    // A hybrid model's layers differ by kind: the mean over its layers (breakdown has each kind).
+    j["params_per_layer"] = is_hybrid(m) ? (params_total(m) - params_embedding(m) - params_head(m)) /
+                                               std::max<int64_t>(1, m.layers)
+                                         : params_per_layer(m);
     j["params_embedding"] = params_embedding(m);
     j["params_head"] = params_head(m);
     j["params_active_no_embedding"] = params_active(m) - m.vocab * m.hidden;
@@ -135,6 +156,25 @@ nlohmann::json model_json(const ModelSpec& m, int64_t pp) {
                     {"shared_ffn_hidden", m.moe.shared_ffn_hidden},
                     {"router_bias", m.moe.router_bias},
                     {"moe_layers", moe_layer_count(m)}};
+    }
+    j["hybrid"] = nullptr;
+    if (is_hybrid(m)) {
+        std::string pattern;
+        for (const LayerKind k : m.layer_kinds) {
+            pattern += layer_kind_letter(k);
+        }
+        j["hybrid"] = {{"pattern", pattern},
+                       {"mamba_layers", kind_count(m, LayerKind::mamba, 0, m.layers)},
+                       {"attention_layers", kind_count(m, LayerKind::attention, 0, m.layers)},
+                       {"mlp_layers", kind_count(m, LayerKind::mlp, 0, m.layers)},
+                       {"moe_layers", kind_count(m, LayerKind::moe, 0, m.layers)},
+                       {"mamba_heads", m.mamba.heads},
+                       {"mamba_head_dim", m.mamba.head_dim},
+                       {"mamba_d_inner", m.mamba.d_inner()},
+                       {"mamba_state", m.mamba.state},
+                       {"mamba_groups", m.mamba.groups},
+                       {"mamba_conv_kernel", m.mamba.conv_kernel},
+                       {"mamba_chunk", m.mamba.chunk}};
     }
     if (pp > 0) {
         nlohmann::json stages = nlohmann::json::array();
@@ -193,6 +233,11 @@ void print_table(std::ostream& out, const nlohmann::json& j) {
     if (!j["moe"].is_null()) {
         for (const auto& [k, v] : j["moe"].items()) {
             row("moe." + k, v);
+        }
+    }
+    if (!j["hybrid"].is_null()) {
+        for (const auto& [k, v] : j["hybrid"].items()) {
+            row("hybrid." + k, v);
         }
     }
     row("mtp_layers", j["mtp_layers"]);

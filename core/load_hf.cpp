@@ -475,23 +475,129 @@ void read_nemotron(JsonReader& r, ModelSpec& m) {
     m.linear_bias = attention_bias;
 }
 
+// The layer kinds of a NemotronHConfig: hybrid_override_pattern, one letter a layer (M Mamba-2,
+// * attention, - MLP, E MoE; transformers configuration_nemotron_h.py), or the list
+// layers_block_type ("mamba", "attention", "mlp", "moe") newer configs write instead.
+std::vector<LayerKind> read_layer_kinds(JsonReader& r) {
+    std::vector<LayerKind> kinds;
+    const json* p = r.value("hybrid_override_pattern");
+    if (p != nullptr && p->is_string()) {
+        for (const char c : p->get<std::string>()) {
+            switch (c) {
+            case 'M':
+                kinds.push_back(LayerKind::mamba);
+                break;
+            case '*':
+                kinds.push_back(LayerKind::attention);
+                break;
+            case '-':
+                kinds.push_back(LayerKind::mlp);
+                break;
+            case 'E':
+                kinds.push_back(LayerKind::moe);
+                break;
+            default:
+                r.error("hybrid_override_pattern",
+                        std::string("'hybrid_override_pattern' has '") + c +
+                            "': cleave reads M (Mamba-2), * (attention), - (MLP) and E (MoE)");
+                return {};
+            }
+        }
+        return kinds;
+    }
+    const json* list = r.value("layers_block_type");
+    if (list != nullptr && list->is_array()) {
+        for (const json& e : *list) {
+            const std::string t = e.is_string() ? e.get<std::string>() : "";
+            if (t == "mamba") {
+                kinds.push_back(LayerKind::mamba);
+            } else if (t == "attention") {
+                kinds.push_back(LayerKind::attention);
+            } else if (t == "mlp") {
+                kinds.push_back(LayerKind::mlp);
+            } else if (t == "moe") {
+                kinds.push_back(LayerKind::moe);
+            } else {
+                r.error("layers_block_type",
+                        "'layers_block_type' has '" + t +
+                            "': cleave reads mamba, attention, mlp and moe");
+                return {};
+            }
+        }
+        return kinds;
+    }
+    r.error("hybrid_override_pattern",
+            "missing required key 'hybrid_override_pattern' (or 'layers_block_type'): the kind "
+            "of each layer");
+    return kinds;
+}
+
+// NemotronHConfig (transformers configuration_nemotron_h.py / modeling_nemotron_h.py; Megatron-
+// Bridge models/nemotronh/nemotron_h_provider.py @0fbfe7d3e9, v0.4.0): a hybrid of Mamba-2,
+// attention, squared-ReLU MLP and MoE layers, each a single block with an RMSNorm before it;
+// the MoE layers' experts and shared expert are squared-ReLU MLPs (up + down, priced as
+// MlpKind::gelu: same shapes), the router keeps one correction bias per expert (sigmoid scores,
+// e_score_correction_bias). No positional embedding in the attention layers (Bridge: "none";
+// priced as rope, which has no parameters).
+void read_nemotron_h(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    m.mlp = MlpKind::gelu;
+    m.norm = NormKind::rmsnorm;
+    m.positions = PositionKind::rope;
+    m.linear_bias = false;
+    read_dims(r, m);
+    set(m.head_size, r.size("head_dim", Need::optional));
+    for (const char* key : {"attention_bias", "mlp_bias", "use_bias"}) {
+        if (r.flag(key).value_or(false)) {
+            r.error(key, std::string("'") + key + "' = true: cleave prices Nemotron-H without "
+                         "linear biases, as every published Nemotron-H config has it");
+        }
+    }
+    set(m.mamba.heads, r.size("mamba_num_heads", Need::required));
+    set(m.mamba.head_dim, r.size("mamba_head_dim", Need::required));
+    set(m.mamba.state, r.size("ssm_state_size", Need::required));
+    set(m.mamba.groups, r.size("n_groups", Need::required));
+    set(m.mamba.conv_kernel, r.size("conv_kernel", Need::optional));
+    set(m.mamba.chunk, r.size("chunk_size", Need::optional));
+    if (!r.flag("use_conv_bias").value_or(true)) {
+        r.error("use_conv_bias", "'use_conv_bias' = false: cleave counts the conv1d bias");
+    }
+    m.layer_kinds = read_layer_kinds(r);
+    if (!m.layer_kinds.empty() && static_cast<int64_t>(m.layer_kinds.size()) != m.layers) {
+        r.error("hybrid_override_pattern",
+                "the layer pattern has " + std::to_string(m.layer_kinds.size()) +
+                    " layers, 'num_hidden_layers' says " + std::to_string(m.layers));
+    }
+    const bool moe = std::find(m.layer_kinds.begin(), m.layer_kinds.end(), LayerKind::moe) !=
+                     m.layer_kinds.end();
+    if (moe) {
+        set(m.moe.experts, r.size("n_routed_experts", Need::required));
+        set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
+        set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
+        const int64_t shared = r.size("n_shared_experts", Need::optional).value_or(0);
+        if (shared > 0) {
+            set(m.moe.shared_ffn_hidden,
+                r.size("moe_shared_expert_intermediate_size", Need::required));
+        }
+        m.moe.router_bias = true;
+        if (r.present("moe_latent_size") && r.value("moe_latent_size") != nullptr &&
+            !r.value("moe_latent_size")->is_null()) {
+            r.error("moe_latent_size",
+                    "'moe_latent_size' set: LatentMoE (experts on a down-projected latent, "
+                    "Nemotron 3 Super) is not priced yet");
+        }
+    }
+    for (const char* key : {"num_nextn_predict_layers", "mtp_num_layers"}) {
+        if (r.size(key, Need::optional).value_or(0) > 0) {
+            r.error(key, std::string("'") + key + "' > 0: Nemotron-H MTP layers are not priced "
+                         "yet");
+        }
+    }
+}
+
 // Families whose layers cleave has no price for: an error at the key that holds them.
 void refuse_unpriced(JsonReader& r, const std::string& type) {
-    if (type == "nemotron_h") {
-        // NemotronHConfig: hybrid_override_pattern has one letter a layer, M = Mamba-2 mixer.
-        const json* p = r.value("hybrid_override_pattern");
-        if (p == nullptr || !p->is_string()) {
-            r.error("model_type",
-                    "model_type 'nemotron_h' mixes Mamba-2 and attention layers "
-                    "('hybrid_override_pattern'): Mamba-2 layers are not priced yet");
-            return;
-        }
-        const std::string pattern = p->get<std::string>();
-        r.error("hybrid_override_pattern",
-                "'hybrid_override_pattern' holds " +
-                    std::to_string(std::count(pattern.begin(), pattern.end(), 'M')) +
-                    " Mamba-2 layers ('M'): Mamba-2 layers are not priced yet");
-    } else if (type == "qwen3_next") {
+    if (type == "qwen3_next") {
         // Qwen3NextConfig: "linear_attention" (gated DeltaNet) layers between "full_attention"
         // ones, stated in layer_types or, when absent, one full layer per full_attention_interval.
         const std::string tail = ": gated DeltaNet layers are not priced yet";
@@ -671,8 +777,9 @@ bool read_family(JsonReader& r,
         read_gemma3_text(tr, m);
     } else if (type == "nemotron") {
         read_nemotron(r, m);
-    } else if (type == "nemotron_h" || type == "qwen3_next" || type == "mamba" ||
-               type == "mamba2") {
+    } else if (type == "nemotron_h") {
+        read_nemotron_h(r, m);
+    } else if (type == "qwen3_next" || type == "mamba" || type == "mamba2") {
         refuse_unpriced(r, type);
     } else if (type == "gpt_neox") {
         read_gpt_neox(r, m);
@@ -719,7 +826,7 @@ ModelSpec parse_model_hf_json(std::string_view text, const std::string& source_n
                 "unsupported model_type '" + type +
                     "' (supported: llama, mistral, qwen2, qwen3, olmo2, mixtral, deepseek_v2, "
                     "deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, gemma3_text, "
-                    "nemotron, gpt_neox, gpt2)");
+                    "nemotron, nemotron_h, gpt_neox, gpt2)");
         sink.throw_if_any();
     }
     if (m.head_size == 0 && !m.mla.enabled()) {

@@ -1,5 +1,7 @@
 #include "core/model.hpp"
 
+#include <algorithm>
+
 namespace cleave {
 
 int64_t head_dim(const ModelSpec& m) {
@@ -33,7 +35,51 @@ int64_t windowed_layer_count(const ModelSpec& m) {
     return n;
 }
 
+bool is_hybrid(const ModelSpec& m) {
+    return !m.layer_kinds.empty();
+}
+
+int64_t kind_count(const ModelSpec& m, LayerKind kind, int64_t first, int64_t last) {
+    int64_t n = 0;
+    const auto size = static_cast<int64_t>(m.layer_kinds.size());
+    for (int64_t i = std::max<int64_t>(0, first); i < std::min(last, size); ++i) {
+        n += m.layer_kinds[static_cast<size_t>(i)] == kind ? 1 : 0;
+    }
+    return n;
+}
+
+char layer_kind_letter(LayerKind kind) {
+    switch (kind) {
+    case LayerKind::mamba:
+        return 'M';
+    case LayerKind::attention:
+        return '*';
+    case LayerKind::mlp:
+        return '-';
+    case LayerKind::moe:
+        return 'E';
+    }
+    return '?';
+}
+
+// in_proj h x (2 d_inner + 2 groups state + heads) (mamba_mixer.py: z x B C dt), conv1d over
+// x B C: (d_inner + 2 groups state) x (kernel + 1 bias), dt_bias / A_log / D per head, the gated
+// norm's weight (d_inner), out_proj d_inner x h; no linear biases (use_bias false in Nemotron-H).
+int64_t params_mamba_layer(const ModelSpec& m) {
+    const MambaSpec& a = m.mamba;
+    const int64_t h = m.hidden;
+    const int64_t di = a.d_inner();
+    const int64_t bc = 2 * a.groups * a.state;
+    const int64_t in_proj = h * (2 * di + bc + a.heads);
+    const int64_t conv = (di + bc) * (a.conv_kernel + 1);
+    return in_proj + conv + 3 * a.heads + di + di * h + params_norm(m, h);
+}
+
 bool is_moe_layer(const ModelSpec& m, int64_t index) {
+    if (is_hybrid(m)) {
+        return index >= 0 && static_cast<size_t>(index) < m.layer_kinds.size() &&
+               m.layer_kinds[static_cast<size_t>(index)] == LayerKind::moe;
+    }
     if (!m.moe.enabled() || index < m.moe.first_dense_layers) {
         return false;
     }
@@ -105,6 +151,22 @@ int64_t params_shared_expert(const ModelSpec& m) {
 }
 
 int64_t params_layer(const ModelSpec& m, int64_t index) {
+    if (is_hybrid(m)) {
+        // One block + its pre-norm (Megatron-Core MambaLayer / TransformerLayer with only the
+        // self-attention or only the MLP submodule, as the hybrid stack builds them).
+        const int64_t norm = params_norm(m, m.hidden);
+        switch (m.layer_kinds[static_cast<size_t>(index)]) {
+        case LayerKind::mamba:
+            return params_mamba_layer(m);
+        case LayerKind::attention:
+            return params_attention(m) + norm;
+        case LayerKind::mlp:
+            return params_mlp(m, m.ffn_hidden) + norm;
+        case LayerKind::moe:
+            return params_router(m) + params_shared_expert(m) +
+                   m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden) + norm;
+        }
+    }
     const int64_t base = params_attention(m) + params_layer_norms(m);
     if (is_moe_layer(m, index)) {
         return base + params_router(m) + params_shared_expert(m) +
@@ -158,7 +220,10 @@ int64_t params_active(const ModelSpec& m) {
     }
     int64_t total = params_embedding(m) + params_head(m);
     for (int64_t i = 0; i < m.layers; ++i) {
-        if (is_moe_layer(m, i)) {
+        if (is_hybrid(m) && is_moe_layer(m, i)) {
+            total += params_layer(m, i) - (m.moe.experts - m.moe.top_k) *
+                                              params_mlp(m, m.moe.expert_ffn_hidden);
+        } else if (is_moe_layer(m, i)) {
             total += params_attention(m) + params_layer_norms(m) + params_router(m) +
                      params_shared_expert(m) + m.moe.top_k * params_mlp(m, m.moe.expert_ffn_hidden);
         } else {

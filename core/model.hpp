@@ -51,6 +51,30 @@ struct MlaSpec {
     bool operator==(const MlaSpec&) const = default;
 };
 
+/// Mamba-2 mixer (Dao & Gu 2024, "Transformers are SSMs", arXiv:2405.21060; Megatron-Core
+/// megatron/core/ssm/mamba_mixer.py @d98e8a64): in_proj h -> [z, x, B, C, dt] = 2 d_inner +
+/// 2 groups state + heads, a depthwise causal conv over [x, B, C], the chunked SSD scan, a
+/// gated RMSNorm over d_inner, out_proj d_inner -> h; d_inner = heads x head_dim.
+struct MambaSpec {
+    int64_t heads = 0;        // mamba_num_heads; 0 = no Mamba layer
+    int64_t head_dim = 0;     // mamba_head_dim
+    int64_t state = 0;        // ssm_state_size (d_state)
+    int64_t groups = 1;       // n_groups: B and C are shared by heads / groups heads
+    int64_t conv_kernel = 4;  // conv_kernel (d_conv)
+    int64_t chunk = 128;      // chunk_size of the SSD scan
+
+    [[nodiscard]] bool enabled() const { return heads > 0; }
+    [[nodiscard]] int64_t d_inner() const { return heads * head_dim; }
+
+    bool operator==(const MambaSpec&) const = default;
+};
+
+/// What one layer of a hybrid model holds, as Megatron-Core's --hybrid-layer-pattern writes it
+/// (megatron/core/ssm/mamba_hybrid_layer_allocation.py @d98e8a64: M Mamba-2, * attention,
+/// - MLP, E MoE), each with its own pre-norm. A model with no layer_kinds is a transformer: every
+/// layer attention + an MLP (or MoE, is_moe_layer).
+enum class LayerKind : uint8_t { mamba, attention, mlp, moe };
+
 struct ModelSpec {
     std::string name;
     int64_t layers = 0;
@@ -85,9 +109,26 @@ struct ModelSpec {
     int64_t mtp_layers = 0;
     MlaSpec mla;
     MoeSpec moe;
+    MambaSpec mamba;
+    /// One entry per layer for a hybrid model (Nemotron-H); empty for a transformer.
+    std::vector<LayerKind> layer_kinds;
 
     bool operator==(const ModelSpec&) const = default;
 };
+
+/// True for a hybrid model (layer_kinds set): its layers are single blocks, not attention + MLP.
+[[nodiscard]] bool is_hybrid(const ModelSpec& m);
+
+/// Layers of `kind` among [first, last) of a hybrid model (0 for a transformer).
+[[nodiscard]] int64_t kind_count(const ModelSpec& m, LayerKind kind, int64_t first, int64_t last);
+
+/// The letter Megatron's --hybrid-layer-pattern writes for `kind` (M, *, -, E).
+[[nodiscard]] char layer_kind_letter(LayerKind kind);
+
+/// One Mamba-2 layer: in_proj, conv1d (weight + bias), dt_bias, A_log, D (one per head), the
+/// gated RMSNorm over d_inner, out_proj, and the layer's pre-norm (Megatron-Core MambaLayer;
+/// transformers modeling_nemotron_h.py NemotronHMamba2Mixer + NemotronHBlock.norm).
+[[nodiscard]] int64_t params_mamba_layer(const ModelSpec& m);
 
 /// Width of one head's query and key: MLA nope + rope, else head_size or hidden / heads.
 [[nodiscard]] int64_t head_dim(const ModelSpec& m);

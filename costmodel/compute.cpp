@@ -237,19 +237,27 @@ Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b) {
            memory_time(gpu, KernelClass::optimizer, b.optimizer);
 }
 
-LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
+LayerTraffic layer_traffic(
+    const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, LayerShape shape) {
+    // A transformer layer has two blocks (attention, MLP), each with its norm and residual add;
+    // a hybrid model's single-block layer one (the other block's terms are zero).
+    const bool attn = shape != LayerShape::ffn;
+    const bool ffn = shape != LayerShape::attention;
+    const double nblocks = shape == LayerShape::full ? 2.0 : 1.0;
     const double ab = activation_bytes(job);
     const double moe_load = moe ? rank_load_ratio(m, job, p) : 1.0;
     const double t = d(p.tp);
     const double tok = tokens_per_gpu(job, p);
     const double h = d(m.hidden);
     const double e_ln = tok * h / (p.sp ? t : 1.0);  // norm / dropout region (split by SP)
-    const double inner =
-        moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t : tok * d(m.ffn_hidden) / t;
+    const double inner = !ffn ? 0.0
+                         : moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t
+                               : tok * d(m.ffn_hidden) / t;
     // Fused attention never writes the s x s scores (FA2 paper, Dao 2023, Sec. 3.1).
     const bool fused = job.stack.attention == AttentionImpl::fused;
-    const double scores =
-        fused ? 0.0 : d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) * d(job.seq_len);
+    const double scores = fused || !attn ? 0.0
+                                         : d(p.mbs) * d(m.heads) / t * (d(job.seq_len) / d(p.cp)) *
+                                               d(job.seq_len);
     // Dropout masks (1 B per element) only where the recipe keeps hidden dropout.
     const double mask = job.stack.hidden_dropout ? 1.0 : 0.0;
     const bool swiglu = m.mlp == MlpKind::swiglu;
@@ -258,7 +266,7 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     // qk_rope_dim columns: one per query head and one key part shared by all heads
     // (DeepSeek-V2, arXiv:2405.04434, eq. 12-19: q^R per head, k^R = RoPE(W^KR h) shared).
     double rope = 0.0;
-    if (m.positions == PositionKind::rope) {
+    if (m.positions == PositionKind::rope && attn) {
         rope = m.mla.enabled() ? 2.0 * ab * tok * (d(m.heads) / t + 1.0) * d(m.mla.qk_rope_dim)
                                : 2.0 * ab * tok * (d(m.heads) + d(m.kv_heads)) * hd / t;
     }
@@ -268,9 +276,9 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     // T x h: (6k + 2) T h elements for T = this GPU's SP shard of tokens, the busiest rank's
     // received copies at its load. Router: fp32 logits written, read by softmax + top-k, the
     // probabilities written: 3 x 4 B x T x experts.
-    const double k = moe ? d(m.moe.top_k) : 0.0;
+    const double k = moe && ffn ? d(m.moe.top_k) : 0.0;
     const double shard = tok / (p.sp ? t : 1.0);
-    const double permute = moe ? ab * shard * h * (2.0 + 2.0 * k + 4.0 * k * moe_load) +
+    const double permute = moe && ffn ? ab * shard * h * (2.0 + 2.0 * k + 4.0 * k * moe_load) +
                                      12.0 * shard * d(m.moe.experts)
                                : 0.0;
     LayerTraffic tr;
@@ -278,15 +286,15 @@ LayerTraffic layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     // fwd: norms 2 x (read + write); bias-dropout-add 2 x (x, residual, out, mask);
     // activation (GeLU: in, out; SwiGLU: gate, up, out); softmax + dropout.
     KernelBytes& f = tr.fwd_by_class;
-    f.norm = bytes(2.0 * 2.0 * ab * e_ln);
-    f.elementwise = bytes(2.0 * (3.0 * ab + mask) * e_ln + rope + permute);
+    f.norm = bytes(nblocks * 2.0 * ab * e_ln);
+    f.elementwise = bytes(nblocks * (3.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
     f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
     KernelBytes& b = tr.bwd_by_class;
-    b.norm = bytes(2.0 * 3.0 * ab * e_ln);
-    b.elementwise = bytes(2.0 * (2.0 * ab + mask) * e_ln + rope + permute);
+    b.norm = bytes(nblocks * 3.0 * ab * e_ln);
+    b.elementwise = bytes(nblocks * (2.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
     tr.fwd = f.total();
@@ -310,15 +318,12 @@ void add_tp(LayerCost& lc,
             const Plan& p,
             const PlanLinks& links,
             const Seconds gemm[4],
-            bool moe) {
-    if (p.tp <= 1) {
+            int blocks) {
+    // `blocks` column/row-parallel pairs, their GEMMs in gemm[2k] (column) and gemm[2k + 1]
+    // (row): layer_tp_blocks().
+    if (p.tp <= 1 || blocks <= 0) {
         return;
     }
-    // An MoE layer's routed experts have no dense-TP collectives: the token dispatcher moves the
-    // SP shards (all-to-all over EP, all-gather over ETP; add_ep), so only the attention block's
-    // count here (Megatron-Core MoELayer: the dispatcher takes the sequence-parallel input). A
-    // shared expert is a dense TP MLP on the same input (SharedExpertMLP) and keeps its pair.
-    const int blocks = moe && m.moe.shared_ffn_hidden <= 0 ? 1 : 2;
     const double nb = static_cast<double>(blocks);
     const Bytes s = bytes(tokens_per_gpu(job, p) * d(m.hidden) * activation_bytes(job));
     const Seconds ar = collective(Collective::all_reduce, s, p.tp, links.tp);
@@ -371,6 +376,17 @@ void add_tp(LayerCost& lc,
         lc.tp_bytes = ar_b * (nb * (2.0 + redo));
     }
     lc.tp_bwd = bwd + lc.tp_fwd * redo;
+}
+
+// The TP column/row-parallel pairs of a layer: the attention block's (QKV, projection) and the
+// MLP's (fc1, fc2). An MoE layer's routed experts have no dense-TP collectives: the token
+// dispatcher moves the SP shards (all-to-all over EP, all-gather over ETP; add_ep; Megatron-Core
+// MoELayer takes the sequence-parallel input); a shared expert is a dense TP MLP on the same
+// input (SharedExpertMLP) and keeps its pair.
+int layer_tp_blocks(const ModelSpec& m, bool moe, LayerShape shape) {
+    const int attention = shape == LayerShape::ffn ? 0 : 1;
+    const int ffn = shape == LayerShape::attention ? 0 : (moe && m.moe.shared_ffn_hidden <= 0 ? 0 : 1);
+    return attention + ffn;
 }
 
 void add_cp(LayerCost& lc,
@@ -581,8 +597,12 @@ LayerCost layer_cost(const ModelSpec& m,
                      const JobSpec& job,
                      const Plan& p,
                      const PlanLinks& links,
-                     bool moe) {
-    LayerGemms g = layer_gemms(m, job, p, moe);
+                     bool moe,
+                     LayerShape shape) {
+    const bool has_attn = shape != LayerShape::ffn;
+    const bool has_ffn = shape != LayerShape::attention;
+    moe = moe && has_ffn;
+    LayerGemms g = layer_gemms(m, job, p, moe, shape);
     const GpuSpec& gpu = c.gpu;
     // MLA's up projections are part of the QKV step (they feed the attention core).
     const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv) + gemm_time(gpu, job.compute, g.q_up) +
@@ -612,12 +632,12 @@ LayerCost layer_cost(const ModelSpec& m,
                    gemm_time(gpu, core_dtype(job.compute), g.attn_v);
     // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
     Seconds core_bwd = 2.0 * core;
-    if (job.stack.attention == AttentionImpl::fused) {
+    if (job.stack.attention == AttentionImpl::fused && has_attn) {
         const FusedAttentionCost fa = fused_attention_cost(m, gpu, job, p, core);
         core = fa.fwd;
         core_bwd = fa.bwd;
     }
-    const LayerTraffic tr = layer_traffic(m, job, p, moe);
+    const LayerTraffic tr = layer_traffic(m, job, p, moe, shape);
     // Quantised training casts each linear GEMM's input (fwd) and output gradient (bwd).
     const QuantiseBytes q = layer_quantise_bytes(gpu, job, g);
     LayerCost lc;
@@ -634,7 +654,8 @@ LayerCost layer_cost(const ModelSpec& m,
     case Recompute::selective: {
         // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V
         // (fused: the attention kernel's forward again, Megatron --recompute-modules core_attn).
-        const Seconds attn_again = core + memory_time(gpu, KernelClass::softmax, tr.attn_core_fwd);
+        const Seconds attn_again =
+            has_attn ? core + memory_time(gpu, KernelClass::softmax, tr.attn_core_fwd) : Seconds{};
         const uint16_t mods = p.recompute_modules;
         if (mods == 0) {
             lc.recompute = attn_again;
@@ -653,11 +674,13 @@ LayerCost layer_cost(const ModelSpec& m,
         if (has(rm::mla_up_proj)) {
             lc.recompute += gemm_time(gpu, job.compute, g.q_up) + gemm_time(gpu, job.compute, g.kv_up);
         }
-        if (has(rm::layernorm)) {  // two norms: read and write T h / sp each
-            lc.recompute += memory_time(gpu, KernelClass::elementwise,
-                                        bytes(4.0 * ab * tok * static_cast<double>(m.hidden) / sp));
+        if (has(rm::layernorm)) {  // two norms (one in a hybrid layer): read and write T h / sp
+            const double norms = shape == LayerShape::full ? 2.0 : 1.0;
+            lc.recompute += memory_time(
+                gpu, KernelClass::elementwise,
+                bytes(norms * 2.0 * ab * tok * static_cast<double>(m.hidden) / sp));
         }
-        if (!moe && has(rm::mlp)) {
+        if (!moe && has_ffn && has(rm::mlp)) {
             lc.recompute += t_in + t_out;
         }
         if (moe && has(rm::moe)) {
@@ -683,14 +706,108 @@ LayerCost layer_cost(const ModelSpec& m,
     lc.flops_fwd = forward_flops(g);
     // One GEMM of each layer (a data- or weight-gradient GEMM has the forward's FLOPs).
     const Seconds gemms[4] = {t_qkv, t_proj, t_in, t_out};
-    add_tp(lc, m, job, p, links, gemms, moe);
-    add_cp(lc, m, job, p, links, core, core_bwd);
+    const Seconds ffn_gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
+    add_tp(lc, m, job, p, links, has_attn ? gemms : ffn_gemms, layer_tp_blocks(m, moe, shape));
+    if (has_attn) {
+        add_cp(lc, m, job, p, links, core, core_bwd);
+    }
     if (moe) {
         add_ep(lc, m, job, p, links);
         if (p.recompute == Recompute::selective && (p.recompute_modules & recompute_module::moe) != 0) {
             lc.recompute += lc.ep_fwd;  // the re-run MoE block dispatches and combines again
         }
         add_expert_overhead(lc, c, job, p, local_experts);
+    }
+    return lc;
+}
+
+// Bytes of the Mamba-2 layer's non-GEMM kernels, per micro-batch on one GPU (T tokens, t TP),
+// derived from each kernel's inputs and outputs in Megatron-Core's memory-efficient path
+// (mamba_mixer.py _ssm_training -> mamba_ssm mamba_split_conv1d_scan_combined) and the SSD
+// kernels of ssd_combined.py; the pass counts are this reading, not a measurement. Forward:
+// pre-norm read + write h (fused into in_proj's LayerNormColumnParallelLinear); the causal conv
+// reads and writes x B C; the scan reads x B C dt, writes y, and writes, passes (read + write)
+// and reads back the fp32 chunk states (H P N per chunk: 4 x 4 B x H P N / Q per token); the
+// gated RMSNorm reads y and z and writes its output; the residual add reads two h, writes one.
+// Backward: the norm 3 h; the conv reads x B C and its output gradient, writes d(x B C); the scan
+// reads x B C dt and dy twice over (states recomputed, then the gradients) and passes the fp32
+// states and their gradients (6 x 4 B x H P N / Q); the gated norm reads y, z, dy and writes dy,
+// dz; the residual 2 h.
+LayerTraffic mamba_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    const MambaSpec& a = m.mamba;
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden) / (p.sp ? t : 1.0);
+    const double di = d(a.d_inner()) / t;
+    const double xbc = di + d(2 * a.groups * a.state) / t;
+    const double heads = d(a.heads) / t;
+    const double states = 4.0 * heads * d(a.head_dim) * d(a.state) / d(a.chunk);
+    LayerTraffic tr;
+    KernelBytes& f = tr.fwd_by_class;
+    f.norm = bytes(tok * (2.0 * ab * h + 3.0 * ab * di));
+    f.elementwise = bytes(tok * (2.0 * ab * xbc + ab * (xbc + heads + di) + 4.0 * states +
+                                 3.0 * ab * h));
+    KernelBytes& b = tr.bwd_by_class;
+    b.norm = bytes(tok * (3.0 * ab * h + 5.0 * ab * di));
+    b.elementwise = bytes(tok * (3.0 * ab * xbc + 2.0 * ab * (xbc + heads + di) + 6.0 * states +
+                                 2.0 * ab * h));
+    tr.fwd = f.total();
+    tr.bwd = b.total();
+    return tr;
+}
+
+LayerCost mamba_layer_cost(const ModelSpec& m,
+                           const ClusterSpec& c,
+                           const JobSpec& job,
+                           const Plan& p,
+                           const PlanLinks& links) {
+    const GpuSpec& gpu = c.gpu;
+    const MambaGemms g = mamba_gemms(m, job, p);
+    const Seconds t_in = gemm_time(gpu, job.compute, g.in_proj);
+    const Seconds t_out = gemm_time(gpu, job.compute, g.out_proj);
+    // The scan's products run in 16 bits whatever the recipe (like the attention core).
+    const Dtype cd = core_dtype(job.compute);
+    const Seconds scan = gemm_time(gpu, cd, g.cb) + gemm_time(gpu, cd, g.scan_x) +
+                         gemm_time(gpu, cd, g.states) + gemm_time(gpu, cd, g.state_out);
+    const LayerTraffic tr = mamba_traffic(m, job, p);
+    LayerGemms lg;  // for the quantisation casts of in_proj / out_proj
+    lg.mlp_in = g.in_proj;
+    lg.mlp_out = g.out_proj;
+    const QuantiseBytes q = layer_quantise_bytes(gpu, job, lg);
+    LayerCost lc;
+    const Seconds linear = t_in + t_out;
+    lc.fwd = linear + scan + memory_time(gpu, tr.fwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.fwd);
+    lc.bwd = 2.0 * linear + 2.0 * scan + memory_time(gpu, tr.bwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.bwd);
+    lc.gemm = 3.0 * linear;
+    lc.attention = 3.0 * scan;  // the sequence mixer's core, reported beside attention's
+    lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
+    if (p.recompute == Recompute::full) {
+        lc.recompute = lc.fwd;
+    }
+    lc.flops_fwd = gemm_flops(g.in_proj) + gemm_flops(g.out_proj) + gemm_flops(g.cb) +
+                   gemm_flops(g.scan_x) + gemm_flops(g.states) + gemm_flops(g.state_out);
+    const Seconds gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
+    add_tp(lc, m, job, p, links, gemms, 1);
+    if (p.cp > 1) {
+        // MambaContextParallel: all-to-all of the in_proj output before the conv and scan and of
+        // the scan output after (forward), the same two in backward; not overlapped.
+        const MambaSpec& a = m.mamba;
+        const double ab = activation_bytes(job);
+        const double tok = tokens_per_gpu(job, p);
+        const Bytes pre = bytes(ab * tok * d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) /
+                                d(p.tp));
+        const Bytes post = bytes(ab * tok * d(a.d_inner()) / d(p.tp));
+        const Seconds a2a = collective(Collective::all_to_all, pre, p.cp, links.cp) +
+                            collective(Collective::all_to_all, post, p.cp, links.cp);
+        const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
+        lc.cp_fwd = a2a;
+        lc.cp_bwd = a2a * (1.0 + redo);
+        lc.cp_bytes = (collective_bytes_sent(Collective::all_to_all, pre, p.cp) +
+                       collective_bytes_sent(Collective::all_to_all, post, p.cp)) *
+                      (2.0 + redo);
     }
     return lc;
 }

@@ -86,7 +86,8 @@ struct LayerTraffic {
 };
 
 [[nodiscard]] LayerTraffic
-layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe);
+layer_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe,
+              LayerShape shape = LayerShape::full);
 
 /// Costs of one layer, one micro-batch, one GPU. Compute excludes communication; *_comm is the
 /// exposed part of the TP / CP / EP collectives (Megatron does not overlap TP collectives; ring
@@ -148,7 +149,25 @@ nic_copy_ratio(const AllToAllLinks& l, double top_k, int64_t groups, int64_t gro
                                    const JobSpec& job,
                                    const Plan& p,
                                    const PlanLinks& links,
-                                   bool moe);
+                                   bool moe,
+                                   LayerShape shape = LayerShape::full);
+
+/// Memory traffic of one Mamba-2 layer's non-GEMM kernels per micro-batch on one GPU (bytes by
+/// kernel class; see mamba_layer_cost).
+[[nodiscard]] LayerTraffic mamba_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// One Mamba-2 layer (a hybrid model's M layer) on one GPU for one micro-batch: in_proj and
+/// out_proj at the GEMM curve, the SSD scan's tensor products at the GEMM curve of their (small,
+/// batched) shape and its memory traffic at HBM speed, the causal conv, the gated norm, the
+/// pre-norm and the residual add; TP as one column/row-parallel pair (in_proj, out_proj), CP as
+/// Megatron's MambaContextParallel all-to-alls (mamba_context_parallel.py @d98e8a64: the in_proj
+/// output to head-sharded before the conv and scan, the scan output back after; the reverse in
+/// backward). Full recomputation re-runs the forward; selective recomputes nothing here.
+[[nodiscard]] LayerCost mamba_layer_cost(const ModelSpec& m,
+                                         const ClusterSpec& c,
+                                         const JobSpec& job,
+                                         const Plan& p,
+                                         const PlanLinks& links);
 
 /// Tokens of the busiest expert over the average: job.moe_imbalance, capped by the capacity
 /// factor when one is set (tokens beyond capacity are dropped, Megatron moe_utils.py

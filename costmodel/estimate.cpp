@@ -67,7 +67,15 @@ struct StageParams {
     double dense = 0.0;   // per GPU after the TP split
     double expert = 0.0;  // per GPU after the TP and EP split
     int64_t moe_layers = 0;
+    std::array<int64_t, 4> kinds{};  // a hybrid model's layers by LayerKind (zero otherwise)
 };
+
+constexpr std::size_t kind_index(LayerKind k) {
+    return static_cast<std::size_t>(k);
+}
+
+constexpr std::array<LayerKind, 4> all_kinds = {LayerKind::mamba, LayerKind::attention,
+                                                LayerKind::mlp, LayerKind::moe};
 
 /// Megatron's full recomputation over a stage of `layers` layers (transformer_block.py
 /// _checkpointed_forward at d98e8a6): block N checkpoints the first N layers of each of the v
@@ -102,19 +110,33 @@ StageParams stage_params(const Context& x, int64_t s) {
     const LayerParts& lp = x.parts;
     StageParams sp;
     const int64_t layers = layers_on_stage(m.layers, x.p, s);
-    if (m.moe.enabled()) {
-        const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
+    const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
+    if (m.moe.enabled() || is_hybrid(m)) {
         for (int64_t ch = 0; ch < chunks; ++ch) {
             const int64_t first = chunk_first_layer(m.layers, x.p, s, ch);
-            sp.moe_layers += moe_layers_in(m, first, first + chunk_layers(m.layers, x.p, s, ch));
+            const int64_t last = first + chunk_layers(m.layers, x.p, s, ch);
+            sp.moe_layers += moe_layers_in(m, first, last);
+            if (is_hybrid(m)) {
+                for (const LayerKind k : all_kinds) {
+                    sp.kinds[kind_index(k)] += kind_count(m, k, first, last);
+                }
+            }
         }
     }
     const double expert_total = d(sp.moe_layers) * lp.params_experts;
     // Closed form of params_stage() (no loop over layers): shared attention + norms per layer,
     // dense MLPs, MoE routers + experts, embedding on the first stage, head (and the tied
-    // embedding copy Megatron keeps) on the last.
-    double all = d(layers) * lp.params_shared + d(layers - sp.moe_layers) * lp.params_dense_mlp +
-                 d(sp.moe_layers) * lp.params_router + expert_total;
+    // embedding copy Megatron keeps) on the last. A hybrid model: each kind's count x its
+    // parameters (an E layer's experts apart).
+    double all = expert_total;
+    if (is_hybrid(m)) {
+        for (const LayerKind k : all_kinds) {
+            all += d(sp.kinds[kind_index(k)]) * lp.params_kind[kind_index(k)];
+        }
+    } else {
+        all += d(layers) * lp.params_shared + d(layers - sp.moe_layers) * lp.params_dense_mlp +
+               d(sp.moe_layers) * lp.params_router;
+    }
     if (s == 0) {
         all += lp.params_embedding;
     }
@@ -202,12 +224,26 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     // The last stage also keeps each MTP module's block activations (+ its projection input,
     // 2 h per token, within the layer's share here) for every micro-batch in flight.
     const double n_mtp = s == p.pp - 1 ? d(lp.mtp_layers) : 0.0;
-    const Bytes per_mb =
+    Bytes per_mb =
         kept(lp.act_dense, lp.act_dense_none) * n_dense +
         kept(lp.act_moe, lp.act_moe_none) * n_moe +
         (lp.mtp_moe ? kept(lp.act_moe, lp.act_moe_none) : kept(lp.act_dense, lp.act_dense_none)) *
             n_mtp +
         (s == 0 ? lp.act_embedding : Bytes{});
+    // The layer backward rematerialises (recompute below): the stage's largest.
+    Bytes remat = sp.moe_layers > 0 ? lp.act_moe_none * rs.live - lp.act_moe
+                                    : lp.act_dense_none * rs.live - lp.act_dense;
+    if (is_hybrid(x.m)) {
+        per_mb = s == 0 ? lp.act_embedding : Bytes{};
+        remat = Bytes{};
+        for (const LayerKind k : all_kinds) {
+            const std::size_t i = kind_index(k);
+            if (sp.kinds[i] > 0) {
+                per_mb += kept(lp.act_kind[i], lp.act_kind_none[i]) * d(sp.kinds[i]);
+                remat = std::max(remat, lp.act_kind_none[i] * rs.live - lp.act_kind[i]);
+            }
+        }
+    }
     mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
     if (const int64_t off = offloaded_layers(p, layers); off > 0) {
         // The offloaded layers' saved activations live on the host; one layer of one
@@ -219,9 +255,7 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     if (p.recompute != Recompute::none && rs.recomputed > 0.0) {
         // Backward rematerialises `live` layers' full activations at a time (one for selective
         // and uniform 1; a uniform group of N holds N).
-        const bool moe_layer = sp.moe_layers > 0;
-        mem.activations += moe_layer ? lp.act_moe_none * rs.live - lp.act_moe
-                                     : lp.act_dense_none * rs.live - lp.act_dense;
+        mem.activations += remat;
     }
     if (s == p.pp - 1) {
         mem.logits = lp.logits * (1.0 + n_mtp);  // each MTP module's logits and loss too
@@ -476,16 +510,26 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
     // forward and that forward's TP/CP/EP collectives), the rest at recompute-none cost.
     const double redo = recompute_shape(p, w.cost.layers).recomputed;
     const LayerParts& whole = x.whole != nullptr ? *x.whole : x.parts;
-    add_layers(w, x.parts.dense, (n_dense - n_hp) * redo);
-    add_layers(w, x.parts.dense_hp, n_hp * redo);
-    if (sp.moe_layers > 0) {
-        add_layers(w, x.parts.moe, n_moe * redo);
-    }
-    if (redo < 1.0) {
-        add_layers(w, whole.dense, (n_dense - n_hp) * (1.0 - redo));
-        add_layers(w, whole.dense_hp, n_hp * (1.0 - redo));
+    if (is_hybrid(x.m)) {
+        for (const LayerKind k : all_kinds) {
+            const std::size_t i = kind_index(k);
+            add_layers(w, x.parts.kind[i], d(sp.kinds[i]) * redo);
+            if (redo < 1.0) {
+                add_layers(w, whole.kind[i], d(sp.kinds[i]) * (1.0 - redo));
+            }
+        }
+    } else {
+        add_layers(w, x.parts.dense, (n_dense - n_hp) * redo);
+        add_layers(w, x.parts.dense_hp, n_hp * redo);
         if (sp.moe_layers > 0) {
-            add_layers(w, whole.moe, n_moe * (1.0 - redo));
+            add_layers(w, x.parts.moe, n_moe * redo);
+        }
+        if (redo < 1.0) {
+            add_layers(w, whole.dense, (n_dense - n_hp) * (1.0 - redo));
+            add_layers(w, whole.dense_hp, n_hp * (1.0 - redo));
+            if (sp.moe_layers > 0) {
+                add_layers(w, whole.moe, n_moe * (1.0 - redo));
+            }
         }
     }
     if (s == 0) {
@@ -509,9 +553,14 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
         // CPU offload: the offloaded layers' activations cross the host link once in forward
         // (device to host) and once in backward (back), on their own stream behind the rest
         // of that pass (TE cpu_offload.py, double-buffered): exposed only beyond the pass.
-        const double per_layer =
-            (n_dense * x.parts.act_dense.value() + n_moe * x.parts.act_moe.value()) /
-            d(std::max<int64_t>(1, w.cost.layers));
+        double kept_all = n_dense * x.parts.act_dense.value() + n_moe * x.parts.act_moe.value();
+        if (is_hybrid(x.m)) {
+            kept_all = 0.0;
+            for (const LayerKind k : all_kinds) {
+                kept_all += d(sp.kinds[kind_index(k)]) * x.parts.act_kind[kind_index(k)].value();
+            }
+        }
+        const double per_layer = kept_all / d(std::max<int64_t>(1, w.cost.layers));
         const Seconds move = bytes(per_layer * d(off)) / x.c.node.pcie_bw;
         const Seconds fwd_left = move - w.cost.fwd;
         const Seconds bwd_left = move - w.cost.bwd;
@@ -591,6 +640,39 @@ LayerParts layer_parts(const ModelSpec& m,
                      (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
         lp.act_moe_none = activation_per_layer(m, job, p, true, Recompute::none) + buf;
     }
+    if (is_hybrid(m)) {
+        // One block each, its pre-norm included (core params_layer).
+        const double norm = d(params_norm(m, m.hidden));
+        const auto i = [](LayerKind k) { return kind_index(k); };
+        lp.kind[i(LayerKind::mamba)] = mamba_layer_cost(m, c, job, p, links);
+        lp.act_kind[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, p.recompute);
+        lp.act_kind_none[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, Recompute::none);
+        lp.params_kind[i(LayerKind::mamba)] = d(params_mamba_layer(m));
+        lp.kind[i(LayerKind::attention)] = layer_cost(m, c, job, p, links, false, LayerShape::attention);
+        lp.act_kind[i(LayerKind::attention)] =
+            activation_per_layer(m, job, p, false, p.recompute, LayerShape::attention);
+        lp.act_kind_none[i(LayerKind::attention)] =
+            activation_per_layer(m, job, p, false, Recompute::none, LayerShape::attention);
+        lp.params_kind[i(LayerKind::attention)] = d(params_attention(m)) + norm;
+        lp.kind[i(LayerKind::mlp)] = layer_cost(m, c, job, p, links, false, LayerShape::ffn);
+        lp.act_kind[i(LayerKind::mlp)] =
+            activation_per_layer(m, job, p, false, p.recompute, LayerShape::ffn);
+        lp.act_kind_none[i(LayerKind::mlp)] =
+            activation_per_layer(m, job, p, false, Recompute::none, LayerShape::ffn);
+        lp.params_kind[i(LayerKind::mlp)] = d(params_mlp(m, m.ffn_hidden)) + norm;
+        if (m.moe.enabled()) {
+            const Bytes buf = moe_dispatch_buffer_bytes(m, job, p);
+            const bool moe_rerun = p.recompute == Recompute::selective &&
+                                   (p.recompute_modules & recompute_module::moe) != 0;
+            lp.kind[i(LayerKind::moe)] = layer_cost(m, c, job, p, links, true, LayerShape::ffn);
+            lp.act_kind[i(LayerKind::moe)] =
+                activation_per_layer(m, job, p, true, p.recompute, LayerShape::ffn) +
+                (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
+            lp.act_kind_none[i(LayerKind::moe)] =
+                activation_per_layer(m, job, p, true, Recompute::none, LayerShape::ffn) + buf;
+            lp.params_kind[i(LayerKind::moe)] = d(params_router(m) + params_shared_expert(m)) + norm;
+        }
+    }
     lp.emb = embedding_cost(m, c, job, p, links);
     lp.out = output_cost(m, c, job, p, links);
     if (job.mtp && m.mtp_layers > 0) {
@@ -604,7 +686,8 @@ LayerParts layer_parts(const ModelSpec& m,
     const double slow = straggler_factor(c.gpu, job.gpus > 0 ? job.gpus : plan_gpus(plan));
     if (slow > 1.0) {
         lp.straggler = slow;
-        for (LayerCost* l : {&lp.dense, &lp.dense_hp, &lp.moe}) {
+        for (LayerCost* l : {&lp.dense, &lp.dense_hp, &lp.moe, &lp.kind[0], &lp.kind[1],
+                             &lp.kind[2], &lp.kind[3]}) {
             const Seconds eo = l->expert_overhead;
             l->fwd = (l->fwd - eo / 3.0) * slow + eo / 3.0;
             l->bwd = (l->bwd - eo * (2.0 / 3.0)) * slow + eo * (2.0 / 3.0);

@@ -198,6 +198,13 @@ struct LayerParts {
     double params_embedding = 0.0;
     double params_head = 0.0;
     double params_tied_copy = 0.0;  // the embedding copy the last stage keeps when tied
+    // A hybrid model's single-block layers (core LayerKind: M, *, -, E), priced per kind and
+    // indexed by it; zero for a transformer. Their params include the layer's pre-norm; an E
+    // layer's experts are params_experts.
+    std::array<LayerCost, 4> kind;
+    std::array<Bytes, 4> act_kind;       // kept per layer under the plan's recompute
+    std::array<Bytes, 4> act_kind_none;  // ... without recomputation
+    std::array<double, 4> params_kind{};
 };
 
 /// Peak memory of a plan, from Estimator::if_fits().

@@ -44,7 +44,12 @@ void attention_gemms(const ModelSpec& m, double tok, double t, LayerGemms& g) {
 
 }  // namespace
 
-LayerGemms layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
+LayerShape shape_of(LayerKind kind) {
+    return kind == LayerKind::attention ? LayerShape::attention : LayerShape::ffn;
+}
+
+LayerGemms layer_gemms(
+    const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, LayerShape shape) {
     const double t = d(p.tp);
     const double tok = tokens_per_gpu(job, p);
     const double s = d(job.seq_len);
@@ -72,7 +77,45 @@ LayerGemms layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bo
         g.mlp_in = {tok, in_mult * f / t, h, 1.0};
         g.mlp_out = {tok, h, f / t, 1.0};
     }
+    if (shape == LayerShape::attention) {  // a hybrid model's attention layer: no MLP
+        g.mlp_in = g.mlp_out = g.router = g.shared = GemmShape{0.0, 0.0, 0.0, 0.0};
+    } else if (shape == LayerShape::ffn) {  // its MLP / MoE layer: no attention
+        g.qkv = g.q_up = g.kv_up = g.score = g.attn_v = g.proj = GemmShape{0.0, 0.0, 0.0, 0.0};
+    }
     return g;
+}
+
+MambaGemms mamba_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    const MambaSpec& a = m.mamba;
+    const double t = d(p.tp);
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    const double q = d(a.chunk);
+    const double n = d(a.state);
+    const double hp = d(a.head_dim);
+    const double chunks = tok / q;
+    MambaGemms g;
+    g.in_proj = {tok, d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) / t, h, 1.0};
+    g.out_proj = {tok, h, d(a.d_inner()) / t, 1.0};
+    g.cb = {q, q, n, chunks * d(a.groups) / t};
+    g.scan_x = {q, hp, q, chunks * d(a.heads) / t};
+    g.states = {n, hp, q, chunks * d(a.heads) / t};
+    g.state_out = {q, hp, n, chunks * d(a.heads) / t};
+    return g;
+}
+
+double mamba_scan_flops_per_token(const ModelSpec& m) {
+    const MambaSpec& a = m.mamba;
+    const double q = d(a.chunk);
+    const double n = d(a.state);
+    const double hp = d(a.head_dim);
+    return 2.0 * q * n * d(a.groups) + d(a.heads) * (2.0 * q * hp + 4.0 * n * hp);
+}
+
+double mamba_gemm_params(const ModelSpec& m) {
+    const MambaSpec& a = m.mamba;
+    return d(m.hidden) * d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) +
+           d(a.d_inner()) * d(m.hidden);
 }
 
 Flops forward_flops(const LayerGemms& g) {
@@ -102,9 +145,12 @@ double attention_gemm_params(const ModelSpec& m) {
 
 }  // namespace
 
-double gemm_params_active(const ModelSpec& m, bool moe) {
+double gemm_params_active(const ModelSpec& m, bool moe, LayerShape shape) {
     const double h = d(m.hidden);
-    const double attn = attention_gemm_params(m);
+    const double attn = shape == LayerShape::ffn ? 0.0 : attention_gemm_params(m);
+    if (shape == LayerShape::attention) {
+        return attn;
+    }
     if (moe) {
         return attn + d(m.moe.top_k) * mlp_matrices(m) * h * d(m.moe.expert_ffn_hidden) +
                mlp_matrices(m) * h * d(m.moe.shared_ffn_hidden) + h * d(m.moe.experts);
@@ -113,6 +159,9 @@ double gemm_params_active(const ModelSpec& m, bool moe) {
 }
 
 int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t last) {
+    if (is_hybrid(m)) {
+        return kind_count(m, LayerKind::moe, first, last);
+    }
     if (!m.moe.enabled()) {
         return 0;
     }
@@ -131,13 +180,25 @@ double attention_core_per_sequence(const ModelSpec& m, double s) {
     const double per_key = 2.0 * s * d(m.heads) * d(head_dim(m) + v_head_dim(m));
     const double n_window = d(windowed_layer_count(m));
     const double window_keys = std::min(s, d(m.sliding_window));
-    return per_key * (d(m.layers) - n_window) * s + per_key * n_window * window_keys;
+    const double attention_layers =
+        is_hybrid(m) ? d(kind_count(m, LayerKind::attention, 0, m.layers)) : d(m.layers);
+    return per_key * (attention_layers - n_window) * s + per_key * n_window * window_keys;
 }
 
 namespace {
 
 // Forward FLOPs of one sequence through every layer (GEMMs + attention core), no logits.
 double layers_forward_per_sequence(const ModelSpec& m, double s) {
+    if (is_hybrid(m)) {
+        // Each kind's GEMMs, the Mamba layers' SSD scan, the attention layers' core.
+        const auto n = [&m](LayerKind k) { return d(kind_count(m, k, 0, m.layers)); };
+        return n(LayerKind::mamba) * s *
+                   (2.0 * mamba_gemm_params(m) + mamba_scan_flops_per_token(m)) +
+               n(LayerKind::attention) * 2.0 * s * gemm_params_active(m, false, LayerShape::attention) +
+               n(LayerKind::mlp) * 2.0 * s * gemm_params_active(m, false, LayerShape::ffn) +
+               n(LayerKind::moe) * 2.0 * s * gemm_params_active(m, true, LayerShape::ffn) +
+               attention_core_per_sequence(m, s);
+    }
     const int64_t n_moe = moe_layers_in(m, 0, m.layers);
     const double n_dense = d(m.layers - n_moe);
     return n_dense * 2.0 * s * gemm_params_active(m, false) +

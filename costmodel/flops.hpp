@@ -48,13 +48,42 @@ struct LayerGemms {
     bool operator==(const LayerGemms&) const = default;
 };
 
+/// What one priced layer holds: a transformer layer's attention and MLP (or MoE), or one of the
+/// two alone, as a hybrid model's * and - / E layers are (core LayerKind).
+enum class LayerShape : uint8_t { full, attention, ffn };
+
+/// The shape a hybrid layer of `kind` is priced as (mamba: none; see mamba_gemms).
+[[nodiscard]] LayerShape shape_of(LayerKind kind);
+
 /// Tokens of one micro-batch on one GPU: mbs * seq / cp.
 [[nodiscard]] double tokens_per_gpu(const JobSpec& job, const Plan& p);
 
 /// The GEMMs of layer kind `moe` (true: routed experts) for `p` (Megatron's column/row splits;
 /// top_k routed tokens spread evenly over the experts).
-[[nodiscard]] LayerGemms
-layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe);
+[[nodiscard]] LayerGemms layer_gemms(
+    const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, LayerShape shape = LayerShape::full);
+
+/// Forward GEMMs of one Mamba-2 layer on one GPU for one micro-batch (Megatron-Core mamba_mixer.py
+/// @d98e8a64: in_proj column-parallel over heads, out_proj row-parallel) and the tensor-core
+/// work of the chunked SSD scan (Dao & Gu 2024, arXiv:2405.21060, Sec. 6 and its
+/// ssd_combined.py): per chunk of Q tokens, C B^T per group, (C B^T o L) X, the chunk states
+/// B^T X and their output C h per head. T tokens, H heads of width P, G groups, state N.
+struct MambaGemms {
+    GemmShape in_proj;    // T x h -> (2 d_inner + 2 G N + H) / t
+    GemmShape out_proj;   // T x d_inner / t -> h
+    GemmShape cb;         // (Q x N)(N x Q): T/Q chunks x G/t groups
+    GemmShape scan_x;     // (Q x Q)(Q x P): T/Q chunks x H/t heads
+    GemmShape states;     // (N x Q)(Q x P): T/Q chunks x H/t heads
+    GemmShape state_out;  // (Q x N)(N x P): T/Q chunks x H/t heads
+
+    bool operator==(const MambaGemms&) const = default;
+};
+
+[[nodiscard]] MambaGemms mamba_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// Forward FLOPs of the SSD scan per token, all heads on one GPU (t = 1):
+/// 2 Q N G + H (2 Q P + 4 N P) (the four products above divided by T).
+[[nodiscard]] double mamba_scan_flops_per_token(const ModelSpec& m);
 
 /// Forward FLOPs of the whole list.
 [[nodiscard]] Flops forward_flops(const LayerGemms& g);
@@ -62,12 +91,16 @@ layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe);
 /// GEMM weights per token of layer kind `moe`, active ones only (no biases, no norms):
 /// attention 2h*ad + 2h*a_kv*d (MLA: the down and up projections + output), MLP 2hf or 3hf
 /// (SwiGLU), MoE top_k experts + router + shared expert.
-[[nodiscard]] double gemm_params_active(const ModelSpec& m, bool moe);
+[[nodiscard]] double gemm_params_active(const ModelSpec& m, bool moe, LayerShape shape = LayerShape::full);
+
+/// GEMM weights of one Mamba-2 layer (in_proj + out_proj).
+[[nodiscard]] double mamba_gemm_params(const ModelSpec& m);
 
 /// Number of MoE layers among layers [first, last).
 [[nodiscard]] int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t last);
 
-/// Forward FLOPs of the attention core of one sequence summed over all layers: per layer
+/// Forward FLOPs of the attention core of one sequence summed over all attention layers (every
+/// layer of a transformer, the * layers of a hybrid model): per layer
 /// 2 s k a (d_qk + d_v) with k = s keys per query, k = min(s, window) on windowed layers (no
 /// causal halving, as Korthikanti counts; MLA: d_qk = nope + rope).
 [[nodiscard]] double attention_core_per_sequence(const ModelSpec& m, double s);

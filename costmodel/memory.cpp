@@ -28,8 +28,16 @@ StateBytes model_states(const JobSpec& job, double params, int zero, int64_t sha
     return s;
 }
 
-Bytes activation_per_layer(
-    const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, Recompute r) {
+Bytes activation_per_layer(const ModelSpec& m,
+                           const JobSpec& job,
+                           const Plan& p,
+                           bool moe,
+                           Recompute r,
+                           LayerShape shape) {
+    const bool has_attn = shape != LayerShape::ffn;
+    const bool has_ffn = shape != LayerShape::attention;
+    moe = moe && has_ffn;
+    const double norms = shape == LayerShape::full ? 2.0 : 1.0;
     const double ab = activation_bytes(job);
     const double t = d(p.tp);
     const double sp = p.sp ? t : 1.0;  // divisor of the norm / dropout / layer-input region
@@ -38,22 +46,24 @@ Bytes activation_per_layer(
     if (r == Recompute::full) {
         return bytes(ab * tok * h / sp);  // the layer input only
     }
-    if (r == Recompute::selective && job.stack.op_level_sac && !moe && !m.mla.enabled()) {
+    if (r == Recompute::selective && job.stack.op_level_sac && !moe && !m.mla.enabled() &&
+        shape == LayerShape::full) {
         return bytes(op_sac_saved_bytes_per_token(m, job, p) * tok);
     }
     // Norm inputs (2 x ab) and dropout masks (2 x 1 B, when the recipe keeps hidden dropout):
     // split only by SP.
     const double masks = job.stack.hidden_dropout ? 2.0 : 0.0;
-    const double ln_region = (2.0 * ab + masks) * tok * h / sp;
+    const double ln_region = norms * (ab + masks / 2.0) * tok * h / sp;
     // A GEMM input kept for its weight gradient: under quantised training Transformer Engine
     // keeps it as the quantised copy it fed the GEMM (fp8 + scales; saved_input_bytes()).
     const double qb = saved_input_bytes(job);
     // QKV input and MLP input (norm outputs): replicated across TP ranks unless SP.
-    const double replicated = 2.0 * qb * tok * h / sp;
+    const double replicated = norms * qb * tok * h / sp;
     // The projection's input: the attention output the kernel keeps (ab, in the elements
     // below) and, quantised, the Linear's own fp8 copy beside it.
-    const double attn = attention_activation_elements(m, p) * ab * tok +
-                        (qb < ab ? qb * d(m.heads) * d(v_head_dim(m)) / t * tok : 0.0);
+    const double attn = !has_attn ? 0.0
+                                  : attention_activation_elements(m, p) * ab * tok +
+                                        (qb < ab ? qb * d(m.heads) * d(v_head_dim(m)) / t * tok : 0.0);
     // MoE: top_k routed copies + the shared expert's every token (DeepSeek), TP-split alike.
     const double inner =
         moe ? tok * (d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) + d(m.moe.shared_ffn_hidden))
@@ -61,18 +71,22 @@ Bytes activation_per_layer(
     // The up projection's output (2 f gated, f otherwise) for the activation's backward, and
     // the activation's output as the down projection's input; the routed copies as the experts'
     // input.
-    double mlp = ((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * ab + qb) * inner / t +
-                 (moe ? qb * tok * d(m.moe.top_k) * h / t : 0.0);
+    double mlp = !has_ffn ? 0.0
+                          : ((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * ab + qb) * inner / t +
+                                (moe ? qb * tok * d(m.moe.top_k) * h / t : 0.0);
     const uint16_t mods = r == Recompute::selective ? p.recompute_modules : 0;
     double attn_kept = attn;
     if (mods != 0) {
         const double saved = module_recompute_saving(m, job, p, moe);
-        attn_kept -= (mods & recompute_module::mla_up_proj) != 0 && m.mla.enabled()
+        attn_kept -= (mods & recompute_module::mla_up_proj) != 0 && m.mla.enabled() && has_attn
                          ? (d(m.heads) * d(head_dim(m)) + d(kv_width(m))) / t * ab * tok
                          : 0.0;
-        mlp -= saved;
+        mlp -= has_ffn ? saved : 0.0;
     }
     double total = ln_region + replicated + attn_kept + mlp;
+    if (!has_attn) {
+        return bytes(total);
+    }
     if (job.stack.attention == AttentionImpl::fused) {
         // No scores in memory: the kernel keeps each query row's fp32 log-sum-exp.
         return bytes(total + fused_attention_saved_bytes(m, job, p));
@@ -85,6 +99,23 @@ Bytes activation_per_layer(
         total += (2.0 * ab + 1.0) * scores;
     }
     return bytes(total);
+}
+
+Bytes mamba_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r) {
+    const MambaSpec& a = m.mamba;
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double sp = p.sp ? t : 1.0;
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    if (r == Recompute::full) {
+        return bytes(ab * tok * h / sp);  // the layer input only
+    }
+    const double qb = saved_input_bytes(job);
+    const double di = d(a.d_inner()) / t;
+    const double zxbcdt = d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) / t;
+    const double rstd = 4.0 * d(a.groups) / t;
+    return bytes(tok * ((ab + qb) * h / sp + ab * zxbcdt + 2.0 * ab * di + qb * di + rstd));
 }
 
 double module_recompute_saving(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
@@ -191,6 +222,13 @@ double largest_layer_matrix(const ModelSpec& m, const Plan& p) {
     const double t = d(p.tp);
     const double proj = d(m.heads) * d(v_head_dim(m)) * h / t;
     const double mlp = gate * h * ffn / t;  // MLP in; MLP out (f x h) is no larger
+    if (m.mamba.enabled()) {
+        // A hybrid model's Mamba in_proj (column-split) may be its largest matrix.
+        const MambaSpec& a = m.mamba;
+        const double in_proj = h * d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) / t;
+        return std::max({in_proj, mlp, d(m.heads) * d(v_head_dim(m)) * h / t,
+                         h * (d(m.heads) + 2.0 * d(m.kv_heads)) * hd / t});
+    }
     if (m.mla.enabled()) {
         // Down projections whole on every TP rank, up projections column-split.
         const MlaSpec& a = m.mla;

@@ -6,6 +6,7 @@
 #include "core/model.hpp"
 #include "core/plan.hpp"
 #include "core/units.hpp"
+#include "costmodel/flops.hpp"
 
 #include <cstdint>
 
@@ -31,8 +32,24 @@ struct StateBytes {
 /// 5 a s/(h t)); TP + SP: s b h (34 + 5 a s / h) / t; selective drops the 5 a s / h term; full
 /// recompute keeps only the layer input 2 s b h (/t with SP). GQA shrinks K and V, SwiGLU stores
 /// gate, up and product (6 s b f instead of 4 s b f), MoE stores top_k routed copies; CP divides s.
+/// A hybrid model's single-block layer (`shape` attention or ffn) keeps one norm's region and
+/// only its block's terms.
+[[nodiscard]] Bytes activation_per_layer(const ModelSpec& m,
+                                         const JobSpec& job,
+                                         const Plan& p,
+                                         bool moe,
+                                         Recompute r,
+                                         LayerShape shape = LayerShape::full);
+
+/// Activation bytes one Mamba-2 layer keeps for one micro-batch on one GPU (Megatron-Core's
+/// memory-efficient path: mamba_ssm MambaSplitConv1dScanCombinedFn saves the in_proj output
+/// zxbcdt and the scan output out_x, the conv and the states are recomputed in backward; the
+/// gated RMSNorm keeps its input; out_proj keeps its input, quantised under FP8; the pre-norm
+/// its input and in_proj its input like a transformer layer's norm): per token
+/// ab h / sp + qb h / sp + ab (2 d_inner + 2 G N + H) / t + 2 ab d_inner / t + qb d_inner / t
+/// + 4 B per group of the norm's rstd. Full recompute keeps the layer input.
 [[nodiscard]] Bytes
-activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe, Recompute r);
+mamba_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r);
 
 /// Bytes of one layer's MLP / MoE activations that Megatron's selective recompute modules
 /// (Plan::recompute_modules) free, for one micro-batch on one GPU (transformer_config.py

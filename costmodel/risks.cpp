@@ -248,8 +248,10 @@ std::vector<Risk> describe_risks(const ModelSpec& model,
                              static_cast<double>(std::max<int64_t>(1, plan.ep))) +
                      " local experts x " + num(e.microbatches) +
                      " micro-batches x every MoE layer (" +
-                     fmt("%.0f", cluster.node.quantised_expert_overhead.value() * 1e6) +
-                     " us each, the profile's fitted calibration)",
+                     fmt("%.0f",
+                         quantised_expert_overhead(cluster.node, job.stack.release).value() * 1e6) +
+                     " us each: the profile's fitted value in force for release " +
+                     (job.stack.release.empty() ? std::string("(none)") : job.stack.release) + ")",
                  "raise the micro-batch size (fewer, larger micro-batches), spread the experts "
                  "over more EP ranks (fewer local experts), or train the experts in BF16; "
                  "CUDA graphs over the MoE layer need a capacity factor with padding "

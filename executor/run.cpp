@@ -388,6 +388,10 @@ void check_executable(const ModelSpec& model,
          "dp*tp*pp=" + std::to_string(ranks) + " but " + std::to_string(world_size) +
              " ranks were launched (mpirun -np N)");
     need(out, plan.cp == 1, "context parallelism (--cp) is not executed");
+    need(out,
+         !is_hybrid(model),
+         "hybrid models (Mamba-2 layers, Nemotron-H) are priced, not executed: the executor has "
+         "no Mamba-2 mixer yet");
     if (model.moe.enabled()) {
         check_moe(out, model, plan);
     }

@@ -91,6 +91,8 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
             kv("model.num_layers_in_last_pipeline_stage", val);
         } else if (flag == "--pipeline-model-parallel-layout") {
             kv("model.pipeline_model_parallel_layout", "'" + val + "'");
+        } else if (flag == "--hybrid-layer-pattern") {
+            kv("model.hybrid_layer_pattern", val);  // already quoted
         }  // --num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank:
            // virtual_pipeline_model_parallel_size above
     }

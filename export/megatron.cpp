@@ -20,6 +20,26 @@ namespace exporters {
 /// --pipeline-model-parallel-layout.
 void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
     const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;
+    if (is_hybrid(m)) {
+        // A hybrid model's layers and its stages in one flag: --hybrid-layer-pattern, one letter a
+        // layer (M * - E), '|' between pipeline stages (virtual ones in model order); Megatron does
+        // not combine it with --pipeline-model-parallel-layout.
+        std::string pattern;
+        const int64_t v = interleaved ? p.vpp : 1;
+        for (int64_t k = 0; k < p.pp * v; ++k) {
+            const int64_t s = k % p.pp;
+            const int64_t c = k / p.pp;
+            const int64_t first = chunk_first_layer(m.layers, p, s, c);
+            if (k > 0) {
+                pattern += '|';
+            }
+            for (int64_t i = first; i < first + chunk_layers(m.layers, p, s, c); ++i) {
+                pattern += layer_kind_letter(m.layer_kinds[static_cast<std::size_t>(i)]);
+            }
+        }
+        arg(os, "--hybrid-layer-pattern", "'" + pattern + "'");
+        return;
+    }
     if (!uneven_stages(m.layers, p) && (!interleaved || m.layers % (p.pp * p.vpp) == 0)) {
         if (interleaved) {
             arg(os,
@@ -87,10 +107,24 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
     if (!m.linear_bias) {
         arg(os, "--disable-bias-linear");
     }
+    if (m.head_size > 0 && !m.mla.enabled() && m.head_size * m.heads != m.hidden) {
+        arg(os, "--kv-channels", std::to_string(m.head_size));
+    }
+    if (is_hybrid(m)) {
+        // The Mamba-2 mixer's shape (Megatron-LM arguments.py @d98e8a64); the layer pattern is
+        // the layout (megatron_layout_args).
+        arg(os, "--mamba-num-heads", std::to_string(m.mamba.heads));
+        arg(os, "--mamba-head-dim", std::to_string(m.mamba.head_dim));
+        arg(os, "--mamba-state-dim", std::to_string(m.mamba.state));
+        arg(os, "--mamba-num-groups", std::to_string(m.mamba.groups));
+    }
     if (m.moe.enabled()) {
         arg(os, "--num-experts", std::to_string(m.moe.experts));
         arg(os, "--moe-router-topk", std::to_string(m.moe.top_k));
         arg(os, "--moe-ffn-hidden-size", std::to_string(m.moe.expert_ffn_hidden));
+        if (m.moe.shared_ffn_hidden > 0) {
+            arg(os, "--moe-shared-expert-intermediate-size", std::to_string(m.moe.shared_ffn_hidden));
+        }
         if (m.moe.layer_freq != 1) {
             arg(os, "--moe-layer-freq", std::to_string(m.moe.layer_freq));
         }

@@ -20,7 +20,8 @@ const char* shipped_model_config(const std::string& name) {
         {"GPT-OSS 120B", "gpt-oss-120b.config.json"},
         {"GPT-OSS-120B", "gpt-oss-120b.config.json"},
         {"GPT-OSS 20B", "gpt-oss-20b.config.json"},
-        {"GPT-OSS-20B", "gpt-oss-20b.config.json"}};
+        {"GPT-OSS-20B", "gpt-oss-20b.config.json"},
+        {"Nemotron 3 Nano", "nemotron-3-nano-30b-a3b.config.json"}};
     for (const auto& [key, file] : known) {
         if (name.find(key) != std::string::npos) {
             return file;
@@ -71,11 +72,44 @@ double bridge_layer_weights(const ModelSpec& m, bool moe) {
 
 }  // namespace
 
+namespace {
+
+// Megatron-Bridge's hybrid count (flop_utils.py hybrid_flops @0fbfe7d3e9, v0.4.0), per token of
+// the forward: attention 4 h p (h + h g / a + s / 2) with p = d a / h and g query groups; Mamba
+// 2 h (2 d_in + 2 G N + H) + 7 d_in N + 2 d_in h with Bridge's d_in = 2 h (not heads x
+// head_dim); MLP 4 f h; MoE 4 h (k f_e + f_s) (squared ReLU: no gate factor); logits 2 h V.
+double bridge_hybrid_per_token(const ModelSpec& m, double s) {
+    const double h = static_cast<double>(m.hidden);
+    const double a = static_cast<double>(m.heads);
+    const double p = static_cast<double>(head_dim(m)) * a / h;
+    const double g = static_cast<double>(m.kv_heads);
+    const double din = 2.0 * h;
+    const MambaSpec& x = m.mamba;
+    const double gn = static_cast<double>(x.groups * x.state);
+    const auto n = [&m](LayerKind k) { return static_cast<double>(kind_count(m, k, 0, m.layers)); };
+    const double gate = m.mlp == MlpKind::swiglu ? 1.5 : 1.0;
+    const double attn = 4.0 * h * p * (h + h * g / a + s / 2.0);
+    const double mamba = 2.0 * h * (2.0 * din + 2.0 * gn + static_cast<double>(x.heads)) +
+                         7.0 * din * static_cast<double>(x.state) + 2.0 * din * h;
+    const double mlp = 4.0 * static_cast<double>(m.ffn_hidden) * h * gate;
+    const double moe = 4.0 * h *
+                       (static_cast<double>(m.moe.top_k * m.moe.expert_ffn_hidden) +
+                        static_cast<double>(m.moe.shared_ffn_hidden)) *
+                       gate;
+    return n(LayerKind::attention) * attn + n(LayerKind::mamba) * mamba + n(LayerKind::mlp) * mlp +
+           n(LayerKind::moe) * moe + 2.0 * h * static_cast<double>(m.vocab);
+}
+
+}  // namespace
+
 double bridge_flops(const ModelSpec& m, const JobSpec& job) {
     const double B = static_cast<double>(job.global_batch);
     const double s = static_cast<double>(job.seq_len);
     const double h = static_cast<double>(m.hidden);
     const double V = static_cast<double>(m.vocab);
+    if (is_hybrid(m)) {
+        return 3.0 * B * s * bridge_hybrid_per_token(m, s);
+    }
     const int64_t n_moe = moe_layers_in(m, 0, m.layers);
     // MTP modules add layers of the last layer's kind, 3 norms + the 2h^2 projection, logits.
     const double mtp = job.mtp ? static_cast<double>(m.mtp_layers) : 0.0;

@@ -302,19 +302,43 @@ TEST_SUITE("core") {
 
     TEST_CASE(
         "hf families: Mamba-2 and gated DeltaNet layers are refused by the key holding them") {
+        // Nemotron-H loads (tests/core/test_hybrid.cpp); what it does not price is refused by
+        // its key: a letter outside M * - E, LatentMoE (Nemotron 3 Super's moe_latent_size).
+        const std::string nh = R"({
+  "model_type": "nemotron_h", "num_hidden_layers": 4, "hidden_size": 64,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+  "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64,
+  "mamba_num_heads": 8, "mamba_head_dim": 16, "ssm_state_size": 16, "n_groups": 2,
+  "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+)";
         expect_diagnostics(
-            [] {
-                (void)parse_model_hf_json(R"({
-  "model_type": "nemotron_h",
-  "hybrid_override_pattern": "M-M-M*-M-",
-  "num_hidden_layers": 9
+            [&nh] {
+                (void)parse_model_hf_json(nh + R"(  "hybrid_override_pattern": "M*EG"
 })",
                                           "nh.json");
             },
-            {{3,
+            {{7,
               3,
-              "'hybrid_override_pattern' holds 4 Mamba-2 layers ('M'): Mamba-2 layers are not "
-              "priced yet"}});
+              "'hybrid_override_pattern' has 'G': cleave reads M (Mamba-2), * (attention), - "
+              "(MLP) and E (MoE)"}});
+        expect_diagnostics(
+            [&nh] {
+                (void)parse_model_hf_json(nh + R"(  "hybrid_override_pattern": "M*EM",
+  "moe_latent_size": 16
+})",
+                                          "nh.json");
+            },
+            {{8,
+              3,
+              "'moe_latent_size' set: LatentMoE (experts on a down-projected latent, Nemotron 3 "
+              "Super) is not priced yet"}});
+        expect_diagnostics(
+            [&nh] {
+                (void)parse_model_hf_json(nh + R"(  "hybrid_override_pattern": "M*E"
+})",
+                                          "nh.json");
+            },
+            {{7, 3, "the layer pattern has 3 layers, 'num_hidden_layers' says 4"}});
         // Qwen/Qwen3-Next-80B-A3B states full_attention_interval = 4 and no layer_types.
         expect_diagnostics(
             [] {
@@ -363,7 +387,7 @@ TEST_SUITE("core") {
               2,
               "unsupported model_type 'bert' (supported: llama, mistral, qwen2, qwen3, olmo2, "
               "mixtral, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, "
-              "gemma3_text, nemotron, gpt_neox, gpt2)"}});
+              "gemma3_text, nemotron, nemotron_h, gpt_neox, gpt2)"}});
         expect_diagnostics(
             [] { (void)parse_model_hf_json(R"({"model_type": "gemma3"})", "g.json"); },
             {{1, 1, "missing required key 'text_config' (a Gemma3TextConfig)"}});

@@ -1,0 +1,178 @@
+// Hybrid models (issue 26): Nemotron-H's Mamba-2 / attention / MLP / MoE layers, each priced by
+// its own kind. Every expected value is worked by hand in the comment above it.
+#include "core/load.hpp"
+#include "core/stack.hpp"
+#include "costmodel/compute.hpp"
+#include "costmodel/estimate.hpp"
+#include "costmodel/flops.hpp"
+#include "costmodel/memory.hpp"
+#include "published/published.hpp"
+#include "tests/costmodel/fixtures.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using namespace cleave;
+
+namespace {
+
+ModelSpec nano() {
+    return load_model(std::string(CLEAVE_TEST_DATA_DIR) +
+                      "/examples/hf/nemotron-3-nano-30b-a3b.config.json");
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("hybrid: Nemotron 3 Nano loads as 23 Mamba-2, 6 attention and 23 MoE layers") {
+        const ModelSpec m = nano();
+        REQUIRE(is_hybrid(m));
+        CHECK(m.layers == 52);
+        CHECK(kind_count(m, LayerKind::mamba, 0, 52) == 23);
+        CHECK(kind_count(m, LayerKind::attention, 0, 52) == 6);
+        CHECK(kind_count(m, LayerKind::moe, 0, 52) == 23);
+        CHECK(kind_count(m, LayerKind::mlp, 0, 52) == 0);
+        CHECK(m.mamba.d_inner() == 4096);  // 64 heads x 64
+        // Mamba layer: in_proj 2688 x (2 x 4096 + 2 x 8 x 128 + 64) = 2688 x 10304 = 27,697,152;
+        // conv1d (4096 + 2048) x (4 + 1) = 30,720; dt_bias, A_log, D 3 x 64 = 192; gated norm
+        // 4096; out_proj 4096 x 2688 = 11,010,048; pre-norm 2688: 38,744,896.
+        CHECK(params_mamba_layer(m) == 38744896);
+        // Attention layer: q 2688 x 4096 + k, v 2 x 2688 x 256 + o 4096 x 2688 + norm 2688
+        // = 11,010,048 + 1,376,256 + 11,010,048 + 2688 = 23,399,040.
+        CHECK(params_layer(m, 5) == 23399040);
+        // MoE layer: router 2688 x 128 + 128 bias = 344,192; shared expert 2 x 2688 x 3712 =
+        // 19,955,712; 128 experts x 2 x 2688 x 1856 = 1,277,165,568; norm 2688: 1,297,468,160.
+        CHECK(params_layer(m, 1) == 1297468160);
+        // 23 x 38,744,896 + 6 x 23,399,040 + 23 x 1,297,468,160 + embedding 131072 x 2688
+        // (352,321,536) + head (352,321,536 + final norm 2688) = 31,577,940,288: the card's 31.6B.
+        CHECK(params_total(m) == 31577940288);
+        // Active: each MoE layer 344,192 + 19,955,712 + 6 x 9,977,856 + 2688 = 80,169,728;
+        // 23 x that + the Mamba and attention layers + embedding and head = 3,580,076,352 (the
+        // card's 3.6B with embeddings), 3,227,754,816 without the input embedding (its 3.2B).
+        CHECK(params_active(m) == 3580076352);
+        CHECK(params_active(m) - m.vocab * m.hidden == 3227754816);
+    }
+
+    TEST_CASE("hybrid: the SSD scan's FLOPs and a Mamba-2 layer's saved activations") {
+        const ModelSpec m = nano();
+        // 2 Q N G + H (2 Q P + 4 N P) = 2 x 128 x 128 x 8 + 64 x (2 x 128 x 64 + 4 x 128 x 64)
+        // = 262,144 + 64 x 49,152 = 3,407,872 per token.
+        CHECK(mamba_scan_flops_per_token(m) == doctest::Approx(3407872.0));
+        JobSpec j = test::job(8, 8, 8192);
+        j.stack = load_stack("megatron-core");
+        Plan p = test::plan(8, 1, 1);
+        const MambaGemms g = mamba_gemms(m, j, p);
+        // 8192 tokens / 128 = 64 chunks: C B^T 2 x 128 x 128 x 128 x 64 x 8 = 2,147,483,648; the
+        // four products sum to 8192 x 3,407,872 = 27,917,287,424.
+        CHECK(gemm_flops(g.cb).value() == doctest::Approx(2147483648.0));
+        CHECK((gemm_flops(g.cb) + gemm_flops(g.scan_x) + gemm_flops(g.states) +
+               gemm_flops(g.state_out))
+                  .value() == doctest::Approx(27917287424.0));
+        // bf16, t 1, no SP, per token: norm input + in_proj input (2 + 2) x 2688 = 10,752;
+        // zxbcdt 2 x 10304 = 20,608; scan output + gated-norm input 2 x 2 x 4096 = 16,384;
+        // out_proj input 2 x 4096 = 8,192; rstd 4 x 8 = 32: 55,968 B x 8192 = 458,489,856.
+        CHECK(mamba_activation_per_layer(m, j, p, Recompute::none).value() ==
+              doctest::Approx(458489856.0));
+        // Full recomputation keeps the layer input: 2 x 2688 x 8192 = 44,040,192.
+        CHECK(mamba_activation_per_layer(m, j, p, Recompute::full).value() ==
+              doctest::Approx(44040192.0));
+        // TP 2: in_proj / out_proj / the scan split by heads.
+        p.tp = 2;
+        p.dp = 4;
+        CHECK(mamba_gemms(m, j, p).in_proj.n == doctest::Approx(10304.0 / 2.0));
+        CHECK(mamba_gemms(m, j, p).scan_x.count == doctest::Approx(64.0 * 32.0));
+    }
+
+    TEST_CASE("hybrid: a single-block layer keeps one norm and its block, and one TP pair") {
+        ModelSpec m = test::seed13b();
+        JobSpec j = test::job(8, 8, 2048);
+        j.stack = load_stack("megatron-core");
+        const Plan p = test::plan(4, 2, 1);
+        // Activations per token (bf16, t 2, no SP, fused attention, no dropout): a transformer
+        // layer keeps 2 norm inputs (2 x 2h) + 2 norm outputs (2 x 2h) + attention (Q, K, V,
+        // projection input 4 h / t x 2) + MLP (fc1 output + activation output 2 x 4h / t x 2)
+        // + the kernel's fp32 log-sum-exp; the attention-only and MLP-only layers split it, each
+        // with one of the two norms' input and output: attention + mlp = full.
+        const double full = activation_per_layer(m, j, p, false, Recompute::none).value();
+        const double attn =
+            activation_per_layer(m, j, p, false, Recompute::none, LayerShape::attention).value();
+        const double mlp =
+            activation_per_layer(m, j, p, false, Recompute::none, LayerShape::ffn).value();
+        const double h_tok = 5760.0 * 2048.0;  // h x tokens
+        CHECK(attn + mlp == doctest::Approx(full));
+        // MLP-only: norm in + out (2 + 2) h + fc1 out 2 x 4h / 2 + fc2 in 2 x 4h / 2 = 12 h.
+        CHECK(mlp == doctest::Approx(12.0 * h_tok));
+        // TP: one all-reduce pair per block; no SP: forward = blocks x (all-reduce + sync).
+        const ClusterSpec c = test::dgx_a100();
+        const PlanLinks links = plan_links(c, p);
+        const LayerCost lf = layer_cost(m, c, j, p, links, false);
+        const LayerCost la = layer_cost(m, c, j, p, links, false, LayerShape::attention);
+        const LayerCost lm = layer_cost(m, c, j, p, links, false, LayerShape::ffn);
+        CHECK(la.tp_fwd.value() == doctest::Approx(lf.tp_fwd.value() / 2.0));
+        CHECK(lm.tp_fwd.value() == doctest::Approx(lf.tp_fwd.value() / 2.0));
+        // The GEMMs split too: attention + MLP = the whole layer's.
+        CHECK((la.gemm + lm.gemm).value() == doctest::Approx(lf.gemm.value()));
+        CHECK(lm.attention.value() == 0.0);
+    }
+
+    TEST_CASE("hybrid: a stage sums its layers by kind, parameters and time") {
+        const ModelSpec m = nano();
+        JobSpec j = test::job(8, 64, 8192);
+        j.stack = load_stack("megatron-core");
+        Plan p = test::plan(8, 1, 1);
+        p.ep = 8;
+        p.zero = 0;
+        const ClusterSpec c = load_cluster("dgx-h100");
+        const Estimate e = estimate(m, c, j, p);
+        // Weights, bf16: every parameter but the experts (31,577,940,288 - 23 x 1,277,165,568 =
+        // 2,203,132,224) + the experts over EP 8 (29,374,808,064 / 8 = 3,671,851,008) =
+        // 5,874,983,232 parameters x 2 B = 11,749,966,464 B.
+        CHECK(e.stage[0].memory.weights.value() == doctest::Approx(11749966464.0));
+        // The forward of one micro-batch: 23 Mamba + 6 attention + 23 MoE layers, embedding and
+        // output layer, as layer_cost / mamba_layer_cost price each (the straggler factor of 8
+        // GPUs on each layer's kernels, and the MoE layers' exposed all-to-all).
+        const PlanLinks links = plan_links(c, p);
+        const double slow = straggler_factor(c.gpu, 8);
+        const LayerCost mb = mamba_layer_cost(m, c, j, p, links);
+        const LayerCost at = layer_cost(m, c, j, p, links, false, LayerShape::attention);
+        const LayerCost mo = layer_cost(m, c, j, p, links, true, LayerShape::ffn);
+        const EdgeCost emb = embedding_cost(m, c, j, p, links);
+        const EdgeCost out = output_cost(m, c, j, p, links);
+        const auto fwd = [slow](const LayerCost& l) {
+            return (l.fwd.value() - l.expert_overhead.value() / 3.0) * slow +
+                   l.expert_overhead.value() / 3.0 + l.tp_fwd.value() + l.cp_fwd.value() +
+                   l.ep_fwd.value();
+        };
+        const double want = 23.0 * fwd(mb) + 6.0 * fwd(at) + 23.0 * fwd(mo) +
+                            (emb.fwd.value() + out.fwd.value()) * slow + emb.comm_fwd.value() +
+                            out.comm_fwd.value();
+        CHECK(e.stage[0].fwd.value() == doctest::Approx(want).epsilon(1e-9));
+        // Model FLOPs: 3 x B x s x per token (the Mamba layers' GEMMs 2 x 38,707,200 weights +
+        // the scan 3,407,872; attention 2 x 23,396,352 + core 2 s a (d_qk + d_v) = 2 x 8192 x
+        // 32 x 256; MoE 2 x (6 x 9,977,856 + 19,955,712 + 344,064); logits 2 x 2688 x 131072).
+        const double s = 8192.0;
+        const double per_token = 23.0 * (2.0 * 38707200.0 + 3407872.0) +
+                                 6.0 * (2.0 * 23396352.0 + 2.0 * s * 32.0 * 256.0) +
+                                 23.0 * 2.0 * (6.0 * 9977856.0 + 19955712.0 + 344064.0) +
+                                 2.0 * 2688.0 * 131072.0;
+        CHECK(e.model_flops.value() == doctest::Approx(3.0 * 64.0 * s * per_token));
+    }
+
+    TEST_CASE("hybrid: Megatron-Bridge's FLOP count of Nemotron 3 Nano matches its perf table") {
+        // Row 2026 of public_runs_2026h1.csv: 323 TFLOP/s per GPU at 14,507 tokens/s per GPU =
+        // 22.265e9 FLOPs per token. Bridge's hybrid_flops (flop_utils.py @0fbfe7d3e9) at
+        // s 8192, per token of the forward: attention 4 h p (h + h g / a + s / 2) with p =
+        // 128 x 32 / 2688, g 2: 4 x 2688 x 1.52381 x (2688 + 168 + 4096) = 113,901,568, x 6;
+        // Mamba 2 h (2 x 5376 + 2 x 8 x 128 + 64) + 7 x 5376 x 128 + 2 x 5376 x 2688 =
+        // 69,156,864 + 4,816,896 + 28,901,376 = 102,875,136, x 23; MoE 4 h (6 x 1856 + 3712) =
+        // 159,645,696, x 23; logits 2 x 2688 x 131072 = 704,643,072. Sum 683,409,408 +
+        // 2,366,128,128 + 3,671,851,008 + 704,643,072 = 7,426,031,616, x 3 = 22,278,094,848 per
+        // token: 0.06 % from the table.
+        const ModelSpec m = nano();
+        JobSpec j = test::job(16, 1024, 8192);
+        const double per_token = bridge_flops(m, j) / (1024.0 * 8192.0);
+        CHECK(per_token == doctest::Approx(22278094848.0));
+        CHECK(per_token == doctest::Approx(323e12 / 14507.0).epsilon(0.002));
+    }
+}
