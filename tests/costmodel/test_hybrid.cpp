@@ -11,6 +11,9 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 
 using namespace cleave;
@@ -174,5 +177,38 @@ TEST_SUITE("costmodel") {
         const double per_token = bridge_flops(m, j) / (1024.0 * 8192.0);
         CHECK(per_token == doctest::Approx(22278094848.0));
         CHECK(per_token == doctest::Approx(323e12 / 14507.0).epsilon(0.002));
+    }
+
+    TEST_CASE("hybrid: the Nemotron 3 rows of public_runs_2026h1.csv, priced or refused with why") {
+        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_2026h1.csv");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        std::map<int64_t, PublishedCase> rows;
+        for (auto& c : parse_public_runs(ss.str(), "public_runs_2026h1.csv")) {
+            rows[c.row_id] = c;
+        }
+        // Nemotron 3 Super (LatentMoE, MTP; no shipped config): not expressed, and says why.
+        for (const int64_t r : {2030, 2031}) {
+            CAPTURE(r);
+            CHECK_FALSE(rows.at(r).expressible);
+            CHECK(rows.at(r).reason.find("LatentMoE") != std::string::npos);
+        }
+        // Nemotron 3 Nano: built from the shipped config, priced by kind. Measured 2026-12-02:
+        // +4.6 % (2026, H100 FP8-CS), -23.1 % (2033, GB300 MXFP8, mbs 4), -14.2 % (2034, GB200
+        // MXFP8, mbs 2); 2033 is outside the 15 % of issue 26 (its CUDA-graph scopes and the
+        // 26.04 Blackwell expert cost are not priced: docs/costmodel.md section 2.2).
+        const std::map<int64_t, std::pair<double, double>> bounds = {
+            {2026, {-15.0, 15.0}}, {2033, {-30.0, -15.0}}, {2034, {-15.0, 15.0}}};
+        for (const auto& [r, b] : bounds) {
+            CAPTURE(r);
+            PublishedCase c = rows.at(r);
+            REQUIRE(c.expressible);
+            CHECK(is_hybrid(c.model));
+            CHECK(kind_count(c.model, LayerKind::mamba, 0, c.model.layers) == 23);
+            load_case_stack(c);
+            const PublishedResult res = evaluate_published(c, load_cluster(c.profile));
+            CHECK(res.error_pct > b.first);
+            CHECK(res.error_pct < b.second);
+        }
     }
 }
