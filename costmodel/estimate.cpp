@@ -462,6 +462,19 @@ bool stage_memories(const Context& x, StageMemories& sm, Bytes stop_above) {
             sm.sp[k] = stage_params(x, sm.idx[k]);
             sm.mem[k] = stage_memory(x, sm.idx[k], sm.sp[k]);
         }
+        if (k == 1 && pp > 3 && is_hybrid(x.m)) {
+            // A hybrid model's middle stages hold different layer kinds: the middle stage shown
+            // is the one with the most memory (every one is priced).
+            for (int64_t s = 2; s < pp - 1; ++s) {
+                const StageParams sp = stage_params(x, s);
+                const MemoryBreakdown mem = stage_memory(x, s, sp);
+                if (mem.total > sm.mem[1].total) {
+                    sm.idx[1] = s;
+                    sm.sp[1] = sp;
+                    sm.mem[1] = mem;
+                }
+            }
+        }
         if (sm.mem[k].total > sm.mem[sm.peak].total) {
             sm.peak = k;
         }
@@ -739,10 +752,21 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         }
     }
     const double middles = d(std::max<int64_t>(0, plan.pp - 2));
-    const Seconds sum =
+    Seconds sum =
         plan.pp == 1 ? per_microbatch(w[0])
                      : per_microbatch(w[0]) + per_microbatch(w[2]) + per_microbatch(w[1]) * middles;
-    const Seconds tmax = per_microbatch(w[slow]);
+    Seconds tmax = per_microbatch(w[slow]);
+    if (plan.pp > 3 && is_hybrid(model)) {
+        // Every middle stage of a hybrid model in the fill and drain, the slowest in the steady
+        // state (a transformer's middle stages are alike).
+        sum = per_microbatch(w[0]) + per_microbatch(w[2]);
+        for (int64_t s = 1; s < plan.pp - 1; ++s) {
+            const StageParams sp = stage_params(x, s);
+            const Seconds t = per_microbatch(stage_work(x, s, sp, stage_memory(x, s, sp)));
+            sum += t;
+            tmax = std::max(tmax, t);
+        }
+    }
     const Seconds pipe = pipeline_time(plan, x.micro, sum, tmax);
     Seconds tail;
     int tail_stage = 0;
