@@ -105,38 +105,49 @@ RecomputeShape recompute_shape(const Plan& p, int64_t layers) {
     return rs;
 }
 
+/// A hybrid model's stage: its layers counted by kind into sp.kinds, and their parameters
+/// (without the experts, which stage_params adds). Kept out of line: transformers never run it.
+[[gnu::noinline]] double hybrid_stage_kinds(const Context& x, int64_t s, StageParams& sp) {
+    const ModelSpec& m = x.m;
+    const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
+    for (int64_t ch = 0; ch < chunks; ++ch) {
+        const int64_t first = chunk_first_layer(m.layers, x.p, s, ch);
+        const int64_t last = first + chunk_layers(m.layers, x.p, s, ch);
+        for (const LayerKind k : all_kinds) {
+            sp.kinds[kind_index(k)] += kind_count(m, k, first, last);
+        }
+    }
+    double all = 0.0;
+    for (const LayerKind k : all_kinds) {
+        all += d(sp.kinds[kind_index(k)]) * x.parts.hybrid->params_kind[kind_index(k)];
+    }
+    return all;
+}
+
+// Hybrid: a hybrid model (is_hybrid(x.m)) with its layers by kind. Two instantiations, so the
+// transformer one keeps a single call site and stays inlined in the planner's inner loop.
+template <bool Hybrid>
 StageParams stage_params(const Context& x, int64_t s) {
     const ModelSpec& m = x.m;
     const LayerParts& lp = x.parts;
     StageParams sp;
     const int64_t layers = layers_on_stage(m.layers, x.p, s);
-    const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
-    if (m.moe.enabled() || is_hybrid(m)) {
+    if (m.moe.enabled()) {
+        const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
         for (int64_t ch = 0; ch < chunks; ++ch) {
             const int64_t first = chunk_first_layer(m.layers, x.p, s, ch);
-            const int64_t last = first + chunk_layers(m.layers, x.p, s, ch);
-            sp.moe_layers += moe_layers_in(m, first, last);
-            if (is_hybrid(m)) {
-                for (const LayerKind k : all_kinds) {
-                    sp.kinds[kind_index(k)] += kind_count(m, k, first, last);
-                }
-            }
+            sp.moe_layers += moe_layers_in(m, first, first + chunk_layers(m.layers, x.p, s, ch));
         }
     }
     const double expert_total = d(sp.moe_layers) * lp.params_experts;
     // Closed form of params_stage() (no loop over layers): shared attention + norms per layer,
     // dense MLPs, MoE routers + experts, embedding on the first stage, head (and the tied
     // embedding copy Megatron keeps) on the last. A hybrid model: each kind's count x its
-    // parameters (an E layer's experts apart).
-    double all = expert_total;
-    if (is_hybrid(m)) {
-        for (const LayerKind k : all_kinds) {
-            all += d(sp.kinds[kind_index(k)]) * lp.params_kind[kind_index(k)];
-        }
-    } else {
-        all += d(layers) * lp.params_shared + d(layers - sp.moe_layers) * lp.params_dense_mlp +
-               d(sp.moe_layers) * lp.params_router;
-    }
+    // parameters (an E layer's experts apart; hybrid_stage_kinds).
+    double all = Hybrid ? hybrid_stage_kinds(x, s, sp) + expert_total
+                              : d(layers) * lp.params_shared +
+                                    d(layers - sp.moe_layers) * lp.params_dense_mlp +
+                                    d(sp.moe_layers) * lp.params_router + expert_total;
     if (s == 0) {
         all += lp.params_embedding;
     }
@@ -171,7 +182,7 @@ bool fsdp2(const JobSpec& job, const Plan& p) {
 /// 16-bit parameters stay unsharded and its unsharded grads accumulate in the fp32 reduce dtype
 /// (_fsdp_param.py to_accumulated_grad_if_needed). torchao's dynamic float8 recasts each
 /// weight per use: no cached fp8 copy.
-void fsdp2_states(const Context& x, int64_t s, const StageParams& sp, MemoryBreakdown& mem) {
+[[gnu::always_inline]] inline void fsdp2_states(const Context& x, int64_t s, const StageParams& sp, MemoryBreakdown& mem) {
     const Plan& p = x.p;
     const double n = d(std::max<int64_t>(1, p.dp * p.cp));
     const double local = sp.dense + sp.expert;  // this stage's parameters after TP / EP
@@ -197,6 +208,27 @@ int64_t offloaded_layers(const Plan& p, int64_t layers) {
     return std::clamp<int64_t>(p.offload_layers, 0, std::max<int64_t>(0, layers - 1));
 }
 
+/// A hybrid stage's activations per micro-batch, each kind's layers kept as the recompute shape
+/// says, and (remat) the largest layer backward rematerialises. Out of line, as above.
+[[gnu::noinline]] Bytes hybrid_activations(const LayerParts& parts,
+                                           const StageParams& sp,
+                                           const RecomputeShape& rs,
+                                           Bytes& remat) {
+    const HybridParts& lp = *parts.hybrid;
+    Bytes per_mb;
+    for (const LayerKind k : all_kinds) {
+        const std::size_t i = kind_index(k);
+        if (sp.kinds[i] > 0) {
+            per_mb += (lp.act_kind[i] * (rs.recomputed * rs.kept_inputs) +
+                       lp.act_kind_none[i] * (1.0 - rs.recomputed)) *
+                      d(sp.kinds[i]);
+            remat = std::max(remat, lp.act_kind_none[i] * rs.live - lp.act_kind[i]);
+        }
+    }
+    return per_mb;
+}
+
+template <bool Hybrid>
 MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp) {
     const Plan& p = x.p;
     const int64_t dp_shard = p.dp * p.cp;
@@ -224,26 +256,16 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     // The last stage also keeps each MTP module's block activations (+ its projection input,
     // 2 h per token, within the layer's share here) for every micro-batch in flight.
     const double n_mtp = s == p.pp - 1 ? d(lp.mtp_layers) : 0.0;
-    Bytes per_mb =
-        kept(lp.act_dense, lp.act_dense_none) * n_dense +
-        kept(lp.act_moe, lp.act_moe_none) * n_moe +
-        (lp.mtp_moe ? kept(lp.act_moe, lp.act_moe_none) : kept(lp.act_dense, lp.act_dense_none)) *
-            n_mtp +
-        (s == 0 ? lp.act_embedding : Bytes{});
-    // The layer backward rematerialises (recompute below): the stage's largest.
-    Bytes remat = sp.moe_layers > 0 ? lp.act_moe_none * rs.live - lp.act_moe
-                                    : lp.act_dense_none * rs.live - lp.act_dense;
-    if (is_hybrid(x.m)) {
-        per_mb = s == 0 ? lp.act_embedding : Bytes{};
-        remat = Bytes{};
-        for (const LayerKind k : all_kinds) {
-            const std::size_t i = kind_index(k);
-            if (sp.kinds[i] > 0) {
-                per_mb += kept(lp.act_kind[i], lp.act_kind_none[i]) * d(sp.kinds[i]);
-                remat = std::max(remat, lp.act_kind_none[i] * rs.live - lp.act_kind[i]);
-            }
-        }
-    }
+    Bytes remat;  // a hybrid stage's largest rematerialised layer (below)
+    const Bytes per_mb =
+        Hybrid
+            ? hybrid_activations(lp, sp, rs, remat) + (s == 0 ? lp.act_embedding : Bytes{})
+            : kept(lp.act_dense, lp.act_dense_none) * n_dense +
+                  kept(lp.act_moe, lp.act_moe_none) * n_moe +
+                  (lp.mtp_moe ? kept(lp.act_moe, lp.act_moe_none)
+                              : kept(lp.act_dense, lp.act_dense_none)) *
+                      n_mtp +
+                  (s == 0 ? lp.act_embedding : Bytes{});
     mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
     if (const int64_t off = offloaded_layers(p, layers); off > 0) {
         // The offloaded layers' saved activations live on the host; one layer of one
@@ -255,7 +277,9 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     if (p.recompute != Recompute::none && rs.recomputed > 0.0) {
         // Backward rematerialises `live` layers' full activations at a time (one for selective
         // and uniform 1; a uniform group of N holds N).
-        mem.activations += remat;
+        mem.activations += Hybrid ? remat
+                           : sp.moe_layers > 0 ? lp.act_moe_none * rs.live - lp.act_moe
+                                               : lp.act_dense_none * rs.live - lp.act_dense;
     }
     if (s == p.pp - 1) {
         mem.logits = lp.logits * (1.0 + n_mtp);  // each MTP module's logits and loss too
@@ -316,6 +340,21 @@ void add_layers(StageWork& w, const LayerCost& l, double n) {
     w.ep_nic_b += l.ep_nic_bytes * n;
 }
 
+/// A hybrid stage's layers by kind (block recomputation: the share kept whole from `whole`).
+[[gnu::noinline]] void add_hybrid_layers(StageWork& w,
+                                         const LayerParts& parts,
+                                         const LayerParts& whole,
+                                         const StageParams& sp,
+                                         double redo) {
+    for (const LayerKind k : all_kinds) {
+        const std::size_t i = kind_index(k);
+        add_layers(w, parts.hybrid->kind[i], d(sp.kinds[i]) * redo);
+        if (redo < 1.0) {
+            add_layers(w, whole.hybrid->kind[i], d(sp.kinds[i]) * (1.0 - redo));
+        }
+    }
+}
+
 void add_edge(StageWork& w, const EdgeCost& e) {
     w.compute += e.fwd + e.bwd;
     w.cost.fwd += e.fwd;
@@ -337,7 +376,7 @@ void add_edge(StageWork& w, const EdgeCost& e) {
 // stall it (the module about to run fetches synchronously; DeepSpeed PR #1188); the
 // reduce-scatter runs behind the backward compute (overlap_comm). Fits SC21 Table 2 (rows 11-16
 // of public_runs.csv) within 13 %; derivation in docs/costmodel.md section 4.
-void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
+[[gnu::always_inline]] inline void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
     const Plan& p = x.p;
     const int64_t n = p.dp * p.cp;
     const Bytes wb = bytes((sp.dense + sp.expert) * bytes_of(x.job.weights));
@@ -373,7 +412,7 @@ void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
 // 1/2), overlapped with that micro-batch's backward except the last bucket (PyTorch DDP, Li et
 // al. 2020, VLDB, Sec. 3.2.3; Megatron --overlap-grad-reduce), plus the tied-embedding
 // all-reduce between first and last stage. Optimizer step + ZeRO 1/2 weight all-gather after.
-void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp, int64_t s) {
+[[gnu::always_inline]] inline void add_dp_and_optimizer(const Context& x, StageWork& w, const StageParams& sp, int64_t s) {
     const Plan& p = x.p;
     const int64_t n = p.dp * p.cp;
     const int64_t ne = std::max<int64_t>(1, expert_dp(p));  // expert grads reduced over edp
@@ -459,15 +498,20 @@ bool stage_memories(const Context& x, StageMemories& sm, Bytes stop_above) {
             sm.sp[k] = sm.sp[k - 1];
             sm.mem[k] = sm.mem[k - 1];
         } else {
-            sm.sp[k] = stage_params(x, sm.idx[k]);
-            sm.mem[k] = stage_memory(x, sm.idx[k], sm.sp[k]);
+            if (is_hybrid(x.m)) {
+                sm.sp[k] = stage_params<true>(x, sm.idx[k]);
+                sm.mem[k] = stage_memory<true>(x, sm.idx[k], sm.sp[k]);
+            } else {
+                sm.sp[k] = stage_params<false>(x, sm.idx[k]);
+                sm.mem[k] = stage_memory<false>(x, sm.idx[k], sm.sp[k]);
+            }
         }
         if (k == 1 && pp > 3 && is_hybrid(x.m)) {
             // A hybrid model's middle stages hold different layer kinds: the middle stage shown
             // is the one with the most memory (every one is priced).
             for (int64_t s = 2; s < pp - 1; ++s) {
-                const StageParams sp = stage_params(x, s);
-                const MemoryBreakdown mem = stage_memory(x, s, sp);
+                const StageParams sp = stage_params<true>(x, s);
+                const MemoryBreakdown mem = stage_memory<true>(x, s, sp);
                 if (mem.total > sm.mem[1].total) {
                     sm.idx[1] = s;
                     sm.sp[1] = sp;
@@ -494,7 +538,7 @@ StageMemories stage_memories(const Context& x) {
 // Megatron's first / last layers in bf16 (fp8_utils.py is_first_last_bf16_layer @d98e8a64): global
 // layer indices, so they sit on the first and the last pipeline stage (the first and the last
 // chunk under interleaving), as many as the stage holds.
-int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan& p, int64_t s) {
+[[gnu::always_inline]] inline int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan& p, int64_t s) {
     if (!is_quantised(job.compute)) {
         return 0;
     }
@@ -511,6 +555,7 @@ int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan&
     return std::min(n, per_stage);
 }
 
+template <bool Hybrid>
 StageWork
 stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
     const Plan& p = x.p;
@@ -523,14 +568,8 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
     // forward and that forward's TP/CP/EP collectives), the rest at recompute-none cost.
     const double redo = recompute_shape(p, w.cost.layers).recomputed;
     const LayerParts& whole = x.whole != nullptr ? *x.whole : x.parts;
-    if (is_hybrid(x.m)) {
-        for (const LayerKind k : all_kinds) {
-            const std::size_t i = kind_index(k);
-            add_layers(w, x.parts.kind[i], d(sp.kinds[i]) * redo);
-            if (redo < 1.0) {
-                add_layers(w, whole.kind[i], d(sp.kinds[i]) * (1.0 - redo));
-            }
-        }
+    if constexpr (Hybrid) {
+        add_hybrid_layers(w, x.parts, whole, sp, redo);
     } else {
         add_layers(w, x.parts.dense, (n_dense - n_hp) * redo);
         add_layers(w, x.parts.dense_hp, n_hp * redo);
@@ -567,10 +606,10 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
         // (device to host) and once in backward (back), on their own stream behind the rest
         // of that pass (TE cpu_offload.py, double-buffered): exposed only beyond the pass.
         double kept_all = n_dense * x.parts.act_dense.value() + n_moe * x.parts.act_moe.value();
-        if (is_hybrid(x.m)) {
+        if constexpr (Hybrid) {
             kept_all = 0.0;
             for (const LayerKind k : all_kinds) {
-                kept_all += d(sp.kinds[kind_index(k)]) * x.parts.act_kind[kind_index(k)].value();
+                kept_all += d(sp.kinds[kind_index(k)]) * x.parts.hybrid->act_kind[kind_index(k)].value();
             }
         }
         const double per_layer = kept_all / d(std::max<int64_t>(1, w.cost.layers));
@@ -653,39 +692,43 @@ LayerParts layer_parts(const ModelSpec& m,
                      (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
         lp.act_moe_none = activation_per_layer(m, job, p, true, Recompute::none) + buf;
     }
+    std::shared_ptr<HybridParts> hybrid;
     if (is_hybrid(m)) {
-        // One block each, its pre-norm included (core params_layer).
+        // One block each, its pre-norm included (core params_layer). The one allocation of a
+        // hybrid model's parts (a transformer's make none).
+        hybrid = std::make_shared<HybridParts>();
+        HybridParts& hp = *hybrid;
         const double norm = d(params_norm(m, m.hidden));
         const auto i = [](LayerKind k) { return kind_index(k); };
-        lp.kind[i(LayerKind::mamba)] = mamba_layer_cost(m, c, job, p, links);
-        lp.act_kind[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, p.recompute);
-        lp.act_kind_none[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, Recompute::none);
-        lp.params_kind[i(LayerKind::mamba)] = d(params_mamba_layer(m));
-        lp.kind[i(LayerKind::attention)] = layer_cost(m, c, job, p, links, false, LayerShape::attention);
-        lp.act_kind[i(LayerKind::attention)] =
+        hp.kind[i(LayerKind::mamba)] = mamba_layer_cost(m, c, job, p, links);
+        hp.act_kind[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, p.recompute);
+        hp.act_kind_none[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, Recompute::none);
+        hp.params_kind[i(LayerKind::mamba)] = d(params_mamba_layer(m));
+        hp.kind[i(LayerKind::attention)] = layer_cost(m, c, job, p, links, false, LayerShape::attention);
+        hp.act_kind[i(LayerKind::attention)] =
             activation_per_layer(m, job, p, false, p.recompute, LayerShape::attention);
-        lp.act_kind_none[i(LayerKind::attention)] =
+        hp.act_kind_none[i(LayerKind::attention)] =
             activation_per_layer(m, job, p, false, Recompute::none, LayerShape::attention);
-        lp.params_kind[i(LayerKind::attention)] = d(params_attention(m)) + norm;
-        lp.kind[i(LayerKind::mlp)] = layer_cost(m, c, job, p, links, false, LayerShape::ffn);
-        lp.act_kind[i(LayerKind::mlp)] =
+        hp.params_kind[i(LayerKind::attention)] = d(params_attention(m)) + norm;
+        hp.kind[i(LayerKind::mlp)] = layer_cost(m, c, job, p, links, false, LayerShape::ffn);
+        hp.act_kind[i(LayerKind::mlp)] =
             activation_per_layer(m, job, p, false, p.recompute, LayerShape::ffn);
-        lp.act_kind_none[i(LayerKind::mlp)] =
+        hp.act_kind_none[i(LayerKind::mlp)] =
             activation_per_layer(m, job, p, false, Recompute::none, LayerShape::ffn);
-        lp.params_kind[i(LayerKind::mlp)] = d(params_mlp(m, m.ffn_hidden)) + norm;
+        hp.params_kind[i(LayerKind::mlp)] = d(params_mlp(m, m.ffn_hidden)) + norm;
         if (m.moe.enabled()) {
             const Bytes buf = moe_dispatch_buffer_bytes(m, job, p);
             const bool moe_rerun = p.recompute == Recompute::selective &&
                                    (p.recompute_modules & recompute_module::moe) != 0;
-            lp.kind[i(LayerKind::moe)] = layer_cost(m, c, job, p, links, true, LayerShape::ffn);
-            lp.act_kind[i(LayerKind::moe)] =
+            hp.kind[i(LayerKind::moe)] = layer_cost(m, c, job, p, links, true, LayerShape::ffn);
+            hp.act_kind[i(LayerKind::moe)] =
                 activation_per_layer(m, job, p, true, p.recompute, LayerShape::ffn) +
                 (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
-            lp.act_kind_none[i(LayerKind::moe)] =
+            hp.act_kind_none[i(LayerKind::moe)] =
                 activation_per_layer(m, job, p, true, Recompute::none, LayerShape::ffn) + buf;
-            lp.params_kind[i(LayerKind::moe)] = d(params_router(m) + params_shared_expert(m)) + norm;
+            hp.params_kind[i(LayerKind::moe)] = d(params_router(m) + params_shared_expert(m)) + norm;
         }
-    }
+        }
     lp.emb = embedding_cost(m, c, job, p, links);
     lp.out = output_cost(m, c, job, p, links);
     if (job.mtp && m.mtp_layers > 0) {
@@ -699,15 +742,22 @@ LayerParts layer_parts(const ModelSpec& m,
     const double slow = straggler_factor(c.gpu, job.gpus > 0 ? job.gpus : plan_gpus(plan));
     if (slow > 1.0) {
         lp.straggler = slow;
-        for (LayerCost* l : {&lp.dense, &lp.dense_hp, &lp.moe, &lp.kind[0], &lp.kind[1],
-                             &lp.kind[2], &lp.kind[3]}) {
-            const Seconds eo = l->expert_overhead;
-            l->fwd = (l->fwd - eo / 3.0) * slow + eo / 3.0;
-            l->bwd = (l->bwd - eo * (2.0 / 3.0)) * slow + eo * (2.0 / 3.0);
-            l->recompute = l->recompute * slow;
-            l->gemm = l->gemm * slow;
-            l->attention = l->attention * slow;
-            l->memory = l->memory * slow;
+        const auto scale = [slow](LayerCost& l) {
+            const Seconds eo = l.expert_overhead;
+            l.fwd = (l.fwd - eo / 3.0) * slow + eo / 3.0;
+            l.bwd = (l.bwd - eo * (2.0 / 3.0)) * slow + eo * (2.0 / 3.0);
+            l.recompute = l.recompute * slow;
+            l.gemm = l.gemm * slow;
+            l.attention = l.attention * slow;
+            l.memory = l.memory * slow;
+        };
+        for (LayerCost* l : {&lp.dense, &lp.dense_hp, &lp.moe}) {
+            scale(*l);
+        }
+        if (hybrid) {
+            for (LayerCost& l : hybrid->kind) {
+                scale(l);
+            }
         }
         for (EdgeCost* e : {&lp.emb, &lp.out, &lp.mtp_proj}) {
             e->fwd = e->fwd * slow;
@@ -727,6 +777,7 @@ LayerParts layer_parts(const ModelSpec& m,
     lp.params_embedding = d(params_embedding(m));
     lp.params_head = d(params_head(m));
     lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;
+    lp.hybrid = std::move(hybrid);
     return lp;
 }
 
@@ -739,7 +790,9 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     StageWork w[3];
     for (int k = 0; k < 3; ++k) {
         w[k] =
-            (k > 0 && idx[k] == idx[k - 1]) ? w[k - 1] : stage_work(x, idx[k], sm.sp[k], sm.mem[k]);
+            (k > 0 && idx[k] == idx[k - 1]) ? w[k - 1]
+            : is_hybrid(model)                 ? stage_work<true>(x, idx[k], sm.sp[k], sm.mem[k])
+                                               : stage_work<false>(x, idx[k], sm.sp[k], sm.mem[k]);
     }
     Estimate e;
     e.microbatches = x.micro;
@@ -761,8 +814,9 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         // state (a transformer's middle stages are alike).
         sum = per_microbatch(w[0]) + per_microbatch(w[2]);
         for (int64_t s = 1; s < plan.pp - 1; ++s) {
-            const StageParams sp = stage_params(x, s);
-            const Seconds t = per_microbatch(stage_work(x, s, sp, stage_memory(x, s, sp)));
+            const StageParams sp = stage_params<true>(x, s);
+            const Seconds t =
+                per_microbatch(stage_work<true>(x, s, sp, stage_memory<true>(x, s, sp)));
             sum += t;
             tmax = std::max(tmax, t);
         }

@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <limits>
 #include <optional>
 #include <string>
@@ -165,6 +166,16 @@ struct Risk {
 estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job, const Plan& plan);
 
 /// One Risk per bit of e.risk_mask, with cause and fix in words and numbers.
+/// A hybrid model's single-block layers (core LayerKind: M, *, -, E), priced per kind and
+/// indexed by it. Their params include the layer's pre-norm; an E layer's experts are
+/// LayerParts::params_experts.
+struct HybridParts {
+    std::array<LayerCost, 4> kind;
+    std::array<Bytes, 4> act_kind;       // kept per layer under the plan's recompute
+    std::array<Bytes, 4> act_kind_none;  // ... without recomputation
+    std::array<double, 4> params_kind{};
+};
+
 /// Per-layer and per-edge costs of one micro-batch on one GPU: what estimate() derives from the
 /// plan's tp, cp, ep, mbs, sp and recompute alone (and the TP / CP / EP links, which follow from
 /// tp, cp and ep), so many plans can share them.
@@ -198,13 +209,9 @@ struct LayerParts {
     double params_embedding = 0.0;
     double params_head = 0.0;
     double params_tied_copy = 0.0;  // the embedding copy the last stage keeps when tied
-    // A hybrid model's single-block layers (core LayerKind: M, *, -, E), priced per kind and
-    // indexed by it; zero for a transformer. Their params include the layer's pre-norm; an E
-    // layer's experts are params_experts.
-    std::array<LayerCost, 4> kind;
-    std::array<Bytes, 4> act_kind;       // kept per layer under the plan's recompute
-    std::array<Bytes, 4> act_kind_none;  // ... without recomputation
-    std::array<double, 4> params_kind{};
+    // A hybrid model's single-block layers (HybridParts); null for a transformer, whose parts
+    // stay this size (the planner caches thousands of them).
+    std::shared_ptr<const HybridParts> hybrid;
 };
 
 /// Peak memory of a plan, from Estimator::if_fits().
