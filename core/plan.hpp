@@ -173,6 +173,7 @@ enum class Rule : uint8_t {
     sp_tp,                    // sequence parallelism needs tp > 1
     sp_seq,                   // tp * cp divides seq under sequence parallelism
     cp_seq,                   // 2 cp divides seq
+    tp_mamba,                 // tp divides a hybrid model's Mamba-2 heads and groups
     count
 };
 

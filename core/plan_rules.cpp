@@ -201,6 +201,16 @@ const std::array<Entry, rule_count> table{{
          return "2*cp=" + std::to_string(2 * x.p.cp) + " does not divide " + n("seq", x.job.seq_len) +
                 " (ring attention splits the sequence into 2*cp chunks)";
      }},
+    {Rule::tp_mamba, {"tp_mamba", "TP splits a Mamba-2 mixer by heads and its B/C groups (Megatron-Core ssm/mamba_mixer.py @d98e8a64 asserts nheads % tp == 0 and ngroups % tp == 0)"},
+     [](const Ctx& x) {
+         return !x.m.mamba.enabled() ||
+                (divides(x.p.tp, x.m.mamba.heads) && divides(x.p.tp, x.m.mamba.groups));
+     },
+     [](const Ctx& x) {
+         return n("tp", x.p.tp) + " does not divide " +
+                (divides(x.p.tp, x.m.mamba.heads) ? n("mamba_groups", x.m.mamba.groups)
+                                                  : n("mamba_heads", x.m.mamba.heads));
+     }},
 }};
 // clang-format on
 

@@ -30,7 +30,7 @@ enum class Objective {
 /// (one per factorization, per virtual-stage count, ...); priced reasons once per plan.
 enum class RejectReason : uint8_t {
     limit,          // tp/pp/cp/ep above a user limit (SearchOptions::max_*)
-    tp_split,       // tp does not divide heads, kv_heads or ffn_hidden
+    tp_split,       // tp does not divide heads, kv_heads, ffn_hidden or the Mamba-2 heads / groups
     layers,         // pp does not divide the layers
     batch,          // dp does not divide the global batch
     seq,            // 2*cp (ring attention) or tp*cp (sequence parallelism) does not divide seq

@@ -244,4 +244,21 @@ TEST_SUITE("costmodel") {
         // layers' weights and activations make the stage that holds them the middle one shown.
         CHECK(b.stage[1].memory.weights.value() > none.stage[1].memory.weights.value() * 10.0);
     }
+
+    TEST_CASE("hybrid: TP must split the Mamba-2 heads and groups, as Megatron asserts") {
+        const ModelSpec m = nano();  // 64 Mamba heads in 8 groups; 32 heads, 2 KV heads
+        JobSpec j = test::job(16, 16, 8192);
+        Plan p = test::plan(8, 2, 1);
+        CHECK(keeps(Rule::tp_mamba, m, j, p));
+        p.tp = 16;
+        p.dp = 1;
+        CHECK_FALSE(keeps(Rule::tp_mamba, m, j, p));  // 8 groups over 16 ranks
+        bool named = false;
+        for (const auto& v : plan_violations(m, j, p)) {
+            named = named || (v.rule == Rule::tp_mamba &&
+                              v.message == "tp=16 does not divide mamba_groups=8");
+        }
+        CHECK(named);
+        CHECK(keeps(Rule::tp_mamba, test::seed13b(), j, p));  // no Mamba layers: nothing to split
+    }
 }
