@@ -479,29 +479,35 @@ void read_nemotron(JsonReader& r, ModelSpec& m) {
 // * attention, - MLP, E MoE; transformers configuration_nemotron_h.py), or the list
 // layers_block_type ("mamba", "attention", "mlp", "moe") newer configs write instead.
 std::vector<LayerKind> read_layer_kinds(JsonReader& r) {
+    struct KindName {
+        char letter;
+        const char* name;
+        LayerKind kind;
+    };
+    static constexpr KindName names[] = {{'M', "mamba", LayerKind::mamba},
+                                         {'*', "attention", LayerKind::attention},
+                                         {'-', "mlp", LayerKind::mlp},
+                                         {'E', "moe", LayerKind::moe}};
+    const auto find = [](auto match) -> const KindName* {
+        for (const KindName& k : names) {
+            if (match(k)) {
+                return &k;
+            }
+        }
+        return nullptr;
+    };
     std::vector<LayerKind> kinds;
     const json* p = r.value("hybrid_override_pattern");
     if (p != nullptr && p->is_string()) {
         for (const char c : p->get<std::string>()) {
-            switch (c) {
-            case 'M':
-                kinds.push_back(LayerKind::mamba);
-                break;
-            case '*':
-                kinds.push_back(LayerKind::attention);
-                break;
-            case '-':
-                kinds.push_back(LayerKind::mlp);
-                break;
-            case 'E':
-                kinds.push_back(LayerKind::moe);
-                break;
-            default:
+            const KindName* k = find([c](const KindName& x) { return x.letter == c; });
+            if (k == nullptr) {
                 r.error("hybrid_override_pattern",
                         std::string("'hybrid_override_pattern' has '") + c +
                             "': cleave reads M (Mamba-2), * (attention), - (MLP) and E (MoE)");
                 return {};
             }
+            kinds.push_back(k->kind);
         }
         return kinds;
     }
@@ -509,20 +515,14 @@ std::vector<LayerKind> read_layer_kinds(JsonReader& r) {
     if (list != nullptr && list->is_array()) {
         for (const json& e : *list) {
             const std::string t = e.is_string() ? e.get<std::string>() : "";
-            if (t == "mamba") {
-                kinds.push_back(LayerKind::mamba);
-            } else if (t == "attention") {
-                kinds.push_back(LayerKind::attention);
-            } else if (t == "mlp") {
-                kinds.push_back(LayerKind::mlp);
-            } else if (t == "moe") {
-                kinds.push_back(LayerKind::moe);
-            } else {
+            const KindName* k = find([&t](const KindName& x) { return t == x.name; });
+            if (k == nullptr) {
                 r.error("layers_block_type",
                         "'layers_block_type' has '" + t +
                             "': cleave reads mamba, attention, mlp and moe");
                 return {};
             }
+            kinds.push_back(k->kind);
         }
         return kinds;
     }

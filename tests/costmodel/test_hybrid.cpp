@@ -261,4 +261,29 @@ TEST_SUITE("costmodel") {
         CHECK(named);
         CHECK(keeps(Rule::tp_mamba, test::seed13b(), j, p));  // no Mamba layers: nothing to split
     }
+
+    TEST_CASE("hybrid: a layers_block_type list reads as the pattern does") {
+        // Newer Nemotron-H configs list the kinds by name instead of the pattern string.
+        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) +
+                         "/examples/hf/nemotron-3-nano-30b-a3b.config.json");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        std::string text = ss.str();
+        const std::string key = "\"hybrid_override_pattern\": ";
+        const auto at = text.find(key);
+        REQUIRE(at != std::string::npos);
+        const auto end = text.find('\n', at);
+        std::string list = "\"layers_block_type\": [";
+        const std::string pattern = "MEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEM*EMEMEMEM*EMEMEMEME";
+        for (std::size_t i = 0; i < pattern.size(); ++i) {
+            const char c = pattern[i];
+            list += std::string(i > 0 ? ", " : "") + "\"" +
+                    (c == 'M' ? "mamba" : c == 'E' ? "moe" : "attention") + "\"";
+        }
+        text.replace(at, end - at, list + "],");
+        const ModelSpec a = parse_model_hf_json(text, "list.json");
+        const ModelSpec b = nano();
+        CHECK(a.layer_kinds == b.layer_kinds);
+        CHECK(params_total(a) == params_total(b));
+    }
 }
