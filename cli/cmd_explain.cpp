@@ -23,7 +23,15 @@ void run_explain(const ExplainOptions& o, CliContext& ctx) {
     const Plan plan = make_plan(o.plan, in);  // throws ConfigError (exit 2) naming the constraint
     const Estimate e = estimate(in.model, in.cluster, in.job, plan);
     if (o.format == "json") {
-        ctx.out << estimate_to_json(in, plan, e).dump(2) << "\n";
+        nlohmann::json j = estimate_to_json(in, plan, e);
+        // The optimizer priced (issue 26): its states and step depend on it.
+        j["optimizer"] = {{"name", to_string(in.job.optimizer)}};
+        if (in.job.optimizer == Optimizer::muon) {
+            j["optimizer"]["muon_num_ns_steps"] = in.job.muon_ns_steps;
+            j["optimizer"]["muon_tp_mode"] = to_string(in.job.muon_tp_mode);
+            j["optimizer"]["scalar_optimizer"] = "adam";
+        }
+        ctx.out << j.dump(2) << "\n";
     } else {
         print_estimate_table(ctx.out, in, plan, e);
     }

@@ -59,6 +59,16 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
         ->check(CLI::IsMember({"fp32", "bf16"}));
     sub.add_option("--main-params-dtype", f.main_params_dtype, "Master weights (Megatron)")
         ->check(CLI::IsMember({"fp32", "fp16"}));
+    sub.add_option("--optimizer", f.optimizer,
+                   "Optimizer (Megatron --optimizer): adam, sgd, or muon (momentum + Newton-Schulz "
+                   "on the 2-D weights, Adam for the embedding, output layer, norms and biases)")
+        ->check(CLI::IsMember({"adam", "sgd", "muon"}));
+    sub.add_option("--muon-num-ns-steps", f.muon_ns_steps, "Muon's Newton-Schulz steps (default 5)")
+        ->check(CLI::PositiveNumber);
+    sub.add_option("--muon-tp-mode", f.muon_tp_mode,
+                   "Muon under TP: blockwise (each shard alone), duplicated (default: the whole "
+                   "matrix gathered on every TP rank) or distributed")
+        ->check(CLI::IsMember({"blockwise", "duplicated", "distributed"}));
     sub.add_option("--grad-dtype", f.grad_dtype, "Gradient buffer dtype (default fp32 main grads)")
         ->check(CLI::IsMember({"bf16", "fp16", "fp32"}));
     sub.add_option("--job", f.job_file, "Job TOML (flags override it)")->check(CLI::ExistingFile);
@@ -338,6 +348,22 @@ void apply_precision_aware(const JobFlags& f, JobSpec& job) {
     if (!f.main_params_dtype.empty()) {
         job.master_dtype = parse_dtype(f.main_params_dtype);
     }
+    if (!f.optimizer.empty()) {
+        job.optimizer = f.optimizer == "muon" ? Optimizer::muon
+                        : f.optimizer == "sgd" ? Optimizer::sgd
+                                               : Optimizer::adam;
+    }
+    if (f.muon_ns_steps > 0) {
+        job.muon_ns_steps = f.muon_ns_steps;
+    }
+    if (!f.muon_tp_mode.empty()) {
+        job.muon_tp_mode = f.muon_tp_mode == "blockwise"     ? MuonTpMode::blockwise
+                           : f.muon_tp_mode == "distributed" ? MuonTpMode::distributed
+                                                             : MuonTpMode::duplicated;
+    }
+    if ((f.muon_ns_steps > 0 || !f.muon_tp_mode.empty()) && job.optimizer != Optimizer::muon) {
+        throw ConfigError("--muon-num-ns-steps / --muon-tp-mode need --optimizer muon");
+    }
 }
 
 // True when the job TOML `file` gives [job] `key` (the file has been loaded, so it parses).
@@ -433,6 +459,10 @@ Inputs load_inputs(const JobFlags& f, std::string_view default_stack) {
         in.job.grads = in.job.stack.grad_dtype;  // the stack's recipe default
     }
     apply_precision_aware(f, in.job);
+    if (in.job.optimizer == Optimizer::muon && in.job.compute == Dtype::fp16) {
+        throw ConfigError("--optimizer muon with --dtype fp16: Megatron's emerging optimizers "
+                          "refuse fp16 (megatron/core/optimizer/__init__.py @d98e8a64); use bf16");
+    }
     in.job.memory_headroom = parse_headroom(f.memory_headroom, in.cluster.gpu);
     if (!(f.moe_imbalance >= 1.0) || !std::isfinite(f.moe_imbalance)) {
         throw ConfigError("--moe-imbalance: " + std::to_string(f.moe_imbalance) +

@@ -37,6 +37,9 @@ struct JobFlags {
     // Megatron's precision-aware optimizer (--use-precision-aware-optimizer and its dtypes).
     bool precision_aware = false;
     std::string exp_avg_dtype, exp_avg_sq_dtype, main_grads_dtype, main_params_dtype;
+    std::string optimizer;      // Megatron --optimizer adam|sgd|muon ("" = the job file's, else adam)
+    int64_t muon_ns_steps = 0;  // --muon-num-ns-steps (0 = the job file's, else 5)
+    std::string muon_tp_mode;   // --muon-tp-mode ("" = the job file's, else duplicated)
     std::string job_file;           // optional job TOML; flags override its values
     std::string fp8_recipe;         // "" = the job file's, else Megatron's default (delayed)
     bool fp8_param_gather = false;  // fp8 primary weights, all-gathered in fp8

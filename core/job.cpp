@@ -17,6 +17,39 @@ double optimizer_state_bytes(const JobSpec& job) {
            (job.optimizer == Optimizer::adam ? bytes_of(job.optimizer_states_sq) : 0.0);
 }
 
+double scalar_optimizer_state_bytes(const JobSpec& job) {
+    if (job.optimizer != Optimizer::muon) {
+        return optimizer_state_bytes(job);
+    }
+    JobSpec adam = job;
+    adam.optimizer = Optimizer::adam;
+    return optimizer_state_bytes(adam);
+}
+
+const char* to_string(Optimizer o) {
+    switch (o) {
+    case Optimizer::adam:
+        return "adam";
+    case Optimizer::sgd:
+        return "sgd";
+    case Optimizer::muon:
+        return "muon";
+    }
+    return "adam";
+}
+
+const char* to_string(MuonTpMode m) {
+    switch (m) {
+    case MuonTpMode::blockwise:
+        return "blockwise";
+    case MuonTpMode::duplicated:
+        return "duplicated";
+    case MuonTpMode::distributed:
+        return "distributed";
+    }
+    return "duplicated";
+}
+
 double model_state_bytes_per_param(const JobSpec& job) {
     return bytes_of(job.weights) + bytes_of(job.grads) + optimizer_state_bytes(job);
 }

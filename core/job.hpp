@@ -8,7 +8,16 @@
 
 namespace cleave {
 
-enum class Optimizer { adam, sgd };
+/// adam (two moments), sgd (momentum), muon (Jordan et al. 2024; Megatron-LM --optimizer muon,
+/// megatron/core/optimizer/emerging_optimizers.py @d98e8a64): a momentum buffer per 2-D weight,
+/// orthogonalised by Newton-Schulz iterations each step; the embedding and output layer (and
+/// norms / biases) under --muon-scalar-optimizer adam.
+enum class Optimizer { adam, sgd, muon };
+
+/// Megatron --muon-tp-mode: blockwise orthogonalises each TP shard alone; duplicated all-gathers
+/// the TP-sharded gradient and every TP rank orthogonalises the whole matrix; distributed
+/// splits that work over the TP ranks (priced as duplicated's gathers over tp ranks' share).
+enum class MuonTpMode { blockwise, duplicated, distributed };
 
 /// Transformer Engine scaling recipe of Dtype::fp8 (Megatron --fp8-recipe; its default is delayed,
 /// megatron/core/transformer/transformer_config.py @d98e8a64): delayed = one scale per tensor from
@@ -32,6 +41,8 @@ struct JobSpec {
     /// for Apex DistributedFusedAdam with dtype=bf16, NeMo's distributed_fused_adam).
     Dtype master_dtype = Dtype::fp32;
     Optimizer optimizer = Optimizer::adam;
+    int64_t muon_ns_steps = 5;                         // Megatron --muon-num-ns-steps
+    MuonTpMode muon_tp_mode = MuonTpMode::duplicated;  // Megatron --muon-tp-mode
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
     /// Layers kept bf16 at the start and at the end of the model under quantised training
     /// (Megatron --first-last-layers-bf16 --num-layers-at-{start,end}-in-bf16; megatron/core/
@@ -72,13 +83,23 @@ struct JobSpec {
 /// 2020, ZeRO, Sec. 3.1); with fp32 main grads 18.
 [[nodiscard]] double model_state_bytes_per_param(const JobSpec& job);
 
-/// Adam keeps two moments, SGD (with momentum) one.
+/// Adam keeps two moments, SGD (with momentum) and Muon one (Muon's scalar parameters: Adam's).
 [[nodiscard]] int optimizer_moments(Optimizer o);
 
 /// Bytes per parameter the optimizer keeps: the master copy (master_dtype, when the weights are
 /// 16-bit or narrower) + m in optimizer_states + (Adam) v in optimizer_states_sq. Mixed-precision
 /// Adam: 4 + 4 + 4 = 12; Megatron's precision-aware optimizer with bf16 moments: 4 + 2 + 2 = 8,
 /// with fp16 main params too 2 + 2 + 2 = 6; Apex DistributedFusedAdam dtype=bf16: 2 + 2 + 2.
+/// Muon: the master copy + its momentum buffer (optimizer_states): 4 + 4 = 8 for the 2-D
+/// weights; scalar_optimizer_state_bytes() for the rest.
 [[nodiscard]] double optimizer_state_bytes(const JobSpec& job);
+
+/// Bytes per parameter the optimizer keeps for the parameters Muon leaves to its scalar
+/// optimizer (embedding, output layer, norms, biases: Adam, 12 in mixed precision); under Adam
+/// or SGD the same as optimizer_state_bytes().
+[[nodiscard]] double scalar_optimizer_state_bytes(const JobSpec& job);
+
+[[nodiscard]] const char* to_string(Optimizer o);   // "adam", "sgd", "muon"
+[[nodiscard]] const char* to_string(MuonTpMode m);  // "blockwise", "duplicated", "distributed"
 
 }  // namespace cleave

@@ -53,7 +53,13 @@ void read_job(TableReader& r, JobSpec& job) {
     set(job.mtp, r.flag("mtp", Need::optional));
     set(job.optimizer,
         r.choice<Optimizer>(
-            "optimizer", Need::optional, {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}}));
+            "optimizer", Need::optional,
+            {{"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}, {"muon", Optimizer::muon}}));
+    set(job.muon_ns_steps, r.count("muon_num_ns_steps", Need::optional));
+    set(job.muon_tp_mode, r.choice<MuonTpMode>("muon_tp_mode", Need::optional,
+                                               {{"blockwise", MuonTpMode::blockwise},
+                                                {"duplicated", MuonTpMode::duplicated},
+                                                {"distributed", MuonTpMode::distributed}}));
     // A shipped stack name or a stack TOML path (relative paths as written, like --stack).
     if (const auto stack = r.text("stack", Need::optional)) {
         try {

@@ -211,6 +211,17 @@ const std::array<Entry, rule_count> table{{
                 (divides(x.p.tp, x.m.mamba.heads) ? n("mamba_groups", x.m.mamba.groups)
                                                   : n("mamba_heads", x.m.mamba.heads));
      }},
+    {Rule::muon_sharding, {"muon_sharding", "Muon orthogonalises whole weight matrices: Megatron runs it with the DDP or its layer-wise distributed optimizer, raises for Megatron-FSDP and for fp16 (megatron/core/optimizer/__init__.py _get_megatron_emerging_optimizer @d98e8a64), and FSDP2 shards the matrices too"},
+     [](const Ctx& x) {
+         return x.job.optimizer != Optimizer::muon || (x.p.zero <= 1 && x.job.compute != Dtype::fp16);
+     },
+     [](const Ctx& x) {
+         return x.p.zero > 1 ? n("zero", x.p.zero) + " with --optimizer muon: Muon runs with --zero 0 "
+                                                     "or 1 (Megatron's layer-wise distributed optimizer), "
+                                                     "not with sharded grads or weights"
+                             : std::string("--optimizer muon with fp16: Megatron's emerging "
+                                           "optimizers refuse fp16 (use bf16)");
+     }},
 }};
 // clang-format on
 

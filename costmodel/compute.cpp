@@ -914,6 +914,108 @@ Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params) {
     return memory_time(gpu, KernelClass::optimizer, bytes(params * (weights + 2.0 * g + moments)));
 }
 
+double newton_schulz_step_flops(double rows, double cols) {
+    const double m = std::min(rows, cols);
+    const double n = std::max(rows, cols);
+    return 4.0 * m * m * n + 2.0 * m * m * m;
+}
+
+namespace {
+
+// One Newton-Schulz run (`steps` quintic steps) on an r x c matrix, at the bf16 GEMM curve.
+Seconds newton_schulz_time(const GpuSpec& gpu, double rows, double cols, int64_t steps) {
+    const double m = std::min(rows, cols);
+    const double n = std::max(rows, cols);
+    const Seconds one = gemm_time(gpu, Dtype::bf16, GemmShape{m, m, n, 1.0}) +
+                        gemm_time(gpu, Dtype::bf16, GemmShape{m, m, m, 1.0}) +
+                        gemm_time(gpu, Dtype::bf16, GemmShape{m, n, m, 1.0});
+    return one * d(steps);
+}
+
+}  // namespace
+
+MuonCost muon_layer_cost(const ModelSpec& m,
+                         const GpuSpec& gpu,
+                         const JobSpec& job,
+                         const Plan& p,
+                         const PlanLinks& links,
+                         bool moe,
+                         LayerShape shape,
+                         bool mamba) {
+    MuonCost mc;
+    if (job.optimizer != Optimizer::muon) {
+        return mc;
+    }
+    const double t = d(p.tp);
+    const double gb = bytes_of(job.grads);
+    const bool blockwise = job.muon_tp_mode == MuonTpMode::blockwise;
+    const double split = job.muon_tp_mode == MuonTpMode::distributed ? t : 1.0;
+    // A matrix of rows x cols, TP-sharded over `ranks` along one side (1: replicated).
+    const auto add = [&](Seconds& ns, Seconds& gather, double rows, double cols, double count,
+                         double ranks, const GroupLink& link) {
+        if (ranks <= 1.0) {
+            ns += newton_schulz_time(gpu, rows, cols, job.muon_ns_steps) * count;
+            return;
+        }
+        if (blockwise) {  // each shard alone: the sharded side / ranks
+            ns += newton_schulz_time(gpu, rows / ranks, cols, job.muon_ns_steps) * count;
+            return;
+        }
+        ns += newton_schulz_time(gpu, rows, cols, job.muon_ns_steps) * (count / split);
+        gather += collective(Collective::all_gather, bytes(rows * cols * gb / ranks),
+                             static_cast<int64_t>(ranks), link) *
+                  count;
+    };
+    const double h = d(m.hidden);
+    const double gate = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
+    if (mamba) {
+        add(mc.dense, mc.dense_gather, h, d(m.mamba.d_inner()), 1.0, t, links.tp);
+        return mc;
+    }
+    if (shape != LayerShape::ffn) {
+        if (m.mla.enabled()) {
+            const MlaSpec& a = m.mla;
+            const double q_out = d(m.heads) * d(a.qk_nope_dim + a.qk_rope_dim);
+            if (a.q_lora_rank > 0) {
+                add(mc.dense, mc.dense_gather, d(a.q_lora_rank), h, 1.0, 1.0, links.tp);
+                add(mc.dense, mc.dense_gather, q_out, d(a.q_lora_rank), 1.0, t, links.tp);
+            } else {
+                add(mc.dense, mc.dense_gather, q_out, h, 1.0, t, links.tp);
+            }
+            add(mc.dense, mc.dense_gather, d(a.kv_lora_rank + a.qk_rope_dim), h, 1.0, 1.0, links.tp);
+            add(mc.dense, mc.dense_gather, d(m.heads) * d(a.qk_nope_dim + a.v_dim),
+                d(a.kv_lora_rank), 1.0, t, links.tp);
+            add(mc.dense, mc.dense_gather, h, d(m.heads) * d(a.v_dim), 1.0, t, links.tp);
+        } else {
+            const double hd = d(head_dim(m));
+            add(mc.dense, mc.dense_gather, d(m.heads) * hd, h, 1.0, t, links.tp);         // q
+            add(mc.dense, mc.dense_gather, d(m.kv_heads) * hd, h, 2.0, t, links.tp);      // k, v
+            add(mc.dense, mc.dense_gather, h, d(m.heads) * d(v_head_dim(m)), 1.0, t, links.tp);  // o
+        }
+    }
+    if (shape == LayerShape::attention) {
+        return mc;
+    }
+    if (moe) {
+        add(mc.dense, mc.dense_gather, d(m.moe.experts), h, 1.0, 1.0, links.tp);  // router
+        if (m.moe.shared_ffn_hidden > 0) {
+            const double fs = d(m.moe.shared_ffn_hidden);
+            add(mc.dense, mc.dense_gather, gate * fs, h, 1.0, t, links.tp);
+            add(mc.dense, mc.dense_gather, h, fs, 1.0, t, links.tp);
+        }
+        const double fe = d(m.moe.expert_ffn_hidden);
+        const double local = d(m.moe.experts) / d(std::max<int64_t>(1, p.ep));
+        const double etp = d(expert_tp(p));
+        add(mc.expert, mc.expert_gather, gate * fe, h, local, etp, links.etp);
+        add(mc.expert, mc.expert_gather, h, fe, local, etp, links.etp);
+        return mc;
+    }
+    const double f = d(m.ffn_hidden);
+    add(mc.dense, mc.dense_gather, gate * f, h, 1.0, t, links.tp);
+    add(mc.dense, mc.dense_gather, h, f, 1.0, t, links.tp);
+    return mc;
+}
+
 Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params) {
     return memory_time(gpu, KernelClass::elementwise, weight_quantise_bytes(gpu, job, params));
 }

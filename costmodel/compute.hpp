@@ -244,6 +244,39 @@ mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job
 /// m and v and writes master, m, v and the model copy, plus one read of the grads for the norm.
 [[nodiscard]] Seconds optimizer_time(const GpuSpec& gpu, const JobSpec& job, double params);
 
+/// Muon's work on one layer's 2-D weights in one optimizer step, on one GPU that owns every
+/// one of them (estimate.cpp divides by the ranks that share the ownership): the Newton-Schulz
+/// iterations (quintic, Megatron-Core emerging_optimizers / emerging-optimizers' newton_schulz:
+/// per step A = X X^T, B = b A + c A^2, X = a X + B X on X of m x n, m <= n: GEMMs of
+/// (m x n)(n x m), (m x m)(m x m), (m x m)(m x n), 4 m^2 n + 2 m^3 FLOPs) at the bf16 curve
+/// (--muon-fp32-matmul-prec medium), and under --muon-tp-mode duplicated / distributed the
+/// all-gather of each TP-sharded gradient over TP. Dense: the attention (q, k, v apart, as
+/// --muon-split-qkv does; MLA's five projections), MLP, router and shared expert; expert: this
+/// GPU's routed experts (experts / ep, each split by etp). A hybrid M layer's out_proj (its
+/// in_proj is Adam's: mamba_mixer.py sets use_muon False).
+struct MuonCost {
+    Seconds dense;
+    Seconds expert;
+    Seconds dense_gather;
+    Seconds expert_gather;
+
+    bool operator==(const MuonCost&) const = default;
+};
+
+/// One layer's Muon cost; `mamba` for a hybrid model's Mamba-2 layer (shape ignored).
+[[nodiscard]] MuonCost muon_layer_cost(const ModelSpec& m,
+                                       const GpuSpec& gpu,
+                                       const JobSpec& job,
+                                       const Plan& p,
+                                       const PlanLinks& links,
+                                       bool moe,
+                                       LayerShape shape,
+                                       bool mamba = false);
+
+/// Forward FLOPs of one quintic Newton-Schulz step on an r x c matrix: 4 m^2 n + 2 m^3 with
+/// m = min(r, c), n = max(r, c).
+[[nodiscard]] double newton_schulz_step_flops(double rows, double cols);
+
 /// Quantising `params` local weights once per step for quantised training (0 otherwise):
 /// weight_quantise_bytes() at the elementwise kernels' HBM rate.
 [[nodiscard]] Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params);

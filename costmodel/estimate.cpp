@@ -248,6 +248,16 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
     const double n_moe = d(sp.moe_layers);
     const double n_dense = d(layers) - n_moe;
     const LayerParts& lp = x.parts;
+    if (x.job.optimizer == Optimizer::muon) {
+        // Muon leaves the embedding and output layer to Adam (--muon-scalar-optimizer adam).
+        const double scalar = ((s == 0 ? lp.params_embedding : 0.0) +
+                               (s == p.pp - 1 ? lp.params_head + (p.pp > 1 ? lp.params_tied_copy : 0.0)
+                                              : 0.0)) /
+                              d(p.tp);
+        mem.optimizer += bytes(scalar * (scalar_optimizer_state_bytes(x.job) -
+                                         optimizer_state_bytes(x.job)) /
+                               (p.zero >= 1 ? d(std::max<int64_t>(1, dp_shard)) : 1.0));
+    }
     const RecomputeShape rs = recompute_shape(p, layers);
     // Checkpointed layers keep their input (one per uniform group), the others everything.
     const auto kept = [&rs](Bytes ckpt, Bytes whole) {
@@ -338,6 +348,24 @@ void add_layers(StageWork& w, const LayerCost& l, double n) {
     w.ep_b += l.ep_bytes * n;
     w.ep_nvlink_b += l.ep_nvlink_bytes * n;
     w.ep_nic_b += l.ep_nic_bytes * n;
+}
+
+/// Muon's Newton-Schulz work of a stage per optimizer step on one GPU (muon_layer_cost per
+/// layer; owners: the DP and expert-DP ranks that split the ownership of the matrices).
+[[gnu::noinline]] Seconds
+muon_stage_time(const Context& x, const StageParams& sp, int64_t layers, double owners, double owners_e) {
+    const auto share = [owners, owners_e](const MuonCost& c, double n) {
+        return ((c.dense + c.dense_gather) / owners + (c.expert + c.expert_gather) / owners_e) * n;
+    };
+    Seconds t;
+    if (x.parts.hybrid) {
+        for (const LayerKind k : all_kinds) {
+            t += share(x.parts.hybrid->muon_kind[kind_index(k)], d(sp.kinds[kind_index(k)]));
+        }
+        return t;
+    }
+    const double n_moe = d(sp.moe_layers);
+    return share(x.parts.muon_dense, d(layers) - n_moe) + share(x.parts.muon_moe, n_moe);
 }
 
 /// A hybrid stage's layers by kind (block recomputation: the share kept whole from `whole`).
@@ -457,7 +485,13 @@ void add_edge(StageWork& w, const EdgeCost& e) {
     }
     const double shard = p.zero >= 1 ? d(n) : 1.0;
     const double shard_e = p.zero >= 1 ? d(ne) : 1.0;
-    w.cost.optimizer = optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e) +
+    if (x.job.optimizer == Optimizer::muon) {
+        // Muon's Newton-Schulz work on the stage's 2-D weights: each matrix orthogonalised by
+        // the one DP rank that owns it under Megatron's layer-wise distributed optimizer (zero
+        // 1), by every rank without it; expert matrices over the expert-DP group.
+        w.cost.optimizer += muon_stage_time(x, sp, w.cost.layers, shard, shard_e);
+    }
+    w.cost.optimizer += optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e) +
                        weight_quantise_time(x.c.gpu, x.job, sp.dense + sp.expert);
     if (p.zero == 1 || p.zero == 2) {
         const Bytes wd = bytes(sp.dense * wbytes);
@@ -777,6 +811,21 @@ LayerParts layer_parts(const ModelSpec& m,
     lp.params_embedding = d(params_embedding(m));
     lp.params_head = d(params_head(m));
     lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;
+    if (job.optimizer == Optimizer::muon) {
+        lp.muon_dense = muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::full);
+        lp.muon_moe = muon_layer_cost(m, c.gpu, job, p, links, true, LayerShape::full);
+        if (hybrid) {
+            const auto i = [](LayerKind k) { return kind_index(k); };
+            hybrid->muon_kind[i(LayerKind::mamba)] =
+                muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::full, true);
+            hybrid->muon_kind[i(LayerKind::attention)] =
+                muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::attention);
+            hybrid->muon_kind[i(LayerKind::mlp)] =
+                muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::ffn);
+            hybrid->muon_kind[i(LayerKind::moe)] =
+                muon_layer_cost(m, c.gpu, job, p, links, true, LayerShape::ffn);
+        }
+    }
     lp.hybrid = std::move(hybrid);
     return lp;
 }

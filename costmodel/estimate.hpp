@@ -174,6 +174,7 @@ struct HybridParts {
     std::array<Bytes, 4> act_kind;       // kept per layer under the plan's recompute
     std::array<Bytes, 4> act_kind_none;  // ... without recomputation
     std::array<double, 4> params_kind{};
+    std::array<MuonCost, 4> muon_kind;  // --optimizer muon: each kind's Newton-Schulz work
 };
 
 /// Per-layer and per-edge costs of one micro-batch on one GPU: what estimate() derives from the
@@ -212,6 +213,9 @@ struct LayerParts {
     // A hybrid model's single-block layers (HybridParts); null for a transformer, whose parts
     // stay this size (the planner caches thousands of them).
     std::shared_ptr<const HybridParts> hybrid;
+    // --optimizer muon: one dense and one MoE layer's Newton-Schulz work (zero otherwise).
+    MuonCost muon_dense;
+    MuonCost muon_moe;
 };
 
 /// Peak memory of a plan, from Estimator::if_fits().

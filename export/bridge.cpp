@@ -149,6 +149,16 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
         }
     }
     kv("mixed_precision", bridge_precision(job));
+    if (job.optimizer != Optimizer::adam) {
+        // ConfigContainer.optimizer is Megatron-Core's OptimizerConfig (optimizer_config.py
+        // @d98e8a64: optimizer, muon_num_ns_steps, muon_tp_mode, muon_scalar_optimizer).
+        kv("optimizer.optimizer", to_string(job.optimizer));
+        if (job.optimizer == Optimizer::muon) {
+            kv("optimizer.muon_num_ns_steps", std::to_string(job.muon_ns_steps));
+            kv("optimizer.muon_tp_mode", to_string(job.muon_tp_mode));
+            kv("optimizer.muon_scalar_optimizer", "adam");
+        }
+    }
     for (std::size_t i = 0; i < a.size(); ++i) {
         os << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
     }

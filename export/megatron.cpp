@@ -323,6 +323,16 @@ void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job
         arg(args, "--bf16");  // fp32 is Megatron's default and has no flag
     }
     megatron_precision_args(args, job);
+    if (job.optimizer != Optimizer::adam) {
+        // Megatron-LM arguments.py @d98e8a64: --optimizer adam|sgd|muon; Muon's Newton-Schulz
+        // steps and TP mode as priced, Adam for the scalar parameters (its default).
+        arg(args, "--optimizer", to_string(job.optimizer));
+        if (job.optimizer == Optimizer::muon) {
+            arg(args, "--muon-num-ns-steps", std::to_string(job.muon_ns_steps));
+            arg(args, "--muon-tp-mode", to_string(job.muon_tp_mode));
+            arg(args, "--muon-scalar-optimizer", "adam");
+        }
+    }
     for (std::size_t i = 0; i < args.size(); ++i) {
         os << args[i] << (i + 1 < args.size() ? " \\\n" : "\n");
     }

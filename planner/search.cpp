@@ -573,7 +573,12 @@ private:
         Plan q = p;
         q.zero = 2;
         q.sp = true;
-        const int zero_max = !shardable ? 0 : (keeps(Rule::zero_pipeline, m_, job_, q) ? 3 : 1);
+        // Muon: ZeRO 0 or 1 only (Rule::muon_sharding), as the pipeline rule caps others.
+        const int zero_max = !shardable ? 0
+                             : (keeps(Rule::zero_pipeline, m_, job_, q) &&
+                                keeps(Rule::muon_sharding, m_, job_, q))
+                                 ? 3
+                                 : 1;
         const bool sp_ok = keeps_all({Rule::sp_tp, Rule::sp_seq}, q);
         const SearchOptions::Fixed& f = o_.fixed;
         // (recompute, module list): none, selective with the default list (or the user's),

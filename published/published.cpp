@@ -444,6 +444,20 @@ PublishedCase case_of(const Reader& r) {
                      "as DeepEP; ";
         }
     }
+    if (contains(r.str("notes"), "Muon optimizer was used") &&
+        contains(r.str("framework"), "Megatron-Bridge")) {
+        // Megatron-Bridge's Kimi K2 recipe (recipes/kimi/kimi_k2.py @0fbfe7d3e9, v0.4.0, and the
+        // perf script's optimizer_type "muon" default): distributed_muon_with_cosine_annealing,
+        // the layer-wise distributed Muon ("dist_muon": states sharded by layer over DP, cleave's
+        // ZeRO 1), muon_tp_mode blockwise, 5 Newton-Schulz steps, Adam for the scalar
+        // parameters, fp32 master / moments and grad_reduce_in_fp32=True.
+        c.job.optimizer = Optimizer::muon;
+        c.job.muon_tp_mode = MuonTpMode::blockwise;
+        c.job.muon_ns_steps = 5;
+        c.fp32_grads = true;
+        notes += "Muon (the recipe's dist_muon: layer-wise over DP, blockwise TP mode, 5 "
+                 "Newton-Schulz steps, fp32 grads); ";
+    }
     offload_of(r.str("notes"), c.plan, notes);
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
@@ -592,6 +606,9 @@ void load_case_stack(PublishedCase& c) {
     }
     if (!grads_from_row) {
         c.job.grads = c.job.stack.grad_dtype;
+    }
+    if (c.fp32_grads) {
+        c.job.grads = Dtype::fp32;
     }
 }
 

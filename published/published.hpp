@@ -42,6 +42,7 @@ struct PublishedCase {
                                    // set on the stack when it is loaded
     bool moe_flex_dispatcher = false;  // the preset runs the flex dispatcher (DeepEP / HybridEP)
     bool expandable_segments = false;  // the recipe's launcher sets expandable_segments:True
+    bool fp32_grads = false;  // the recipe reduces gradients in fp32 whatever the stack's default
     std::string release;  // the software release of the framework column ("26.02"), or 
     ModelSpec model;
     JobSpec job;

@@ -63,10 +63,14 @@ bool known(const std::string& key, const std::set<std::string>& flags) {
     if (bridge.count(key) > 0) {
         return true;
     }
-    if (key.rfind("model.", 0) != 0) {
+    // optimizer.* is Megatron-Core's OptimizerConfig, whose fields arguments.py turns into the
+    // same-named flags (optimizer_config.py @d98e8a64: optimizer, muon_num_ns_steps, ...).
+    const std::size_t dot = key.find('.');
+    const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
+    if (section != "model" && section != "optimizer") {
         return false;
     }
-    std::string flag = "--" + key.substr(6);
+    std::string flag = "--" + key.substr(dot + 1);
     for (char& c : flag) {
         c = c == '_' ? '-' : c;
     }
