@@ -303,7 +303,8 @@ void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
         }
         const StageCost& c = stage_cost(e, s, p.pp);
         const MemoryBreakdown& m = c.memory;
-        os << "  " << pad(std::to_string(s), 5) << " " << pad(std::to_string(c.layers), 6);
+        const int64_t shown = s == 1 && p.pp > 2 ? e.middle_stage : s;
+        os << "  " << pad(std::to_string(shown), 5) << " " << pad(std::to_string(c.layers), 6);
         for (Bytes b : {m.weights,
                         m.grads,
                         m.optimizer,
@@ -331,7 +332,10 @@ void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
            << " % page residue (a guess) + out, the allocator unmapping its free cached pages\n"
               "#   before it reports OOM; rsv is what it holds when memory is ample\n";
     }
-    if (p.pp > 3) {
+    if (e.middle_stages_differ) {
+        os << "# stages 1.." << p.pp - 2 << " hold different layer kinds (a hybrid model): each is "
+           << "priced; the one shown holds the most memory\n";
+    } else if (p.pp > 3) {
         os << "# stages 2.." << p.pp - 2
            << " hold what stage 1 holds, or less (fewer micro-batches "
            << "in flight)\n";

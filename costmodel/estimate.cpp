@@ -899,6 +899,8 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.bubble_ratio = plan.pp > 1 ? bubble_fraction(plan, x.micro) : 0.0;
 
     e.peak_memory_stage = idx[peak];
+    e.middle_stage = idx[1];
+    e.middle_stages_differ = plan.pp > 3 && is_hybrid(model);
     e.memory = w[peak].cost.memory;
     e.memory_usable = usable_memory(cluster.gpu);
     e.memory_headroom = job.memory_headroom;

@@ -110,6 +110,10 @@ struct Estimate {
     /// With pp == 1 all three describe the single stage; with pp == 2 [1] equals [0].
     std::array<StageCost, 3> stage;
     int64_t peak_memory_stage = 0;  // stage index (0..pp-1) with the largest memory total
+    /// The stage [1] describes: 1, or for a hybrid model (whose middle stages hold different
+    /// layer kinds, each priced) the middle stage with the most memory.
+    int64_t middle_stage = 1;
+    bool middle_stages_differ = false;  // a hybrid model with pp > 3
     MemoryBreakdown memory;         // of that peak stage
     Bytes memory_usable;            // from the cluster profile
     Bytes memory_headroom;          // JobSpec::memory_headroom

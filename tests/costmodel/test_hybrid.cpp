@@ -243,6 +243,10 @@ TEST_SUITE("costmodel") {
         // Memory: stage 1 holds 3 micro-batches in flight (1F1B, p - 1), stage 2 holds 2; the MoE
         // layers' weights and activations make the stage that holds them the middle one shown.
         CHECK(b.stage[1].memory.weights.value() > none.stage[1].memory.weights.value() * 10.0);
+        CHECK(a.middle_stage == 1);
+        CHECK(b.middle_stage == 2);
+        CHECK(b.middle_stages_differ);
+        CHECK(none.middle_stages_differ);  // a hybrid with pp 4, even if its stages agree
     }
 
     TEST_CASE("hybrid: TP must split the Mamba-2 heads and groups, as Megatron asserts") {
