@@ -290,4 +290,32 @@ TEST_SUITE("costmodel") {
         CHECK(a.layer_kinds == b.layer_kinds);
         CHECK(params_total(a) == params_total(b));
     }
+
+    TEST_CASE("published: every row not priced is listed with why, in every public CSV") {
+        // What cleave does not model is refused, not priced (issue 26): the whole list, by file.
+        const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
+        const std::map<std::string, std::map<int64_t, std::string>> want = {
+            {"public_runs.csv", {}},
+            {"public_runs_2024.csv", {}},
+            {"public_runs_2025.csv", {}},
+            {"public_runs_2026h1.csv", {{2030, "LatentMoE"}, {2031, "LatentMoE"}}}};
+        for (const auto& [file, rows] : want) {
+            CAPTURE(file);
+            std::ifstream in(root + file);
+            std::stringstream ss;
+            ss << in.rdbuf();
+            std::map<int64_t, std::string> got;
+            for (const auto& c : parse_public_runs(ss.str(), file)) {
+                if (!c.expressible) {
+                    got[c.row_id] = c.reason;
+                }
+            }
+            CHECK(got.size() == rows.size());
+            for (const auto& [row, why] : rows) {
+                CAPTURE(row);
+                REQUIRE(got.count(row) == 1);
+                CHECK(got.at(row).find(why) != std::string::npos);
+            }
+        }
+    }
 }
