@@ -127,6 +127,7 @@ nlohmann::json model_json(const ModelSpec& m, int64_t pp) {
     j["vocab"] = m.vocab;
     j["seq_len"] = m.seq_len;
     j["mlp"] = name_of(m.mlp);
+    j["squared_relu"] = m.squared_relu;  // relu(x)^2 (Nemotron), priced with gelu's shapes
     j["norm"] = name_of(m.norm);
     j["positions"] = name_of(m.positions);
     j["tied_embeddings"] = m.tied_embeddings;

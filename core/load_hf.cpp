@@ -461,6 +461,10 @@ void read_gemma3_text(JsonReader& r, ModelSpec& m) {
 void read_nemotron(JsonReader& r, ModelSpec& m) {
     using detail::Need;
     m.mlp = MlpKind::gelu;
+    m.squared_relu = true;
+    if (const auto act = r.text("hidden_act"); act && *act != "relu2") {
+        r.error("hidden_act", "'hidden_act' = '" + *act + "': cleave reads Nemotron's relu2 MLP only");
+    }
     m.norm = NormKind::layernorm;
     m.positions = PositionKind::rope;
     read_dims(r, m);
@@ -542,6 +546,11 @@ std::vector<LayerKind> read_layer_kinds(JsonReader& r) {
 void read_nemotron_h(JsonReader& r, ModelSpec& m) {
     using detail::Need;
     m.mlp = MlpKind::gelu;
+    m.squared_relu = true;
+    if (const auto act = r.text("mlp_hidden_act"); act && *act != "relu2") {
+        r.error("mlp_hidden_act",
+                "'mlp_hidden_act' = '" + *act + "': cleave reads Nemotron-H's relu2 MLPs only");
+    }
     m.norm = NormKind::rmsnorm;
     m.positions = PositionKind::rope;
     m.linear_bias = false;

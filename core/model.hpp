@@ -98,6 +98,9 @@ struct ModelSpec {
     /// GPT-OSS's GLU: x sigma(1.702 x) (x_up + 1), clamped at 7 (Megatron quick_gelu +
     /// activation_func_clamp_value). Same FLOPs as SwiGLU; Megatron-Bridge counts it ungated.
     bool clamped_glu = false;
+    /// Squared-ReLU MLP, relu(x)^2 (Nemotron-4, Nemotron-H: up + down, priced as MlpKind::gelu's
+    /// shapes; Megatron --squared-relu). Exported so the launched model has it.
+    bool squared_relu = false;
     /// Keys a windowed layer's query attends to (GPT-OSS: 128); 0 = every layer attends fully.
     int64_t sliding_window = 0;
     /// windowed[i]: layer i uses the sliding window. Empty = no windowed layer; else size layers.

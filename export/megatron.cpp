@@ -95,6 +95,9 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
     if (m.mlp == MlpKind::swiglu) {
         arg(os, "--swiglu");
     }
+    if (m.squared_relu) {
+        arg(os, "--squared-relu");  // Nemotron's relu(x)^2 (arguments.py @d98e8a64)
+    }
     if (m.norm == NormKind::rmsnorm) {
         arg(os, "--normalization", "RMSNorm");
     }

@@ -298,6 +298,7 @@ TEST_SUITE("core") {
 "kv_channels": 32, "vocab_size": 100})",
                                                    "mini.json");
         CHECK(head_dim(mini) == 32);
+        CHECK(mini.squared_relu);  // Nemotron's relu2 MLP, exported as --squared-relu
     }
 
     TEST_CASE(

@@ -7,6 +7,7 @@
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
 #include "published/published.hpp"
+#include "tests/cli_run.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
@@ -38,6 +39,7 @@ TEST_SUITE("costmodel") {
         CHECK(kind_count(m, LayerKind::moe, 0, 52) == 23);
         CHECK(kind_count(m, LayerKind::mlp, 0, 52) == 0);
         CHECK(m.mamba.d_inner() == 4096);  // 64 heads x 64
+        CHECK(m.squared_relu);             // mlp_hidden_act relu2
         // Mamba layer: in_proj 2688 x (2 x 4096 + 2 x 8 x 128 + 64) = 2688 x 10304 = 27,697,152;
         // conv1d (4096 + 2048) x (4 + 1) = 30,720; dt_bias, A_log, D 3 x 64 = 192; gated norm
         // 4096; out_proj 4096 x 2688 = 11,010,048; pre-norm 2688: 38,744,896.
@@ -247,6 +249,22 @@ TEST_SUITE("costmodel") {
         CHECK(b.middle_stage == 2);
         CHECK(b.middle_stages_differ);
         CHECK(none.middle_stages_differ);  // a hybrid with pp 4, even if its stages agree
+    }
+
+    TEST_CASE("hybrid: the Megatron export writes the layer pattern by stage and the activation") {
+        // pp 2, no interleaving: the planner's map for Nano (first 28, last 24 layers).
+        const test::CliRun r = test::run_cleave(
+            {"plan", std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/nemotron-3-nano-30b-a3b.config.json",
+             "dgx-h100", "--gpus", "16", "--gbs", "1024", "--seq", "8192", "--ep", "8", "--pp", "2",
+             "--vpp", "1", "--first-stage-layers", "28", "--top", "1", "--format", "megatron"});
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        // The pattern's first 28 letters, '|', the last 24.
+        CHECK(r.out.find("--hybrid-layer-pattern 'MEMEM*EMEMEM*EMEMEM*EMEMEM*E|MEMEM*EMEMEMEM*EMEMEMEME'") !=
+              std::string::npos);
+        CHECK(r.out.find("--squared-relu") != std::string::npos);
+        CHECK(r.out.find("--mamba-num-heads 64") != std::string::npos);
+        CHECK(r.out.find("--moe-shared-expert-intermediate-size 3712") != std::string::npos);
+        CHECK(r.out.find("--pipeline-model-parallel-layout") == std::string::npos);  // not combined
     }
 
     TEST_CASE("hybrid: TP must split the Mamba-2 heads and groups, as Megatron asserts") {
