@@ -16,16 +16,31 @@ namespace {
 /// The row's stack loaded into its job (the stack's grad dtype unless the row fixed 16-bit
 /// grads), and whether its profile ships; a row whose profile or stack is missing is listed as
 /// not expressed with the reason.
+/// Marks a row whose profile does not ship as not expressed, with the reason (public runs and
+/// measured-memory rows alike); true when it ships.
+template <class Case>
+bool profile_ships(Case& c, const std::vector<std::string>& profiles) {
+    if (std::find(profiles.begin(), profiles.end(), c.profile) != profiles.end()) {
+        return true;
+    }
+    c.expressible = false;
+    c.reason = "no shipped profile '" + c.profile + "' (cleave hw list)";
+    return false;
+}
+
+/// The profile loaded once per command.
+const ClusterSpec& cluster_of(std::map<std::string, ClusterSpec>& clusters, const std::string& name) {
+    auto it = clusters.find(name);
+    if (it == clusters.end()) {
+        it = clusters.emplace(name, load_cluster(name)).first;
+    }
+    return it->second;
+}
+
 void prepare(PublishedCase& c, const std::vector<std::string>& profiles) {
-    if (!c.expressible) {
-        return;
+    if (c.expressible && profile_ships(c, profiles)) {
+        load_case_stack(c);
     }
-    if (std::find(profiles.begin(), profiles.end(), c.profile) == profiles.end()) {
-        c.expressible = false;
-        c.reason = "no shipped profile '" + c.profile + "' (cleave hw list)";
-        return;
-    }
-    load_case_stack(c);
 }
 
 /// True when `csv` is the file the overlay names (compared by file name).
@@ -102,13 +117,10 @@ std::vector<Evaluated> evaluate_all(std::vector<PublishedCase> cases, const std:
         prepare(c, profiles);
         Evaluated ev{c, {}, c.metric == PublishedMetric::layer_time, false};
         if (c.expressible) {
-            auto it = clusters.find(c.profile);
-            if (it == clusters.end()) {
-                it = clusters.emplace(c.profile, load_cluster(c.profile)).first;
-            }
+            const ClusterSpec& cluster = cluster_of(clusters, c.profile);
             const auto cal = find_calibration(c.profile);
             ev.fitted = cal && fitted_on(*cal, csv) && cal->fitted(c.row_id);
-            ev.r = evaluate_published(ev.c, it->second);
+            ev.r = evaluate_published(ev.c, cluster);
         }
         out.push_back(std::move(ev));
     }
@@ -369,12 +381,7 @@ std::vector<CheckedMemory> check_memory_cases(std::vector<MemoryCase> cases) {
     const std::vector<std::string> profiles = shipped_profiles();
     std::vector<CheckedMemory> out;
     for (auto& c : cases) {
-        if (c.expressible &&
-            std::find(profiles.begin(), profiles.end(), c.profile) == profiles.end()) {
-            c.expressible = false;
-            c.reason = "no shipped profile '" + c.profile + "' (cleave hw list)";
-        }
-        if (c.expressible) {
+        if (c.expressible && profile_ships(c, profiles)) {
             const bool grads_from_row = c.job.grads != JobSpec{}.grads;
             c.job.stack = load_stack(c.stack);
             if (!grads_from_row) {
@@ -388,11 +395,7 @@ std::vector<CheckedMemory> check_memory_cases(std::vector<MemoryCase> cases) {
         }
         CheckedMemory ch{c, {}};
         if (c.expressible) {
-            auto it = clusters.find(c.profile);
-            if (it == clusters.end()) {
-                it = clusters.emplace(c.profile, load_cluster(c.profile)).first;
-            }
-            ch.r = evaluate_memory(ch.c, it->second);
+            ch.r = evaluate_memory(ch.c, cluster_of(clusters, c.profile));
         }
         out.push_back(std::move(ch));
     }

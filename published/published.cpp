@@ -455,8 +455,14 @@ PublishedCase case_of(const Reader& r) {
         c.job.muon_tp_mode = MuonTpMode::blockwise;
         c.job.muon_ns_steps = 5;
         c.fp32_grads = true;
-        notes += "Muon (the recipe's dist_muon: layer-wise over DP, blockwise TP mode, 5 "
-                 "Newton-Schulz steps, fp32 grads); ";
+        // The recipe turns Megatron's distributed optimizer off for Muon: say what ZeRO 1 is here.
+        const std::string dist = "distributed optimizer (Megatron-Bridge recipes' "
+                                 "use_distributed_optimizer=True); ";
+        if (const auto at = notes.find(dist); at != std::string::npos) {
+            notes.erase(at, dist.size());
+        }
+        notes += "Muon (the recipe's dist_muon: its states layer-wise over DP, priced as ZeRO 1; "
+                 "blockwise TP mode, 5 Newton-Schulz steps, fp32 grads); ";
     }
     offload_of(r.str("notes"), c.plan, notes);
     layer_map_of(c.model, c.job, c.plan, notes);

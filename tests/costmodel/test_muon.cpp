@@ -151,8 +151,9 @@ TEST_SUITE("costmodel") {
                 continue;
             }
             seen = true;
-            CHECK(row["assumptions"].get<std::string>().find("Muon (the recipe's dist_muon") !=
-                  std::string::npos);
+            const std::string said = row["assumptions"].get<std::string>();
+            CHECK(said.find("Muon (the recipe's dist_muon") != std::string::npos);
+            CHECK(said.find("use_distributed_optimizer=True") == std::string::npos);
             // Measured 2026-12-02: -14.9 % under Adam, -13.7 % with Muon (issue 26: within 15 %).
             CHECK(std::abs(row["error_pct"].get<double>()) < 15.0);
         }
