@@ -1,12 +1,10 @@
 // cleave explain MODEL CLUSTER <job flags> <plan flags>: one plan priced in detail.
+#include "api/cleave.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "cli/report.hpp"
-#include "costmodel/estimate.hpp"
 
+#include <memory>
 #include <ostream>
-
-#include <nlohmann/json.hpp>
 
 namespace cleave::cli {
 
@@ -21,19 +19,11 @@ struct ExplainOptions {
 void run_explain(const ExplainOptions& o, CliContext& ctx) {
     const Inputs in = load_inputs(o.job);
     const Plan plan = make_plan(o.plan, in);  // throws ConfigError (exit 2) naming the constraint
-    const Estimate e = estimate(in.model, in.cluster, in.job, plan);
+    const api::Explained x = api::explain(in, plan);
     if (o.format == "json") {
-        nlohmann::json j = estimate_to_json(in, plan, e);
-        // The optimizer priced (issue 26): its states and step depend on it.
-        j["optimizer"] = {{"name", to_string(in.job.optimizer)}};
-        if (in.job.optimizer == Optimizer::muon) {
-            j["optimizer"]["muon_num_ns_steps"] = in.job.muon_ns_steps;
-            j["optimizer"]["muon_tp_mode"] = to_string(in.job.muon_tp_mode);
-            j["optimizer"]["scalar_optimizer"] = "adam";
-        }
-        ctx.out << j.dump(2) << "\n";
+        ctx.out << api::to_json(x).dump(2) << "\n";
     } else {
-        print_estimate_table(ctx.out, in, plan, e);
+        api::print_table(ctx.out, x);
     }
     ctx.exit_code = 0;
 }

@@ -3,7 +3,7 @@
 // mpirun.
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
-#include "cli/report.hpp"
+#include "api/render.hpp"
 #include "core/errors.hpp"
 #include "core/trace.hpp"
 #include "costmodel/compute.hpp"
@@ -26,6 +26,8 @@
 #include <nlohmann/json.hpp>
 
 namespace cleave::cli {
+
+using namespace cleave::api;  // the JSON and table writers (api/render.hpp)
 
 namespace {
 

@@ -1,174 +1,50 @@
 // cleave stack list | cleave stack show NAME|FILE: the shipped software stacks and one stack's
-// values (the same key names as the stack TOML).
+// values (api::stack_to_json, api::print_stack_table).
+#include "api/cleave.hpp"
 #include "cli/commands.hpp"
-#include "cli/report.hpp"
 #include "core/stack.hpp"
 
-#include <cstdio>
 #include <memory>
 #include <ostream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 namespace cleave::cli {
-
-namespace {
-
-struct StackShowOptions {
-    std::string stack;
-    std::string format = "table";
-};
-
-struct StackListOptions {
-    std::string format = "table";
-};
-
-const char* dtype_name(Dtype d) {
-    return d == Dtype::fp32 ? "fp32" : d == Dtype::bf16 ? "bf16" : "fp16";
-}
-
-nlohmann::json curves_json(const SoftwareStack& s) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const AttentionCurve& c : s.attention_curves) {
-        out.push_back({{"gpu", c.gpu},
-                       {"head_dim", c.head_dim},
-                       {"seq", c.seq},
-                       {"fwd_efficiency", c.fwd},
-                       {"bwd_efficiency", c.bwd}});
-    }
-    return out;
-}
-
-nlohmann::json full_stack_json(const SoftwareStack& s) {
-    return {{"name", s.name},
-            {"display_name", s.display_name},
-            {"source", s.source},
-            {"framework", to_string(s.framework)},
-            {"year", s.year},
-            {"attention",
-             {{"impl", to_string(s.attention)},
-              {"causal_skip", s.causal_skip},
-              {"step_overhead_us", s.attention_step_overhead_us},
-              {"curve", curves_json(s)}}},
-            {"memory",
-             {{"hidden_dropout", s.hidden_dropout},
-              {"fused_cross_entropy", s.fused_cross_entropy},
-              {"grad_dtype", dtype_name(s.grad_dtype)},
-              {"allocator_overhead", s.allocator_overhead},
-              {"expandable_segments", s.expandable_segments},
-              {"expandable_residue", s.expandable_residue}}},
-            {"data_parallel",
-             {{"overlap_grad_reduce", s.overlap_grad_reduce},
-              {"overlap_param_gather", s.overlap_param_gather},
-              {"bucket_mparams", s.bucket_mparams},
-              {"fsdp_prefetch", s.fsdp_prefetch},
-              {"reshard_after_forward", s.reshard_after_forward},
-              {"comm_sm_fraction", s.comm_sm_fraction}}},
-            {"tensor_parallel", {{"comm_overlap", s.tp_comm_overlap}}},
-            {"pipeline", {{"p2p_overhead_us", s.p2p_overhead_us}}},
-            {"moe",
-             {{"dispatcher", to_string(s.moe_dispatcher)},
-              {"a2a_overlap", s.moe_a2a_overlap},
-              {"grouped_gemm", s.moe_grouped_gemm},
-              {"grouped_gemm_streams", s.moe_grouped_gemm_streams},
-              {"sync_us", s.moe_sync_us},
-              {"probs_in_experts", s.moe_probs_in_experts}}},
-            {"export",
-             {{"torch_compile", s.torch_compile}, {"recompute_modules", s.recompute_modules}}}};
-}
-
-void print_rows(std::ostream& out, const std::string& prefix, const nlohmann::json& j) {
-    for (const auto& [k, v] : j.items()) {
-        const std::string key = prefix.empty() ? k : prefix + "." + k;
-        if (v.is_object()) {
-            print_rows(out, key, v);
-            continue;
-        }
-        const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
-        out << key << std::string(key.size() < 36 ? 36 - key.size() : 1, ' ') << text << "\n";
-    }
-}
-
-void run_show(const StackShowOptions& o, CliContext& ctx) {
-    const nlohmann::json j = full_stack_json(load_stack(o.stack));
-    if (o.format == "json") {
-        ctx.out << j.dump(2) << "\n";
-        return;
-    }
-    ctx.out << "# cleave stack show: " << j["name"].get<std::string>() << " ("
-            << j["display_name"].get<std::string>() << ")\n";
-    ctx.out << "# key (as in the stack TOML)  value\n";
-    print_rows(ctx.out, "", j);
-}
-
-void run_list(const StackListOptions& o, CliContext& ctx) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& name : shipped_stacks()) {
-        const SoftwareStack s = load_stack(name);
-        list.push_back({{"name", s.name},
-                        {"framework", to_string(s.framework)},
-                        {"year", s.year},
-                        {"attention", to_string(s.attention)},
-                        {"default", s.name == default_stack_name},
-                        {"display_name", s.display_name},
-                        {"source", s.source}});
-    }
-    if (o.format == "json") {
-        ctx.out << list.dump(2) << "\n";
-        return;
-    }
-    char line[256];
-    std::snprintf(line,
-                  sizeof line,
-                  "# %-20s %-11s %4s %-12s  %s\n",
-                  "name",
-                  "framework",
-                  "year",
-                  "attention",
-                  "description");
-    ctx.out << line;
-    for (const auto& s : list) {
-        std::snprintf(line,
-                      sizeof line,
-                      "%-22s %-11s %4lld %-12s  %s%s\n",
-                      s["name"].get<std::string>().c_str(),
-                      s["framework"].get<std::string>().c_str(),
-                      static_cast<long long>(s["year"].get<int64_t>()),
-                      s["attention"].get<std::string>().c_str(),
-                      s["display_name"].get<std::string>().c_str(),
-                      s["default"].get<bool>() ? " (default)" : "");
-        ctx.out << line;
-    }
-}
-
-}  // namespace
-
-nlohmann::json stack_json(const SoftwareStack& s) {
-    return {{"name", s.name},
-            {"framework", to_string(s.framework)},
-            {"attention", to_string(s.attention)},
-            {"source", s.source}};
-}
 
 void setup_stack(CLI::App& app, CliContext& ctx) {
     auto* st = app.add_subcommand("stack", "List the shipped software stacks or show one");
     st->require_subcommand(1);
 
-    auto list = std::make_shared<StackListOptions>();
+    auto list = std::make_shared<std::string>("table");
     auto* ls = st->add_subcommand("list", "List the shipped software stacks");
-    ls->add_option("--format", list->format, "Output: table or json")
+    ls->add_option("--format", *list, "Output: table or json")
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();
-    ls->callback([list, &ctx] { run_list(*list, ctx); });
+    ls->callback([list, &ctx] {
+        if (*list == "json") {
+            ctx.out << api::stack_list_json().dump(2) << "\n";
+        } else {
+            api::print_stack_list(ctx.out);
+        }
+    });
 
-    auto show = std::make_shared<StackShowOptions>();
+    struct ShowOptions {
+        std::string stack;
+        std::string format = "table";
+    };
+    auto show = std::make_shared<ShowOptions>();
     auto* sh = st->add_subcommand("show", "Show one stack's values");
     sh->add_option("STACK", show->stack, "A shipped stack name or a stack TOML path")->required();
     sh->add_option("--format", show->format, "Output: table or json")
         ->check(CLI::IsMember({"table", "json"}))
         ->capture_default_str();
-    sh->callback([show, &ctx] { run_show(*show, ctx); });
+    sh->callback([show, &ctx] {
+        const SoftwareStack s = load_stack(show->stack);
+        if (show->format == "json") {
+            ctx.out << api::stack_to_json(s).dump(2) << "\n";
+        } else {
+            api::print_stack_table(ctx.out, s);
+        }
+    });
 }
 
 }  // namespace cleave::cli

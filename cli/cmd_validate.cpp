@@ -7,7 +7,7 @@
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/progress.hpp"
-#include "cli/report.hpp"
+#include "api/render.hpp"
 #include "core/errors.hpp"
 #include "costmodel/estimate.hpp"
 #include "executor/registry.hpp"
@@ -20,6 +20,8 @@
 #include <nlohmann/json.hpp>
 
 namespace cleave::cli {
+
+using namespace cleave::api;  // the JSON and table writers (api/render.hpp)
 
 namespace {
 

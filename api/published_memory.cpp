@@ -1,4 +1,5 @@
-#include "cli/published_memory.hpp"
+#include "api/detail.hpp"
+#include "api/cleave.hpp"
 
 #include "core/load.hpp"
 #include "core/stack.hpp"
@@ -13,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace cleave::cli {
+namespace cleave::api {
 
 namespace {
 
@@ -194,17 +195,18 @@ nlohmann::json to_json(const std::vector<Checked>& rows, const std::string& path
 
 }  // namespace
 
-void print_published_memory(const std::string& path,
-                            const std::string& csv,
-                            const std::string& format,
-                            CliContext& ctx) {
-    const auto rows = check_memory_cases(parse_public_memory(csv, path));
-    if (format == "json") {
-        ctx.out << to_json(rows, path).dump(2) << "\n";
-    } else {
-        print_table(ctx.out, rows, path);
-    }
-    ctx.exit_code = 0;
+namespace detail {
+
+nlohmann::json memory_json(const std::vector<CheckedMemory>& rows, const std::string& path) {
+    return to_json(rows, path);
 }
 
-}  // namespace cleave::cli
+void print_memory_table(std::ostream& os,
+                        const std::vector<CheckedMemory>& rows,
+                        const std::string& path) {
+    print_table(os, rows, path);
+}
+
+}  // namespace detail
+
+}  // namespace cleave::api

@@ -1,7 +1,7 @@
 #pragma once
 // JSON for one priced plan: the interface of DESIGN §3 shared by explain, plan and validate.
 
-#include "cli/common.hpp"
+#include "api/inputs.hpp"
 #include "costmodel/estimate.hpp"
 
 #include <iosfwd>
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace cleave::cli {
+namespace cleave::api {
 
 /// The plan's flags as JSON: tp, pp, dp, cp, ep, vpp, mbs, schedule, recompute, sp, zero,
 /// microbatches, and "flags" (the command-line form).
@@ -39,4 +39,4 @@ void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, con
 /// sentence each; explain prints them and adds JSON "cautions", plan prints them in its header.
 [[nodiscard]] std::vector<std::string> cautions(const Inputs& in);
 
-}  // namespace cleave::cli
+}  // namespace cleave::api

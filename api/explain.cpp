@@ -1,4 +1,4 @@
-#include "cli/report.hpp"
+#include "api/cleave.hpp"
 #include "costmodel/risks.hpp"
 
 #include "costmodel/collectives.hpp"
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace cleave::cli {
+namespace cleave::api {
 
 namespace {
 
@@ -239,9 +239,9 @@ nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate&
     return j;
 }
 
-}  // namespace cleave::cli
+}  // namespace cleave::api
 
-namespace cleave::cli {
+namespace cleave::api {
 
 namespace {
 
@@ -518,4 +518,29 @@ void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, con
     }
 }
 
-}  // namespace cleave::cli
+}  // namespace cleave::api
+
+namespace cleave::api {
+
+Explained explain(const Inputs& in, const Plan& plan) {
+    return {in, plan, estimate(in.model, in.cluster, in.job, plan)};
+}
+
+nlohmann::json to_json(const Explained& x) {
+    nlohmann::json j = estimate_to_json(x.inputs, x.plan, x.estimate);
+    // The optimizer priced (issue 26): its states and step depend on it.
+    const JobSpec& job = x.inputs.job;
+    j["optimizer"] = {{"name", to_string(job.optimizer)}};
+    if (job.optimizer == Optimizer::muon) {
+        j["optimizer"]["muon_num_ns_steps"] = job.muon_ns_steps;
+        j["optimizer"]["muon_tp_mode"] = to_string(job.muon_tp_mode);
+        j["optimizer"]["scalar_optimizer"] = "adam";
+    }
+    return j;
+}
+
+void print_table(std::ostream& os, const Explained& x) {
+    print_estimate_table(os, x.inputs, x.plan, x.estimate);
+}
+
+}  // namespace cleave::api
