@@ -34,6 +34,20 @@
 
 namespace cleave::api {
 
+// --- models and clusters: what cleave read ---------------------------------------------------
+
+/// cleave model's JSON: shape, attention, parameter counts in total, active, per part and layer,
+/// and per stage of `pp` even stages (0 = none; a `pp` that does not divide the layers is a
+/// ConfigError).
+[[nodiscard]] nlohmann::json model_to_json(const ModelSpec& m, int64_t pp = 0);
+void print_model_table(std::ostream& os, const ModelSpec& m, int64_t pp = 0);
+/// cleave hw show's JSON: the profile in display units with each value's source.
+[[nodiscard]] nlohmann::json cluster_to_json(const ClusterSpec& c);
+void print_cluster_table(std::ostream& os, const ClusterSpec& c);
+/// The shipped hardware profiles (cleave hw list).
+[[nodiscard]] nlohmann::json cluster_list_json();
+void print_cluster_list(std::ostream& os);
+
 // --- explain: one plan priced in full ---------------------------------------------------------
 
 struct Explained {
