@@ -15,6 +15,7 @@
 
 #include "api/inputs.hpp"
 #include "api/render.hpp"
+#include "core/load.hpp"
 #include "costmodel/estimate.hpp"
 #include "planner/search.hpp"
 #include "published/fidelity.hpp"
@@ -131,8 +132,11 @@ struct Compared {
 };
 
 /// Searches `job` (its cluster ignored) on each of `clusters` (shipped names or TOML paths),
-/// pricing a precision a GPU lacks at the next wider one it has, and says so.
-[[nodiscard]] Compared compare(const JobOptions& job, const std::vector<std::string>& clusters);
+/// pricing a precision a GPU lacks at the next wider one it has, and says so. `model`, when
+/// given, is priced instead of the file job.model names.
+[[nodiscard]] Compared compare(const JobOptions& job,
+                               const std::vector<std::string>& clusters,
+                               const ModelSpec* model = nullptr);
 [[nodiscard]] nlohmann::json to_json(const Compared& c);
 void print_table(std::ostream& os, const Compared& c);
 
@@ -174,7 +178,8 @@ struct Reported {
                               const std::vector<std::string>& clusters,
                               Objective objective = Objective::time,
                               int64_t top = 5,
-                              const std::function<ProgressFn(const std::string&)>& progress = {});
+                              const std::function<ProgressFn(const std::string&)>& progress = {},
+                              const ModelSpec* model = nullptr);
 /// Writes the page (report/html.hpp); throws ConfigError when the file cannot be written.
 void write_html(const std::string& path, const Reported& r);
 

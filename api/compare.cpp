@@ -185,7 +185,9 @@ nlohmann::json compare_json(const std::vector<ProfileBest>& all) {
 
 }  // namespace
 
-Compared compare(const JobOptions& job, const std::vector<std::string>& clusters) {
+Compared compare(const JobOptions& job,
+                 const std::vector<std::string>& clusters,
+                 const ModelSpec* model) {
     Compared out;
     out.dtype = job.dtype;
     SearchOptions so;
@@ -194,7 +196,8 @@ Compared compare(const JobOptions& job, const std::vector<std::string>& clusters
         JobOptions jf = job;
         jf.cluster = c;
         jf.precision_fallback = true;  // said in the assumptions line
-        ProfileBest pb{load_inputs(jf), {}};
+        ProfileBest pb{model != nullptr ? load_inputs(jf, *model, load_cluster(c)) : load_inputs(jf),
+                       {}};
         pb.result = search(pb.in.model, pb.in.cluster, pb.in.job, so);
         out.profiles.push_back(std::move(pb));
     }

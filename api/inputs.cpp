@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <utility>
 
 #include <toml++/toml.h>
 
@@ -199,11 +200,18 @@ TrainCostOptions train_options(const TrainOptions& f, const Inputs& in) {
 }  // namespace
 
 Inputs load_inputs(const JobOptions& f, std::string_view default_stack) {
+    ModelSpec model = load_model(f.model);
+    ClusterSpec cluster = f.cluster.empty() ? ClusterSpec{} : load_cluster(f.cluster);
+    return load_inputs(f, std::move(model), std::move(cluster), default_stack);
+}
+
+Inputs load_inputs(const JobOptions& f,
+                   ModelSpec model,
+                   ClusterSpec cluster,
+                   std::string_view default_stack) {
     Inputs in;
-    in.model = load_model(f.model);
-    if (!f.cluster.empty()) {
-        in.cluster = load_cluster(f.cluster);
-    }
+    in.model = std::move(model);
+    in.cluster = std::move(cluster);
     if (!f.job_file.empty()) {
         in.job = load_job(f.job_file);
     }

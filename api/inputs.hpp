@@ -104,6 +104,11 @@ struct Inputs {
 /// `default_stack`: the stack priced when neither --stack nor [job] stack names one.
 [[nodiscard]] Inputs load_inputs(const JobOptions& f,
                                  std::string_view default_stack = default_stack_name);
+/// The same with the model and cluster already loaded (f.model and f.cluster are not read).
+[[nodiscard]] Inputs load_inputs(const JobOptions& f,
+                                 ModelSpec model,
+                                 ClusterSpec cluster,
+                                 std::string_view default_stack = default_stack_name);
 
 /// The plan the flags describe for `job` (dp derived when 0). Throws ConfigError when
 /// check_plan() finds a broken constraint, listing every one.

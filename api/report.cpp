@@ -297,7 +297,8 @@ Reported report(const JobOptions& job,
                 const std::vector<std::string>& clusters,
                 Objective objective,
                 int64_t top,
-                const std::function<ProgressFn(const std::string&)>& progress) {
+                const std::function<ProgressFn(const std::string&)>& progress,
+                const ModelSpec* model) {
     if (clusters.empty()) {
         throw ConfigError("cleave report: give CLUSTER or --clusters A B ...");
     }
@@ -305,7 +306,9 @@ Reported report(const JobOptions& job,
     for (const std::string& c : clusters) {
         JobOptions jf = job;
         jf.cluster = c;
-        ClusterRun cr{load_inputs(jf), {}, {}};
+        ClusterRun cr{model != nullptr ? load_inputs(jf, *model, load_cluster(c)) : load_inputs(jf),
+                      {},
+                      {}};
         cr.so.objective = objective;
         cr.so.top_k = max_points;
         const ProgressFn bar = progress ? progress(c) : ProgressFn{};
