@@ -695,6 +695,23 @@ PYBIND11_MODULE(cleave, m) {
         "load_cluster", [](const py::object& name) { return PyCluster{cluster_of(name)}; },
         py::arg("profile"), "load_cluster(name_or_path) -> Cluster");
     m.def(
+        "scatter_svg",
+        [](const py::iterable& points, double usable_memory_gib) {
+            std::vector<report::PlanPoint> pts;
+            for (const auto& item : points) {
+                const py::tuple t = py::reinterpret_borrow<py::object>(item).cast<py::tuple>();
+                if (t.size() < 3) {
+                    throw ConfigError("scatter_svg: each point is (label, time_s, memory_gib[, chosen])");
+                }
+                pts.push_back({t[0].cast<std::string>(), t[1].cast<double>(), t[2].cast<double>(),
+                               t.size() > 3 && t[3].cast<bool>()});
+            }
+            return report::scatter_svg(pts, usable_memory_gib);
+        },
+        py::arg("points"), py::arg("usable_memory_gib"),
+        "scatter_svg(points, usable_memory_gib) -> str: the report's plot (x step time, y memory "
+        "per GPU, Pareto front) of points (label, time_s, memory_gib[, chosen]) as an SVG");
+    m.def(
         "options",
         [] {
             py::list out;

@@ -224,6 +224,30 @@ class TestErrors(unittest.TestCase):
             self.assertIn('<svg id="scatter"', page)
             self.assertIn("seed-13b on dgx-a100-80g", page)
 
+    def test_examples_run(self):
+        env = dict(os.environ)
+        with tempfile.TemporaryDirectory() as d:
+            out = subprocess.run(["python3" if not os.environ.get("PYTHON") else
+                                  os.environ["PYTHON"],
+                                  os.path.join(SRC, "examples", "sweep_gpus.py"), d],
+                                 check=True, capture_output=True, text=True, env=env).stdout
+            rows = [l for l in out.splitlines() if " GPUs  --" in l]
+            self.assertEqual(len(rows), 12)  # 2 widths x 6 job sizes, each with a plan
+            self.assertTrue(os.path.exists(os.path.join(d, "sweep.svg")) or
+                            os.path.exists(os.path.join(d, "sweep.png")))
+            out = subprocess.run(["python3" if not os.environ.get("PYTHON") else
+                                  os.environ["PYTHON"],
+                                  os.path.join(SRC, "examples", "plan_from_python.py")],
+                                 check=True, capture_output=True, text=True, env=env, cwd=SRC).stdout
+            self.assertIn("least memory:", out)
+            self.assertIn("ConfigError:", out)
+
+    def test_svg_writer(self):
+        svg = cleave.scatter_svg([("a", 1.0, 10.0, True), ("b", 2.0, 5.0)], 80.0)
+        self.assertTrue(svg.startswith('<svg id="scatter"'))
+        self.assertEqual(svg.count('<circle class="pt'), 2)  # one per point
+        self.assertEqual(svg.count('chosen"'), 1)
+
     def test_help_has_signatures(self):
         self.assertIn("plan(model, cluster, job=None, **flags) -> PlanResult", cleave.plan.__doc__)
         self.assertIn("tp", [o["name"] for o in cleave.options()])

@@ -254,6 +254,33 @@ TEST_SUITE("costmodel") {
         CHECK(r.err.find("mbs*dp=4 does not divide the global batch 6") != std::string::npos);
     }
 
+    TEST_CASE("plan: no ranked plan carries the shared-communicator risk (issue 27)") {
+        // The seed job with --pp 4 puts PP 4 x DP >= 2 in every plan; cleave's exports and
+        // executor make separate PP and DP groups, so the hand-written-launcher warning is one
+        // note under the table, not a risk on each row.
+        const std::string root = CLEAVE_TEST_DATA_DIR;
+        const auto r = test::run_cleave({"plan", root + "/examples/seed-13b.toml", "dgx-a100-80g",
+                                         "--gpus", "32", "--gbs", "128", "--pp", "4", "--format",
+                                         "json"});
+        REQUIRE(r.code == 0);
+        const auto plans = nlohmann::json::parse(r.out)["plans"];
+        REQUIRE(plans.size() == 10);
+        int64_t with_dp = 0;
+        for (const auto& p : plans) {
+            CHECK(p["plan"]["pp"] == 4);
+            with_dp += p["plan"]["dp"].get<int64_t>() > 1 ? 1 : 0;
+            for (const auto& k : p["risks"]) {
+                CHECK(k["kind"] != "shared_communicator");
+            }
+        }
+        CHECK(with_dp == 10);  // the case the risk was raised for: pp > 1 and dp > 1
+        const auto table = test::run_cleave({"plan", root + "/examples/seed-13b.toml",
+                                             "dgx-a100-80g", "--gpus", "32", "--gbs", "128",
+                                             "--pp", "4"});
+        CHECK(table.out.find("sharedcomm") == std::string::npos);
+        CHECK(table.out.find("# note: pp=4 and dp=2") != std::string::npos);
+    }
+
     TEST_CASE("explain: pp that does not divide the layers takes the balanced map plan searches") {
         // Llama 3.1 405B, 126 layers on 16 stages: 126 = 7 + 14 x 8 + 7 (the embedding and the
         // loss weigh on the end stages), as `plan` finds; no --first-stage-layers needed.
