@@ -39,6 +39,31 @@ std::string bridge_precision(const JobSpec& job) {
     }
 }
 
+/// What the named mixed-precision recipe sets that the price may not have assumed
+/// (src/megatron/bridge/training/mixed_precision.py @067f987df: the FP8 / MXFP8 recipes turn
+/// fp8_param_gather on; current scaling keeps 1 + 1, subchannel 2 + 2 layers bf16).
+struct RecipeDefaults {
+    bool fp8_param_gather = false;
+    int64_t bf16_start = 0, bf16_end = 0;
+};
+
+RecipeDefaults recipe_defaults(const JobSpec& job) {
+    switch (job.compute) {
+    case Dtype::fp8:
+        if (job.fp8_recipe == Fp8Recipe::tensorwise) {
+            return {true, 1, 1};
+        }
+        if (job.fp8_recipe == Fp8Recipe::blockwise) {
+            return {true, 2, 2};
+        }
+        return {true, 0, 0};
+    case Dtype::mxfp8:
+        return {true, 0, 0};
+    default:
+        return {};
+    }
+}
+
 }  // namespace
 
 /// `cleave plan --format bridge`: the plan as Megatron-Bridge ConfigContainer overrides
@@ -58,6 +83,7 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
        << " = tp " << p.tp << " x pp " << p.pp << " x cp " << p.cp << " x dp " << p.dp << "\n";
     os << "# pass them after --recipe <model recipe> --mode pretrain\n";
     Args a;
+    std::vector<std::string> notes;  // what KEY=VALUE cannot set, printed after the overrides
     const auto kv = [&a](const std::string& k, const std::string& v) { a.push_back(k + "=" + v); };
     const auto b = [](bool x) { return std::string(x ? "true" : "false"); };
     kv("train.global_batch_size", std::to_string(job.global_batch));
@@ -129,8 +155,51 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
         kv("ddp.use_distributed_optimizer", b(p.zero == 1));
     }
     kv("ddp.grad_reduce_in_fp32", b(job.grads == Dtype::fp32));
+    // What the price assumed of the stack, as Megatron-LM's export writes it (megatron.cpp
+    // megatron_stack_args): DP overlap, dropout, the fused cross entropy, and no gradient
+    // accumulation fusion under Megatron-FSDP.
+    const SoftwareStack& s = job.stack;
+    kv("ddp.overlap_grad_reduce", b(s.overlap_grad_reduce && p.dp * p.cp > 1));
+    kv("ddp.overlap_param_gather", b(s.overlap_param_gather && p.zero >= 1 && p.dp * p.cp > 1));
+    if (p.zero >= 2) {
+        kv("model.gradient_accumulation_fusion", "false");
+    }
+    if (!s.hidden_dropout) {
+        kv("model.hidden_dropout", "0.0");
+        kv("model.attention_dropout", "0.0");
+    }
+    if (s.fused_cross_entropy) {
+        kv("model.cross_entropy_loss_fusion", "true");
+        kv("model.cross_entropy_fusion_impl", "te");
+    }
+    // A recipe may have no CommOverlapConfig (comm_overlap=None), so TP overlap is written only
+    // when the price assumed it; without it, the recipe's must be off.
+    const bool tp_overlap = s.tp_comm_overlap && p.sp && p.tp > 1;
+    if (tp_overlap) {
+        kv("comm_overlap.tp_comm_overlap", "true");
+    } else if (p.tp > 1) {
+        notes.push_back("priced without TP communication overlap: a recipe with a "
+                        "CommOverlapConfig needs comm_overlap.tp_comm_overlap=false");
+    }
+    if (s.attention != AttentionImpl::fused) {
+        notes.push_back("priced with unfused attention (stack " + s.name +
+                        "): set the recipe's model.attention_backend to AttnBackend.unfused (an "
+                        "enum, which KEY=VALUE overrides leave a string)");
+    }
+    if (const OptimizerDtypes d = optimizer_dtypes(job); d.precision_aware) {
+        // OptimizerConfig's torch.dtype fields take short names (bf16; omegaconf_utils.py
+        // _apply_overrides and utils/activation_map.py str_to_dtype @067f987df).
+        kv("optimizer.use_precision_aware_optimizer", "true");
+        kv("optimizer.exp_avg_dtype", d.exp_avg);
+        kv("optimizer.exp_avg_sq_dtype", d.exp_avg_sq);
+        kv("optimizer.main_params_dtype", d.main_params);
+    }
+    if (optimizer_dtypes(job).master_inexpressible) {
+        notes.push_back("priced with bf16 master weights (Apex DistributedFusedAdam); "
+                        "optimizer.main_params_dtype takes fp32 or fp16: memory will be higher");
+    }
     if (m.moe.enabled()) {
-        const SoftwareStack& st = job.stack;
+        const SoftwareStack& st = s;
         const bool flex = st.moe_dispatcher == MoeDispatcher::deepep;
         kv("model.moe_token_dispatcher_type", flex ? "flex" : to_string(st.moe_dispatcher));
         if (flex) {
@@ -149,6 +218,24 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
         }
     }
     kv("mixed_precision", bridge_precision(job));
+    // The recipe is a name that ConfigContainer resolves after the overrides (config.py
+    // runtime_config_update @067f987df: get_mixed_precision_config), so its fields cannot be
+    // overridden here: say where it differs from what was priced.
+    const RecipeDefaults rd = recipe_defaults(job);
+    const bool fp8_params = job.weights == Dtype::fp8;
+    if (rd.fp8_param_gather != fp8_params) {
+        notes.push_back("mixed_precision " + bridge_precision(job) + " sets fp8_param_gather=" +
+                        b(rd.fp8_param_gather) + "; the price assumed " + b(fp8_params) +
+                        " (set it in the recipe's MixedPrecisionConfig)");
+    }
+    if (rd.bf16_start != job.bf16_layers_start || rd.bf16_end != job.bf16_layers_end) {
+        notes.push_back("mixed_precision " + bridge_precision(job) + " keeps " +
+                        std::to_string(rd.bf16_start) + " + " + std::to_string(rd.bf16_end) +
+                        " layers bf16; the price assumed " +
+                        std::to_string(job.bf16_layers_start) + " + " +
+                        std::to_string(job.bf16_layers_end) +
+                        " (first_last_layers_bf16, num_layers_at_{start,end}_in_bf16)");
+    }
     if (job.optimizer != Optimizer::adam) {
         // ConfigContainer.optimizer is Megatron-Core's OptimizerConfig (optimizer_config.py
         // @d98e8a64: optimizer, muon_num_ns_steps, muon_tp_mode, muon_scalar_optimizer).
@@ -161,6 +248,9 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
     }
     for (std::size_t i = 0; i < a.size(); ++i) {
         os << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");
+    }
+    for (const std::string& n : notes) {
+        os << "# note: " << n << "\n";
     }
 }
 

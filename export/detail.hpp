@@ -1,6 +1,7 @@
 #pragma once
 // Helpers the exporters share (export/megatron.cpp, export/bridge.cpp); not an interface.
 
+#include "core/job.hpp"
 #include "core/model.hpp"
 #include "core/plan.hpp"
 
@@ -26,5 +27,15 @@ inline std::string f(const char* spec, double v) {
 
 /// The layer map in Megatron-LM's own flags (export/megatron.cpp).
 void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p);
+
+/// What Megatron's precision-aware optimizer must be told for the states the price assumed
+/// (megatron/core/optimizer/optimizer_config.py @d98e8a64: exp_avg_dtype, exp_avg_sq_dtype,
+/// main_params_dtype; use_precision_aware_optimizer for any of them narrower than fp32).
+struct OptimizerDtypes {
+    bool precision_aware = false;  // a state narrower than fp32
+    std::string exp_avg, exp_avg_sq, main_params;
+    bool master_inexpressible = false;  // bf16 master weights (Apex DistributedFusedAdam)
+};
+[[nodiscard]] OptimizerDtypes optimizer_dtypes(const JobSpec& job);
 
 }  // namespace cleave::exporters

@@ -75,6 +75,20 @@ void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
     }
 }
 
+
+OptimizerDtypes optimizer_dtypes(const JobSpec& job) {
+    OptimizerDtypes d;
+    d.exp_avg = to_string(job.optimizer_states);
+    d.exp_avg_sq = to_string(job.optimizer == Optimizer::adam ? job.optimizer_states_sq
+                                                              : job.optimizer_states);
+    d.master_inexpressible = job.master_weights && job.master_dtype == Dtype::bf16;
+    d.main_params = job.master_dtype == Dtype::fp16 ? "fp16" : "fp32";
+    d.precision_aware = job.optimizer_states != Dtype::fp32 ||
+                        (job.optimizer == Optimizer::adam && job.optimizer_states_sq != Dtype::fp32) ||
+                        (job.master_weights && job.master_dtype == Dtype::fp16);
+    return d;
+}
+
 }  // namespace exporters
 
 using namespace exporters;
@@ -160,6 +174,7 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
         }
     }
 }
+
 
 /// Megatron's default micro-batch group is pp; another one (m not a multiple of pp) is a flag.
 void megatron_group_args(Args& os, const JobSpec& job, const Plan& p) {
@@ -278,6 +293,14 @@ void megatron_stack_args(Args& os, const JobSpec& job, const Plan& p) {
     if (s.tp_comm_overlap && p.sp && p.tp > 1) {
         arg(os, "--tp-comm-overlap");
     }
+    // The optimizer states as priced: narrower moments or master weights need the
+    // precision-aware optimizer (an export without it would launch with fp32 states).
+    if (const OptimizerDtypes d = optimizer_dtypes(job); d.precision_aware) {
+        arg(os, "--use-precision-aware-optimizer");
+        arg(os, "--exp-avg-dtype", d.exp_avg);
+        arg(os, "--exp-avg-sq-dtype", d.exp_avg_sq);
+        arg(os, "--main-params-dtype", d.main_params);
+    }
     if (p.recompute == Recompute::selective && p.recompute_modules == 0 &&
         !s.recompute_modules.empty()) {
         std::string mods;
@@ -315,6 +338,10 @@ void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job
     if (p.zero >= 2) {
         os << "# ZeRO-" << p.zero
            << " is Megatron-FSDP; older releases spell it --use-custom-fsdp\n";
+    }
+    if (optimizer_dtypes(job).master_inexpressible) {
+        os << "# priced with bf16 master weights (Apex DistributedFusedAdam); Megatron's "
+              "--main-params-dtype takes fp32 or fp16: memory will be higher than predicted\n";
     }
     Args args;
     megatron_model_args(args, model, job);
