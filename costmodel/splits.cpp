@@ -44,11 +44,28 @@ Split normal(int64_t layers, int64_t pp, Split s) {
     return uneven_stages(layers, p) ? s : Split{};
 }
 
-double load(int64_t layers, int64_t pp, Split s, SplitWeights w) {
+double load(int64_t layers, int64_t pp, int64_t vpp, Split s, const SplitWeights& w) {
     Plan p;
     p.pp = pp;
+    p.vpp = std::max<int64_t>(1, vpp);
     p.first_layers = s.first;
     p.last_layers = s.last;
+    if (!w.layer.empty()) {
+        // Each stage's own layers, chunk by chunk (virtual-stage order c * pp + s).
+        double worst = 0.0;
+        for (int64_t st = 0; st < pp; ++st) {
+            double sum = (st == 0 ? w.embedding : 0.0) + (st == pp - 1 ? w.output : 0.0);
+            for (int64_t c = 0; c < p.vpp; ++c) {
+                const int64_t first = chunk_first_layer(layers, p, st, c);
+                const int64_t n = chunk_layers(layers, p, st, c);
+                for (int64_t i = first; i < first + n && i < layers; ++i) {
+                    sum += w.layer[static_cast<std::size_t>(i)];
+                }
+            }
+            worst = std::max(worst, sum);
+        }
+        return worst;
+    }
     const StageLayers sl = stage_layers(layers, p);
     const double ends = std::max(d(sl.first) + w.embedding, d(sl.last) + w.output);
     return pp > 2 ? std::max(ends, d(sl.middle)) : ends;
@@ -57,6 +74,44 @@ double load(int64_t layers, int64_t pp, Split s, SplitWeights w) {
 }  // namespace
 
 SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
+    if (is_hybrid(m)) {
+        // Work per token of each layer by kind (forward FLOPs; the backward is twice each).
+        // The attention core 4 s a d with the config's head width (Nemotron-H: 128, not
+        // hidden / heads), halved where the stack's kernel skips the masked half of a causal
+        // sequence (SoftwareStack::causal_skip): the stages balance in time, not in the FLOPs
+        // a paper counts.
+        const int64_t head = m.head_size > 0 ? m.head_size : m.hidden / std::max<int64_t>(1, m.heads);
+        const double attn_core =
+            (job.stack.causal_skip ? 2.0 : 4.0) * d(job.seq_len) * d(m.heads) * d(head);
+        const auto work = [&](LayerKind k) {
+            switch (k) {
+            case LayerKind::attention:
+                return 2.0 * gemm_params_active(m, false, LayerShape::attention) + attn_core;
+            case LayerKind::mlp:
+                return 2.0 * gemm_params_active(m, false, LayerShape::ffn);
+            case LayerKind::moe:
+                return 2.0 * gemm_params_active(m, true, LayerShape::ffn);
+            case LayerKind::mamba:
+                return 2.0 * mamba_gemm_params(m) + mamba_scan_flops_per_token(m);
+            }
+            return 0.0;
+        };
+        SplitWeights w;
+        double total = 0.0;
+        for (const LayerKind k : m.layer_kinds) {
+            w.layer.push_back(work(k));
+            total += w.layer.back();
+        }
+        const double mean = total / d(std::max<int64_t>(1, m.layers));
+        for (double& x : w.layer) {
+            x /= mean;
+        }
+        w.output = 2.0 * d(m.hidden) * d(m.vocab) / mean;
+        if (job.mtp && m.mtp_layers > 0) {  // as below: one more block, its projection, a head
+            w.output += d(m.mtp_layers) * (1.0 + 4.0 * d(m.hidden) * d(m.hidden) / mean + w.output);
+        }
+        return w;
+    }
     const int64_t n_moe = moe_layers_in(m, 0, m.layers);
     const double g = (d(m.layers - n_moe) * gemm_params_active(m, false) +
                       d(n_moe) * (n_moe > 0 ? gemm_params_active(m, true) : 0.0)) /
@@ -85,7 +140,7 @@ std::vector<Split> balanced_splits(const ModelSpec& m,
     const double ideal = (d(layers) + w.embedding + w.output) / d(pp);
     const auto add = [&](Split s) {
         s = normal(layers, pp, s);
-        if (accepted(m, job, pp, vpp, s, even_chunks) && load(layers, pp, s, w) <= ideal + 1.0 &&
+        if (accepted(m, job, pp, vpp, s, even_chunks) && load(layers, pp, vpp, s, w) <= ideal + 1.0 &&
             std::find(out.begin(), out.end(), s) == out.end()) {
             out.push_back(s);
         }
@@ -106,7 +161,7 @@ std::vector<Split> balanced_splits(const ModelSpec& m,
         const int64_t ends = layers - (pp - 2) * mid;
         for (int64_t f = 1; f < ends; ++f) {
             const Split s = normal(layers, pp, {f, ends - f});
-            const double l = load(layers, pp, s, w);
+            const double l = load(layers, pp, vpp, s, w);
             if (l < best_load && accepted(m, job, pp, vpp, s, even_chunks)) {
                 best_load = l;
                 best = s;

@@ -6,11 +6,13 @@
 #include "costmodel/estimate.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
+#include "costmodel/splits.hpp"
 #include "published/published.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <fstream>
@@ -249,6 +251,65 @@ TEST_SUITE("costmodel") {
         CHECK(b.middle_stage == 2);
         CHECK(b.middle_stages_differ);
         CHECK(none.middle_stages_differ);  // a hybrid with pp 4, even if its stages agree
+    }
+
+    TEST_CASE("hybrid: pipeline stages balance by layer kind, not by layer count") {
+        const ModelSpec m = nano();
+        JobSpec j = test::job(64, 512, 8192);
+        j.stack = load_stack("megatron-core");
+        const SplitWeights w = split_weights(m, j);
+        REQUIRE(w.layer.size() == 52);
+        // Forward work per token by kind (splits.cpp):
+        //   Mamba-2: 2 x (in_proj 27,697,152 + out_proj 11,010,048) + scan 3,407,872 = 80,822,272
+        //   attention: 2 x (q 11,010,048 + k, v 1,376,256 + o 11,010,048) + the core, halved by
+        //     megatron-core's causal skip, 2 x 8192 x 32 heads x 128 = 46,792,704 + 67,108,864
+        //     = 113,901,568
+        //   MoE: 2 x (router 344,064 + shared 19,955,712 + 6 x 9,977,856) = 160,333,824
+        // 23 x 80,822,272 + 6 x 113,901,568 + 23 x 160,333,824 = 6,229,999,616; mean over 52
+        // layers 119,807,684.92; the output 2 x 2688 x 131072 = 704,643,072 = 5.8815 layers.
+        const double mean = 6229999616.0 / 52.0;
+        CHECK(w.layer[0] == doctest::Approx(80822272.0 / mean));   // M: 0.6746
+        CHECK(w.layer[1] == doctest::Approx(160333824.0 / mean));  // E: 1.3383
+        CHECK(w.layer[5] == doctest::Approx(113901568.0 / mean));  // *: 0.9507
+        CHECK(w.output == doctest::Approx(704643072.0 / mean));
+        // PP 4 x VPP 2 (52 layers): by count the planner took 14 / 14 / 14 / 10, whose last
+        // stage (10 layers + the head) is the slowest. By kind, 15 / 14 / 14 / 9: the stages'
+        // work is within 3 % of each other (explain: 99.2, 97.1, 96.8 ms fwd + bwd per
+        // micro-batch on gb200-nvl72 against 93.6 / 93.5 / 106.0 by count).
+        const auto splits = balanced_splits(m, j, 4, 2, w);
+        REQUIRE_FALSE(splits.empty());
+        CHECK(splits.front() == Split{15, 9});
+        // Its slowest stage, summed by kind, below the count split's.
+        const auto stage_work = [&](Split sp) {
+            Plan p;
+            p.pp = 4;
+            p.vpp = 2;
+            p.schedule = Schedule::interleaved;
+            p.first_layers = sp.first;
+            p.last_layers = sp.last;
+            double worst = 0.0;
+            for (int64_t st = 0; st < 4; ++st) {
+                double sum = st == 3 ? w.output : 0.0;
+                for (int64_t c = 0; c < 2; ++c) {
+                    const int64_t f = chunk_first_layer(52, p, st, c);
+                    for (int64_t i = f; i < f + chunk_layers(52, p, st, c); ++i) {
+                        sum += w.layer[static_cast<std::size_t>(i)];
+                    }
+                }
+                worst = std::max(worst, sum);
+            }
+            return worst;
+        };
+        CHECK(stage_work({15, 9}) < stage_work({14, 10}));
+        // ... and the planner ranks it first: the fixed --pp 4 search's top plan.
+        const auto r = test::run_cleave({"plan", std::string(CLEAVE_TEST_DATA_DIR) +
+                                         "/examples/hf/nemotron-3-nano-30b-a3b.config.json",
+                                         "gb200-nvl72", "--gpus", "64", "--gbs", "512", "--seq",
+                                         "8192", "--pp", "4", "--top", "1", "--format", "json"});
+        REQUIRE(r.code == 0);
+        const auto top = nlohmann::json::parse(r.out)["plans"][0]["plan"];
+        CHECK(top["first_stage_layers"] == 15);
+        CHECK(top["last_stage_layers"] == 9);
     }
 
     TEST_CASE("hybrid: the Megatron export writes the layer pattern by stage and the activation") {
