@@ -5,10 +5,22 @@
 # BUILD_DIR is the tree under test (CLEAVE_BUILD_DIR, setup.py): its module is installed as built.
 set -euo pipefail
 PY=$1 SRC=$2 BUILD=$3
-if ! "$PY" -c "import setuptools, wheel, venv" 2>/dev/null; then
-  echo "SKIP: $PY lacks setuptools, wheel or venv (Debian: python3-setuptools python3-wheel python3-venv; .ci/deps installs them)"
+# The interpreter the module was built for, or the system's of the same version (the built
+# module's ABI tag is the version's) when the first lacks setuptools / wheel / venv (a pyenv one).
+want=$("$PY" -c 'import sys; print(sys.version_info[:2])')
+for cand in "$PY" /usr/bin/python3; do
+  if [ -x "$(command -v "$cand")" ] && "$cand" -c "import setuptools, wheel, venv" 2>/dev/null &&
+     [ "$("$cand" -c 'import sys; print(sys.version_info[:2])')" = "$want" ]; then
+    PY=$cand
+    break
+  fi
+  cand=""
+done
+if [ -z "${cand:-}" ]; then
+  echo "SKIP: no Python $want with setuptools, wheel and venv (Debian: python3-setuptools python3-wheel python3-venv; .ci/deps installs them)"
   exit 77
 fi
+echo "# pip install with $PY"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # --system-site-packages: setuptools and wheel from Debian (no network in CI)
