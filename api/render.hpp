@@ -20,7 +20,7 @@ namespace cleave::api {
 /// memory_gib {weights, grads, optimizer, activations, logits, comm_buffers, reserved, total},
 /// comm_bytes_per_gpu {dp, tp, pp, cp, ep}, time_s {...}, fits, usable_memory_gib,
 /// peak_memory_stage, stages [...], risks [{kind, message, fix}], plan {...}.
-/// The stack a price assumed: name, framework, attention, source file (cmd_stack.cpp).
+/// The stack a price assumed: name, framework, attention, source file (stack.cpp).
 [[nodiscard]] nlohmann::json stack_json(const SoftwareStack& s);
 
 [[nodiscard]] nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e);

@@ -56,7 +56,7 @@ struct JobSpec {
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
     /// Memory kept free on top of the profile's reserved memory: a plan fits only when its peak
     /// stage plus this stays within usable memory. 0 in the library; the CLI's --memory-headroom
-    /// defaults to 5% of the GPU's memory (cli/common.cpp).
+    /// defaults to 5% of the GPU's memory (api/inputs.hpp JobOptions::memory_headroom).
     Bytes memory_headroom;
     /// MoE token-drop capacity factor (Megatron --moe-expert-capacity-factor): an expert takes at
     /// most this many times the average tokens; 0 = none (dropless, Megatron's default).

@@ -384,7 +384,7 @@ TEST_SUITE("costmodel") {
             CHECK(gap < 1.0);
         }
         CHECK(got.at(40).predicted_gib == doctest::Approx(got.at(41).predicted_gib));
-        // The CLI's default headroom, 5 % of the GPU's memory (cli/common.cpp): the measured peak
+        // The CLI's default headroom, 5 % of the GPU's memory (api/inputs.cpp parse_headroom): the measured peak
         // within prediction + 5 % on 22 of the 24 rows.
         int covered = 0;
         for (const auto& c : cases) {
