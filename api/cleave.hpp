@@ -115,6 +115,12 @@ void print_why_not(std::ostream& os, const Planned& r);
 /// The launch settings of the best plan: format megatron, bridge, deepspeed or torchtitan
 /// (export/). Throws ConfigError when the stack's framework cannot take them.
 void write_export(std::ostream& out, std::ostream& err, const Planned& r, std::string_view format);
+/// The same for one priced plan (explain's): `in` is its job.
+void write_export(std::ostream& out,
+                  std::ostream& err,
+                  const Inputs& in,
+                  const RankedPlan& plan,
+                  std::string_view format);
 /// Before a search: throws ConfigError when `format`'s framework is not the job's stack's.
 void require_export_framework(const Inputs& in, std::string_view format);
 

@@ -526,13 +526,13 @@ void require_export_framework(const Inputs& in, std::string_view format) {
     }
 }
 
-void write_export(std::ostream& out, std::ostream& err, const Planned& r, std::string_view format) {
-    require_export_framework(r.inputs, format);
-    if (r.result.plans.empty()) {
-        throw ConfigError("no feasible plan to export");
-    }
-    const RankedPlan& best = r.result.plans.front();
-    const Inputs x = inputs_for(r.inputs, best.plan);
+void write_export(std::ostream& out,
+                  std::ostream& err,
+                  const Inputs& in,
+                  const RankedPlan& best,
+                  std::string_view format) {
+    require_export_framework(in, format);
+    const Inputs x = inputs_for(in, best.plan);
     if (format == "megatron") {
         write_megatron(out, x.model, x.job, best);
     } else if (format == "torchtitan") {
@@ -542,6 +542,14 @@ void write_export(std::ostream& out, std::ostream& err, const Planned& r, std::s
     } else {
         write_deepspeed(out, err, x.job, best);
     }
+}
+
+void write_export(std::ostream& out, std::ostream& err, const Planned& r, std::string_view format) {
+    require_export_framework(r.inputs, format);
+    if (r.result.plans.empty()) {
+        throw ConfigError("no feasible plan to export");
+    }
+    write_export(out, err, r.inputs, r.result.plans.front(), format);
 }
 
 }  // namespace cleave::api

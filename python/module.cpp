@@ -528,6 +528,16 @@ PYBIND11_MODULE(cleave, m) {
         .def_property_readonly("memory_gib", &PyPlan::memory)
         .def_property_readonly("risks", &PyPlan::risks)
         .def_property_readonly("flags", [](const PyPlan& p) { return to_flags(p.plan); })
+        .def(
+            "export",
+            [](const PyPlan& p, const std::string& format) {
+                std::ostringstream out;
+                std::ostringstream err;
+                api::write_export(out, err, p.inputs, RankedPlan{p.plan, p.estimate}, format);
+                return out.str();
+            },
+            py::arg("format"),
+            "This plan's launch settings: 'megatron', 'bridge', 'deepspeed' or 'torchtitan'")
         .def("to_dict", [](const PyPlan& p) { return to_python(p.dict); })
         .def("__repr__", &plan_repr);
 

@@ -109,6 +109,13 @@ class TestObjects(unittest.TestCase):
         self.assertIn(f"--tensor-model-parallel-size {best.tp}", args)
         self.assertIn(f"--pipeline-model-parallel-size {best.pp}", args)
         self.assertIn(f"--micro-batch-size {best.mbs}", args)
+        # One explained plan exports the same way (its own layout, as fixed).
+        e = cleave.explain(SEED, "dgx-a100-80g", tp=best.tp, pp=best.pp, mbs=best.mbs,
+                           zero=best.zero, sp=best.sp, recompute=best.recompute,
+                           schedule=best.schedule, vpp=best.vpp, **SEED_JOB)
+        self.assertEqual(e.export("megatron").splitlines()[3:], args.splitlines()[3:])
+        with self.assertRaises(cleave.ConfigError):
+            e.export("deepspeed")  # priced for megatron-core
 
 
 class TestSameAsTheCli(unittest.TestCase):
