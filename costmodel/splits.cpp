@@ -121,6 +121,16 @@ SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
     SplitWeights w;
     const double layer = 2.0 * g + attn;
     w.output = 2.0 * d(m.hidden) * d(m.vocab) / layer;
+    if (n_moe > 0 && n_moe < m.layers) {
+        // Dense and MoE layers mixed (DeepSeek-V3's first 3 dense, moe_layer_freq patterns):
+        // each layer weighs its own 2 G + attention over the mean `layer`, so a stage holding
+        // the dense layers is not taken for as heavy as one of MoE layers.
+        const double dense = 2.0 * gemm_params_active(m, false) + attn;
+        const double moe = 2.0 * gemm_params_active(m, true) + attn;
+        for (int64_t i = 0; i < m.layers; ++i) {
+            w.layer.push_back((is_moe_layer(m, i) ? moe : dense) / layer);
+        }
+    }
     if (job.mtp && m.mtp_layers > 0) {
         // Each trained MTP module on the last stage: one more block (~ one layer), its 2h -> h
         // projection (2 x 2h x h per token) and another output head.

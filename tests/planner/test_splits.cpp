@@ -113,6 +113,44 @@ TEST_SUITE("planner splits") {
         CHECK(balanced_splits(m, j, 128, 1, w).empty());
     }
 
+    TEST_CASE("split_weights: dense and MoE layers weigh their own work") {
+        // 8 layers, h 1024, 8 heads, GeLU 4096, s 2048, V 51200; MoE after 2 dense layers:
+        // 8 experts of 1024, top 2. Attention GEMMs 4 h^2 = 4,194,304; dense G = 4,194,304 +
+        // 2 x 1024 x 4096 = 12,582,912; MoE G = 4,194,304 + 2 x (2 x 1024 x 1024) + router
+        // 1024 x 8 = 8,396,800; the attention term 4 s a (h / a) = 8,388,608.
+        // Work: dense 2 G + 8,388,608 = 33,554,432; MoE 25,182,208; the mean layer (2 x mean G
+        // + attention) = 2 x (2 x 12,582,912 + 6 x 8,396,800) / 8 + 8,388,608 = 27,275,264.
+        ModelSpec m;
+        m.name = "moe-mixed";
+        m.layers = 8;
+        m.hidden = 1024;
+        m.heads = 8;
+        m.kv_heads = 8;
+        m.ffn_hidden = 4096;
+        m.vocab = 51200;
+        m.seq_len = 2048;
+        m.moe.experts = 8;
+        m.moe.top_k = 2;
+        m.moe.expert_ffn_hidden = 1024;
+        m.moe.first_dense_layers = 2;
+        const JobSpec j = job_of(8, 8, 2048);
+        const SplitWeights w = split_weights(m, j);
+        REQUIRE(w.layer.size() == 8);
+        CHECK(w.layer[0] == doctest::Approx(33554432.0 / 27275264.0));  // 1.2302
+        CHECK(w.layer[1] == doctest::Approx(33554432.0 / 27275264.0));
+        CHECK(w.layer[2] == doctest::Approx(25182208.0 / 27275264.0));  // 0.9233
+        // Output 2 h V = 104,857,600 = 3.8444 mean layers.
+        CHECK(w.output == doctest::Approx(104857600.0 / 27275264.0));
+        // PP 2: 6 / 2 puts 2 x 1.2302 + 4 x 0.9233 = 6.154 on the first stage and 2 x 0.9233 +
+        // 3.844 = 5.691 on the last; 5 / 3 would leave 6.614 on the last.
+        const auto sp = balanced_splits(m, j, 2, 1, w);
+        REQUIRE_FALSE(sp.empty());
+        CHECK(sp.front() == Split{6, 2});
+        // An all-MoE (or all-dense) model weighs every layer 1, as before.
+        m.moe.first_dense_layers = 0;
+        CHECK(split_weights(m, j).layer.empty());
+    }
+
     TEST_CASE("search: every plan priced passes check_plan, rejections name their rule") {
         broken_priced = 0;
         SearchOptions o;
