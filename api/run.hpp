@@ -5,6 +5,8 @@
 // MPI (initialised, one call per rank of MPI_COMM_WORLD) and what a failed rank does to the job.
 
 #include "api/cleave.hpp"
+#include "calibrate/measure.hpp"
+#include "calibrate/profile.hpp"
 #include "calibrate/validate.hpp"
 #include "executor/profiling_backend.hpp"
 #include "executor/run.hpp"
@@ -101,5 +103,33 @@ using ValidateProgressFn = std::function<void(int64_t, int64_t, const std::strin
                                  const ValidateProgressFn& progress = {});
 [[nodiscard]] nlohmann::json to_json(const Validated& v);
 void print_table(std::ostream& os, const Validated& v);
+
+// --- calibrate: this machine measured into a hardware profile ---------------------------------
+
+struct CalibrateOptions {
+    std::string out;  // where the caller writes the profile ("" = stdout, after the report)
+    std::string name;  // profile name ("" = calibrated-<host>)
+    std::string backend = "cpu";
+    bool quick = false;  // few sizes, short timings
+};
+
+struct Calibrated {
+    int rank = 0;
+    calibrate::Calibration calibration;
+    calibrate::Summary summary;
+    std::string profile;  // the profile TOML (rank 0 checks that it loads as a CLUSTER)
+};
+
+/// Called with (phase, done, total) while the measurements run.
+using CalibrateProgressFn = std::function<void(const std::string&, int64_t, int64_t)>;
+
+/// Measures GEMMs, memory, the executor's kernels and the collectives on this rank (`rank` of
+/// `world`, every rank together: calibrate/measure.hpp) and writes the profile TOML.
+[[nodiscard]] Calibrated calibrate_machine(const CalibrateOptions& o,
+                                           int rank,
+                                           int world,
+                                           const CalibrateProgressFn& progress = {});
+/// The measurement report (every line a '#' comment, so report + profile is still TOML).
+void print_table(std::ostream& os, const Calibrated& c);
 
 }  // namespace cleave::api
