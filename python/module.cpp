@@ -354,6 +354,14 @@ std::vector<std::string> strings(const py::object& v) {
     return out;
 }
 
+/// The table the CLI prints for a result.
+template <class T>
+std::string table_of(const T& x) {
+    std::ostringstream os;
+    api::print_table(os, x);
+    return os.str();
+}
+
 std::string plan_repr(const PyPlan& p) {
     char b[160];
     std::snprintf(b, sizeof b, "<cleave.Plan %s: %.3f s/iter, MFU %.1f%%, %.1f GiB%s>",
@@ -539,6 +547,10 @@ PYBIND11_MODULE(cleave, m) {
             py::arg("format"),
             "This plan's launch settings: 'megatron', 'bridge', 'deepspeed' or 'torchtitan'")
         .def("to_dict", [](const PyPlan& p) { return to_python(p.dict); })
+        .def(
+            "table",
+            [](const PyPlan& p) { return table_of(api::Explained{p.inputs, p.plan, p.estimate}); },
+            "cleave explain's table: memory per stage, time, traffic per group, risks")
         .def("__repr__", &plan_repr);
 
     py::class_<PyPlanResult>(m, "PlanResult",
@@ -567,6 +579,10 @@ PYBIND11_MODULE(cleave, m) {
             "The best plan's launch settings: 'megatron' (arguments), 'bridge' (Megatron-Bridge "
             "overrides), 'deepspeed' (ds_config JSON) or 'torchtitan' (job TOML)")
         .def("to_dict", [](const PyPlanResult& r) { return to_python(r.dict); })
+        .def(
+            "table", [](const PyPlanResult& r) { return table_of(r.planned); },
+            "cleave plan's table (the ranked plans, why the others were rejected)")
+        .def("__str__", [](const PyPlanResult& r) { return table_of(r.planned); })
         .def("__len__", [](const PyPlanResult& r) { return r.plans.size(); })
         .def("__repr__", [](const PyPlanResult& r) {
             return "<cleave.PlanResult " + std::to_string(r.plans.size()) + " plans of " +
@@ -580,7 +596,8 @@ PYBIND11_MODULE(cleave, m) {
         .def_property_readonly("analytic_iteration_time_s",
                                [](const PySimulation& s) { return s.sim.estimate.iteration_time.value(); })
         .def_property_readonly("stages", [](const PySimulation& s) { return to_python(s.dict["stages"]); })
-        .def("to_dict", [](const PySimulation& s) { return to_python(s.dict); });
+        .def("to_dict", [](const PySimulation& s) { return to_python(s.dict); })
+        .def("table", [](const PySimulation& s) { return table_of(s.sim); }, "cleave simulate's table");
 
     py::class_<PyComparison>(m, "Comparison",
                              "cleave compare's result: .best maps each profile to its best "
@@ -601,7 +618,8 @@ PYBIND11_MODULE(cleave, m) {
                                    }
                                    return d;
                                })
-        .def("to_dict", [](const PyComparison& c) { return to_python(c.dict); });
+        .def("to_dict", [](const PyComparison& c) { return to_python(c.dict); })
+        .def("table", [](const PyComparison& c) { return table_of(c.compared); }, "cleave compare's table");
 
     py::class_<PyPublished>(m, "Published",
                             "cleave published's result (runs or measured memory); to_dict() is "
@@ -611,7 +629,8 @@ PYBIND11_MODULE(cleave, m) {
         .def_property_readonly("rows", [](const PyPublished& p) {
             return p.published.memory ? p.published.memory_rows.size() : p.published.rows.size();
         })
-        .def("to_dict", [](const PyPublished& p) { return to_python(p.dict); });
+        .def("to_dict", [](const PyPublished& p) { return to_python(p.dict); })
+        .def("table", [](const PyPublished& p) { return table_of(p.published); }, "cleave published's tables");
 
     m.def("plan", &run_plan, py::arg("model"), py::arg("cluster"), py::arg("job") = py::none(),
           "plan(model, cluster, job=None, **flags) -> PlanResult\n\n"

@@ -249,6 +249,19 @@ class TestErrors(unittest.TestCase):
             self.assertIn("least memory:", out)
             self.assertIn("ConfigError:", out)
 
+    def test_tables_are_the_clis(self):
+        def cli_text(*args):
+            return subprocess.run([BIN, *args], check=True, capture_output=True, text=True,
+                                  cwd=SRC).stdout
+        e = cleave.explain(SEED, "dgx-a100-80g", pp=8, dp=4, mbs=8, **SEED_JOB)
+        self.assertEqual(e.table(), cli_text("explain", SEED, "dgx-a100-80g", "--gpus", "32",
+                                             "--gbs", "128", "--pp", "8", "--dp", "4", "--mbs",
+                                             "8"))
+        r = cleave.plan(SEED, "dgx-a100-80g", top=3, **SEED_JOB)
+        strip = lambda t: [l for l in t.splitlines() if not l.startswith("# elapsed")]
+        self.assertEqual(strip(str(r)), strip(cli_text("plan", SEED, "dgx-a100-80g", "--gpus",
+                                                       "32", "--gbs", "128", "--top", "3")))
+
     def test_svg_writer(self):
         svg = cleave.scatter_svg([("a", 1.0, 10.0, True), ("b", 2.0, 5.0)], 80.0)
         self.assertTrue(svg.startswith('<svg id="scatter"'))
