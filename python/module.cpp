@@ -7,6 +7,7 @@
 #include "api/options.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
+#include "core/stack.hpp"
 #include "costmodel/estimate.hpp"
 
 #include <memory>
@@ -68,9 +69,18 @@ std::string text_of(const py::handle& v) {
     return py::str(v).cast<std::string>();
 }
 
+/// cleave.Stack: a software stack (shipped name or TOML path) as a value.
+struct PyStack {
+    SoftwareStack spec;
+    std::string given;  // what it was loaded from: passed on as the job's stack option
+};
+
 /// A Python keyword value as an option value: bool, int, float, str (a list or tuple of strings
 /// is joined with commas, as --recompute-modules takes them; a path is its text).
 api::OptionValue option_value(const py::handle& v) {
+    if (py::isinstance<PyStack>(v)) {
+        return v.cast<const PyStack&>().given;
+    }
     if (py::isinstance<py::bool_>(v)) {
         return v.cast<bool>();
     }
@@ -462,6 +472,22 @@ PYBIND11_MODULE(cleave, m) {
         .def("to_dict", [](const PyCluster& c) { return to_python(api::cluster_to_json(c.spec)); },
              "cleave hw show's JSON")
         .def("__repr__", [](const PyCluster& c) { return "<cleave.Cluster " + c.spec.name + ">"; });
+
+    py::class_<PyStack>(m, "Stack",
+                        "A software stack: Stack('megatron-core') or a stack TOML path; pass it "
+                        "as stack= (cleave stack list names the shipped ones).")
+        .def(py::init([](const py::object& name) {
+                 const std::string n = text_of(name);
+                 return PyStack{load_stack(n), n};
+             }),
+             py::arg("stack"))
+        .def_property_readonly("name", [](const PyStack& s) { return s.spec.name; })
+        .def_property_readonly("framework",
+                               [](const PyStack& s) { return std::string(to_string(s.spec.framework)); })
+        .def_property_readonly("display_name", [](const PyStack& s) { return s.spec.display_name; })
+        .def("to_dict", [](const PyStack& s) { return to_python(api::stack_to_json(s.spec)); },
+             "cleave stack show's JSON")
+        .def("__repr__", [](const PyStack& s) { return "<cleave.Stack " + s.spec.name + ">"; });
 
     py::class_<PyJob>(m, "Job",
                       "A job: Job(gpus=32, gbs=128, seq=4096, dtype='bf16', stack=..., ...): any "

@@ -96,6 +96,11 @@ class TestObjects(unittest.TestCase):
         self.assertEqual(without_elapsed(a.to_dict()), without_elapsed(b.to_dict()))
         with self.assertRaises(cleave.ConfigError):
             cleave.Job(gpus=32, gbs=128, dtype="bf17")
+        st = cleave.Stack("torchtitan-fsdp2")
+        self.assertEqual(st.framework, "torchtitan")
+        self.assertEqual(st.to_dict(), cli_json("stack", "show", "torchtitan-fsdp2"))
+        t = cleave.plan(SEED, "dgx-h100", cleave.Job(gpus=32, gbs=128, stack=st), top=1)
+        self.assertEqual(t.to_dict()["plans"][0]["stack"]["name"], "torchtitan-fsdp2")
 
     def test_a_plan_keyword_fixes_that_dimension(self):
         r = cleave.plan(SEED, "dgx-a100-80g", tp=2, top=5, **SEED_JOB)
