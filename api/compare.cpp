@@ -1,6 +1,7 @@
 // The best plan for one job on several hardware profiles, side by side (api/cleave.hpp
 // compare()).
 #include "api/cleave.hpp"
+#include "api/detail.hpp"
 #include "core/calibration.hpp"
 #include "costmodel/precision.hpp"
 #include "planner/search.hpp"
@@ -73,9 +74,7 @@ std::string assumptions(const std::vector<ProfileBest>& all) {
 }
 
 std::string f(const char* spec, double v) {
-    std::array<char, 64> b{};
-    std::snprintf(b.data(), b.size(), spec, v);
-    return b.data();
+    return detail::format_number(spec, v);
 }
 
 /// "#   train: 12.3 days (0.4 lost), 9.4e+04 GPU-h, 45.6 MWh, $234,000" when --tokens is given.

@@ -1,6 +1,6 @@
 #pragma once
-// Shared inside api/ only: the measured-memory check's writers (published_memory.cpp), used by
-// published.cpp.
+// Shared inside api/ only: the measured-memory check's writers (published_memory.cpp, used by
+// published.cpp) and the tables' number format.
 
 #include "published/fidelity.hpp"
 
@@ -11,6 +11,9 @@
 #include <nlohmann/json.hpp>
 
 namespace cleave::api::detail {
+
+/// v formatted with one printf conversion ("%.3f"): the tables' number cells.
+[[nodiscard]] std::string format_number(const char* spec, double v);
 
 [[nodiscard]] nlohmann::json memory_json(const std::vector<CheckedMemory>& rows,
                                          const std::string& path);

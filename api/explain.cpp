@@ -1,4 +1,5 @@
 #include "api/cleave.hpp"
+#include "api/detail.hpp"
 #include "costmodel/risks.hpp"
 
 #include "costmodel/collectives.hpp"
@@ -245,10 +246,8 @@ namespace cleave::api {
 
 namespace {
 
-std::string f(const char* fmt, double a) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, fmt, a);
-    return buf;
+std::string f(const char* spec, double v) {
+    return detail::format_number(spec, v);
 }
 
 std::string pad(const std::string& s, size_t w) {

@@ -1,5 +1,6 @@
 // The job and plan a user describes, turned into the library's value types (api/inputs.hpp).
 #include "api/inputs.hpp"
+#include "api/detail.hpp"
 #include "core/stack.hpp"
 
 #include "core/errors.hpp"
@@ -389,5 +390,15 @@ std::string utc_now() {
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
 }
+
+namespace detail {
+
+std::string format_number(const char* spec, double v) {
+    char b[64];
+    std::snprintf(b, sizeof b, spec, v);
+    return b;
+}
+
+}  // namespace detail
 
 }  // namespace cleave::api

@@ -1,6 +1,7 @@
 // cleave plan: search every plan for a job, rank the best, say why the others were rejected
 // (DESIGN §3, docs/planner.md); api/cleave.hpp plan().
 #include "api/cleave.hpp"
+#include "api/detail.hpp"
 #include "core/errors.hpp"
 #include "core/schedule.hpp"
 #include "export/export.hpp"
@@ -28,9 +29,7 @@ namespace {
 using SimScores = std::vector<SimScore>;
 
 std::string f(const char* spec, double v) {
-    std::array<char, 64> b{};
-    std::snprintf(b.data(), b.size(), spec, v);
-    return b.data();
+    return detail::format_number(spec, v);
 }
 
 const char* risk_code(RiskKind k) {

@@ -2,6 +2,7 @@
 // chosen plan's memory, time and simulated timeline, and the cost to train, as one
 // self-contained HTML page (report/report.hpp, docs/report.md): api/cleave.hpp report().
 #include "api/cleave.hpp"
+#include "api/detail.hpp"
 #include "core/errors.hpp"
 #include "planner/search.hpp"
 #include "report/report.hpp"
@@ -26,9 +27,7 @@ constexpr int64_t max_points = 2000;
 
 
 std::string f(const char* spec, double v) {
-    std::array<char, 64> b{};
-    std::snprintf(b.data(), b.size(), spec, v);
-    return b.data();
+    return detail::format_number(spec, v);
 }
 
 /// Memory of every pipeline stage of `p`, part by part, from the cost model's per-stage

@@ -5,6 +5,7 @@
 #include "calibrate/profile.hpp"
 #include "calibrate/validate.hpp"
 #include "api/run.hpp"
+#include "api/detail.hpp"
 #include "core/errors.hpp"
 #include "costmodel/estimate.hpp"
 #include "executor/registry.hpp"
@@ -21,10 +22,8 @@ namespace cleave::api {
 namespace {
 
 
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
+std::string fmt(const char* spec, double v) {
+    return detail::format_number(spec, v);
 }
 
 std::string pair_ms(double p, double m) {
