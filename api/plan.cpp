@@ -544,7 +544,6 @@ void write_export(std::ostream& out,
 }
 
 void write_export(std::ostream& out, std::ostream& err, const Planned& r, std::string_view format) {
-    require_export_framework(r.inputs, format);
     if (r.result.plans.empty()) {
         throw ConfigError("no feasible plan to export");
     }

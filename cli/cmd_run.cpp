@@ -2,6 +2,7 @@
 // (DESIGN §3; api::run()). MPI is initialised here and only here, so every other subcommand runs
 // without mpirun.
 #include "api/run.hpp"
+#include "calibrate/mpi_session.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "core/errors.hpp"
@@ -10,8 +11,6 @@
 #include <memory>
 #include <ostream>
 #include <string>
-
-#include <mpi.h>
 
 namespace cleave::cli {
 
@@ -23,44 +22,6 @@ struct RunCommand {
     api::RunOptions run;
     std::string format = "table";
     const CLI::Option* dtype_flag = nullptr;  // --dtype, to tell a given value from the default
-};
-
-// MPI_Init_thread / MPI_Finalize around one run (MPI_Abort ends the process on failure).
-class MpiSession {
-public:
-    MpiSession() {
-        int initialized = 0;
-        MPI_Initialized(&initialized);
-        if (initialized == 0) {
-            int provided = 0;
-            if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
-                throw BackendError("MPI_Init_thread failed");
-            }
-            owner_ = true;
-        }
-        MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-        MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    }
-
-    ~MpiSession() {
-        int finalized = 0;
-        MPI_Finalized(&finalized);
-        if (owner_ && finalized == 0) {
-            MPI_Finalize();
-        }
-    }
-
-    MpiSession(const MpiSession&) = delete;
-    MpiSession& operator=(const MpiSession&) = delete;
-
-    [[nodiscard]] int rank() const { return rank_; }
-
-    [[nodiscard]] int size() const { return size_; }
-
-private:
-    bool owner_ = false;
-    int rank_ = 0;
-    int size_ = 1;
 };
 
 void add_flags(CLI::App& sub, RunCommand& c) {
@@ -130,7 +91,7 @@ void add_flags(CLI::App& sub, RunCommand& c) {
 }
 
 void run(RunCommand& c, CliContext& ctx) {
-    MpiSession mpi;
+    calibrate::MpiSession mpi;
     try {
         c.run.dtype_given = c.dtype_flag != nullptr && c.dtype_flag->count() > 0;
         const auto r = api::run(c.job, c.plan, c.run, mpi.rank(), mpi.size(), ctx.err);
@@ -157,7 +118,7 @@ void run(RunCommand& c, CliContext& ctx) {
         ctx.err << "cleave run: "
                 << (named ? std::string() : "rank " + std::to_string(mpi.rank()) + ": ")
                 << ex.what() << "\ncleave run: aborting the job (MPI_Abort)" << std::endl;
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        mpi.abort_if_parallel(1);
     }
 }
 

@@ -143,7 +143,7 @@ std::vector<Split> balanced_splits(const ModelSpec& m,
                                    const JobSpec& job,
                                    int64_t pp,
                                    int64_t vpp,
-                                   SplitWeights w,
+                                   const SplitWeights& w,
                                    bool even_chunks) {
     std::vector<Split> out;
     const int64_t layers = m.layers;

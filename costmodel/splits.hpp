@@ -51,7 +51,7 @@ struct Split {
                                                  const JobSpec& job,
                                                  int64_t pp,
                                                  int64_t vpp,
-                                                 SplitWeights w,
+                                                 const SplitWeights& w,
                                                  bool even_chunks = true);
 
 }  // namespace cleave

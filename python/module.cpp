@@ -194,11 +194,7 @@ const ModelSpec& model_of(const py::object& m, std::optional<ModelSpec>& holder)
     if (py::isinstance<PyModel>(m)) {
         return m.cast<const PyModel&>().spec;
     }
-    if (py::isinstance<py::dict>(m)) {
-        holder = model_from_dict(m.cast<py::dict>());
-    } else {
-        holder = load_model(text_of(m));
-    }
+    holder = make_model(m, py::kwargs()).spec;
     return *holder;
 }
 
@@ -219,16 +215,19 @@ struct PyJob {
     py::dict options;
 };
 
+/// Sets each option of `d` (None: left out), checked as the CLI's flag is.
+void apply_options(api::NamedOptions& o, const py::dict& d) {
+    for (const auto& [k, v] : d) {
+        if (!v.is_none()) {
+            api::set_option(o, py::str(k).cast<std::string>(), option_value(v));
+        }
+    }
+}
+
 /// Job options, then keyword flags, into named options (each checked as it is set).
 api::NamedOptions named(const py::object& job, const py::kwargs& flags) {
     api::NamedOptions o;
-    const auto apply = [&o](const py::dict& d) {
-        for (const auto& [k, v] : d) {
-            if (!v.is_none()) {
-                api::set_option(o, py::str(k).cast<std::string>(), option_value(v));
-            }
-        }
-    };
+    const auto apply = [&o](const py::dict& d) { apply_options(o, d); };
     if (!job.is_none()) {
         if (py::isinstance<PyJob>(job)) {
             apply(job.cast<const PyJob&>().options);
@@ -494,11 +493,7 @@ PYBIND11_MODULE(cleave, m) {
                       "job option of the CLI by its flag name ('_' for '-'), checked here.")
         .def(py::init([](const py::kwargs& kw) {
             api::NamedOptions check;
-            for (const auto& [k, v] : kw) {
-                if (!v.is_none()) {
-                    api::set_option(check, py::str(k).cast<std::string>(), option_value(v));
-                }
-            }
+            apply_options(check, kw);
             return PyJob{py::dict(kw)};
         }))
         .def("__getattr__",
@@ -637,10 +632,10 @@ PYBIND11_MODULE(cleave, m) {
                                            continue;
                                        }
                                        const RankedPlan& b = pb.result.plans.front();
+                                       const api::Inputs in = api::inputs_for(pb.in, b.plan);
                                        d[py::str(pb.in.cluster.name)] = py::cast(PyPlan{
-                                           api::inputs_for(pb.in, b.plan), b.plan, b.estimate,
-                                           api::estimate_to_json(api::inputs_for(pb.in, b.plan),
-                                                                 b.plan, b.estimate)});
+                                           in, b.plan, b.estimate,
+                                           api::estimate_to_json(in, b.plan, b.estimate)});
                                    }
                                    return d;
                                })
