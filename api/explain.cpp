@@ -291,7 +291,7 @@ void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Est
        << " GiB usable)\n";
 }
 
-void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
+void print_memory(std::ostream& os, const Plan& p, const Estimate& e, bool expandable) {
     os << "#\n# memory per GPU (GiB), usable " << f("%.1f", to_gib(e.memory_usable))
        << "; peak stage " << e.peak_memory_stage << "\n";
     os << "# stage layers weights   grads optimizer activations  logits    comm   alloc     rsv "
@@ -323,14 +323,18 @@ void print_memory(std::ostream& os, const Plan& p, const Estimate& e) {
     }
     os << "# alloc = tensors at the peak (torch max_memory_allocated); rsv = what the caching\n"
           "# allocator reserves for them (max_memory_reserved: the stack's allocator_overhead);\n"
-          "# out = the profile's memory outside the allocator (CUDA context, NCCL); total = rsv + "
-          "out\n";
-    if (const MemoryBreakdown& pm = e.memory; pm.total < pm.allocated + pm.allocator + pm.reserved) {
-        os << "#   except under expandable segments: total = alloc + "
-           << f("%.0f", 100.0 * to_gib(pm.total - pm.allocated - pm.reserved) / to_gib(pm.allocated))
-           << " % page residue (a guess) + out, the allocator unmapping its free cached pages\n"
-              "#   before it reports OOM; rsv is what it holds when memory is ample\n";
-    }
+          "# out = the profile's memory outside the allocator (CUDA context, NCCL); total = what\n"
+          "# must fit: alloc + ";
+    const MemoryBreakdown& pm = e.memory;
+    os << f("%.1f", pm.allocated.value() > 0.0 ? 100.0 * to_gib(pm.total - pm.allocated - pm.reserved) /
+                                                     to_gib(pm.allocated)
+                                               : 0.0)
+       << (expandable ? " % page residue (a guess) + out: under expandable segments the allocator\n"
+                        "# unmaps its free pages before it reports OOM; rsv is what it holds when "
+                        "memory is ample\n"
+                      : " % the allocator cannot give back + out: before it reports OOM it frees\n"
+                        "# every cached segment that holds no tensor; rsv is what it holds when "
+                        "memory is ample\n");
     if (e.middle_stages_differ) {
         os << "# stages 1.." << p.pp - 2 << " hold different layer kinds (a hybrid model): each is "
            << "priced; the one shown holds the most memory\n";
@@ -505,7 +509,7 @@ void print_risks(std::ostream& os, const Inputs& in, const Plan& p, const Estima
 
 void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e) {
     print_headline(os, in, p, e);
-    print_memory(os, p, e);
+    print_memory(os, p, e, in.job.stack.expandable_segments);
     print_time(os, p, e);
     print_traffic(os, in, p, e);
     print_train(os, in, e);

@@ -176,7 +176,8 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.op_level_sac, r.flag("op_level_sac", Need::optional));
         // Fractions of the allocated peak, each below 1.
         for (auto [key, field] : {std::pair{"allocator_overhead", &s.allocator_overhead},
-                                  std::pair{"expandable_residue", &s.expandable_residue}}) {
+                                  std::pair{"expandable_residue", &s.expandable_residue},
+                                  std::pair{"oom_residue", &s.oom_residue}}) {
             if (const auto f = r.quantity(key, Need::optional, true)) {
                 if (*f >= 1.0) {
                     r.bad_value(key, "must be below 1 (a fraction of the allocated peak)");

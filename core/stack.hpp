@@ -102,6 +102,13 @@ struct SoftwareStack {
     bool expandable_segments = false;
     /// That residue as a fraction of the allocated peak (a guess; see stacks/*.toml).
     double expandable_residue = 0.02;
+    /// What the default allocator cannot give back before it reports OOM, as a fraction of the
+    /// allocated peak: when cudaMalloc fails it frees every cached segment that holds no live
+    /// block and retries (c10/cuda/CUDACachingAllocator.cpp header, "free all cached blocks that
+    /// are not split and retry"), so what stays reserved at the limit is the free part of the
+    /// segments that still hold a tensor, not the reserve of a run with memory to spare
+    /// (allocator_overhead). 0.024, measured at an OOM (stacks/*.toml).
+    double oom_residue = 0.024;
 
     // Data-parallel overlap.
     bool overlap_grad_reduce = true;    // DP grad reduce per bucket behind the backward

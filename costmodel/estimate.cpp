@@ -314,14 +314,15 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
                     mem.comm_buffers;
     mem.allocator = mem.allocated * x.job.stack.allocator_overhead;
     mem.reserved = x.c.gpu.reserved_memory;
-    // What must fit: the reserve the allocator keeps (max_memory_reserved), or under expandable
-    // segments the allocated peak plus the pages its free blocks only partly cover -- it
-    // unmaps the rest before reporting OOM (SoftwareStack::expandable_segments).
+    // What must fit is not the reserve a run with memory to spare keeps (max_memory_reserved):
+    // before it reports OOM the allocator frees its cached segments that hold no tensor
+    // (SoftwareStack::oom_residue) or, under expandable segments, unmaps every free page
+    // (SoftwareStack::expandable_residue). The allocated peak plus what it cannot give back.
     const SoftwareStack& st = x.job.stack;
     mem.total = mem.allocated +
-                (st.expandable_segments
-                     ? std::min(mem.allocator, mem.allocated * st.expandable_residue)
-                     : mem.allocator) +
+                std::min(mem.allocator,
+                         mem.allocated *
+                             (st.expandable_segments ? st.expandable_residue : st.oom_residue)) +
                 mem.reserved;
     return mem;
 }

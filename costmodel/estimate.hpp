@@ -32,7 +32,9 @@ struct MemoryBreakdown {
     Bytes logits;        // output-layer logits and loss buffers (last stage)
     Bytes comm_buffers;  // DP gradient buckets, ZeRO gather buffers, PP send/recv buffers
     Bytes reserved;      // the profile's fixed reservation (CUDA context, NCCL buffers)
-    Bytes total;         // allocated + allocator + reserved: what the fit check compares
+    Bytes total;         // allocated + what the allocator cannot give back at the limit
+                         // (stack's oom_residue / expandable_residue) + reserved: what
+                         // the fit check compares
     Bytes allocated;     // peak bytes held by tensors (torch.cuda.max_memory_allocated)
     Bytes allocator;     // the caching allocator's reserve over `allocated` (stack's
                          // allocator_overhead); allocated + allocator = max_memory_reserved

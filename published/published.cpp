@@ -363,6 +363,47 @@ void offload_of(const std::string& row_notes, Plan& p, std::string& notes) {
     }
 }
 
+/// Where the table leaves recompute unstated and no preset matches the row, the notes name the
+/// nearest preset's (same model, GPU and precision at the release) "that preset sets
+/// recompute_modules=[...]": the perf script's memory setting for this model on this GPU, taken
+/// with it. And where the table's own cells disagree (its GA is not GBS / (MBS x dp)) and that
+/// preset differs from the row in the micro-batch alone ("has PP4, EP8 but MBS 1, table MBS 4"),
+/// the preset's MBS: the one configuration of the layout the recipe files hold.
+void nearest_preset_of(const Reader& r, Plan& p, std::string& notes) {
+    const std::string& row_notes = r.str("notes");
+    const std::string rec = "that preset sets recompute_modules=[";
+    if (const auto at = row_notes.find(rec);
+        at != std::string::npos && r.str("activation_recompute").empty()) {
+        const auto from = at + rec.size() - 1;
+        const auto to = row_notes.find(']', from);
+        if (to != std::string::npos) {
+            p.recompute_modules = parse_recompute_modules(row_notes.substr(from, to - from + 1));
+            p.recompute = Recompute::selective;
+            const std::string stated = "recompute not stated: none (Megatron-Core's default); ";
+            if (const auto k = notes.find(stated); k != std::string::npos) {
+                notes.erase(k, stated.size());
+            }
+            notes += "recompute not stated: the nearest preset's recompute_modules=" +
+                     row_notes.substr(from, to - from + 1) + "; ";
+        }
+    }
+    const int64_t ga = r.count("grad_accum_steps", 0);
+    const int64_t gbs = r.count("global_batch_size", 0);
+    const std::string but = "but MBS ";
+    if (const auto at = row_notes.find(but);
+        at != std::string::npos && ga > 0 && p.mbs * p.dp * ga != gbs) {
+        const int64_t mbs = integer_at(row_notes, at + but.size());
+        const auto after = at + but.size() + std::to_string(mbs).size();
+        if (mbs > 0 && gbs % (mbs * p.dp) == 0 &&
+            row_notes.compare(after, 11, ", table MBS") == 0) {
+            notes += "micro-batch " + std::to_string(mbs) + " (the table's MBS " +
+                     std::to_string(p.mbs) + " and GA " + std::to_string(ga) +
+                     " disagree with its GBS / dp; the nearest preset, which differs in MBS alone); ";
+            p.mbs = mbs;
+        }
+    }
+}
+
 // Rows with only TFLOP/s (or MFU x the source's peak): t = F_convention / (TFLOP/s x gpus).
 void convert_throughput(const Reader& r, PublishedCase& c, std::string& notes) {
     double tflops = r.num("tflops_per_gpu");
@@ -465,6 +506,9 @@ PublishedCase case_of(const Reader& r) {
                  "blockwise TP mode, 5 Newton-Schulz steps, fp32 grads); ";
     }
     offload_of(r.str("notes"), c.plan, notes);
+    if (c.source_key.rfind("MBRIDGE", 0) == 0) {
+        nearest_preset_of(r, c.plan, notes);
+    }
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
                                                   : PublishedMetric::iteration_time;
@@ -639,6 +683,8 @@ PublishedResult evaluate_published(const PublishedCase& c, const ClusterSpec& cl
     r.fits = e.memory.total <= e.memory_usable;  // the row's layout ran: at no headroom
     r.peak_stage = e.peak_memory_stage;
     r.missing_gib = r.fits ? 0.0 : to_gib(e.memory.total - e.memory_usable);
+    r.spare_gib = to_gib(e.memory_usable - e.memory.total);
+    r.usable_gib = to_gib(e.memory_usable);
     const StageCost* slow = &e.stage[0];
     for (const StageCost& s : e.stage) {
         if (s.fwd + s.bwd > slow->fwd + slow->bwd) {

@@ -72,6 +72,8 @@ struct PublishedResult {
     bool fits = true;           // the published layout fits at no headroom (iteration rows)
     int64_t peak_stage = 0;     // its peak-memory stage
     double missing_gib = 0.0;   // total - usable when it does not fit
+    double spare_gib = 0.0;     // usable - total (negative when it does not fit)
+    double usable_gib = 0.0;    // the GPU's memory (the profile's capacity)
     // Iteration rows: the slowest stage's kernel time over all micro-batches, by kind
     // (StageCost gemm / attention / memory_bound / recompute), and the rest of the step.
     double gemm_s = 0.0;

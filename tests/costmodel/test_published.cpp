@@ -3,6 +3,7 @@
 #include "core/load.hpp"
 #include "published/published.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -140,24 +141,32 @@ TEST_SUITE("costmodel") {
         CHECK(u.mape_pct <= 25.0);
     }
 
-    TEST_CASE("published: the layouts that ran and still do not fit at no headroom, by row") {
-        // Issue 24: every published layout should fit at --memory-headroom 0. Measured
-        // (cleave published, 2026-12-02), after the combine stopped keeping expert outputs
-        // (Megatron-Core >= 0.13), the 405B GB200 rows ran with expandable segments and the
-        // Nemotron-4 340B recipe's bf16 optimizer states (row 123 fits since):
-        // 2025 rows 1012 (Llama 3 70B FSDP + 40 offloaded
-        // layers), 1024 and 1027 (GPT-OSS 120B, MBS 4, recompute not stated); 2026h1 rows
-        // 2007, 2008 (Llama 3 70B GB300) and 2012. A change that fixes one lowers the list.
+    TEST_CASE("published: every layout that ran fits at no headroom, and at the default headroom") {
+        // Issue 24: every published layout fits at --memory-headroom 0. Until 2026-12-03 six did
+        // not (2025 rows 1012, 1024, 1027; 2026h1 rows 2007, 2008, 2012): the fit counted the
+        // reserve a run with memory to spare keeps (allocated x 1.11) where the allocator frees
+        // its unused segments before it reports OOM (SoftwareStack::oom_residue, 0.024); row
+        // 1027's table MBS 4 / GA 2 disagree with its GBS 512 / dp 16 and the H100 preset runs
+        // MBS 1 with recompute_modules [layernorm, moe_act] (the nearest preset's, as for 1024).
+        // Row 2007 by hand: stage 0 allocated 249.77 GiB (explain), x 1.024 = 255.76, + 2.0 out
+        // = 257.76 <= 279.0 (with 1.11: 277.24 + 2.0 = 279.24, 0.24 over, as measured before).
         const std::map<std::string, std::set<int64_t>> want = {
             {"public_runs.csv", {}},
             {"public_runs_2024.csv", {}},
-            {"public_runs_2025.csv", {1012, 1024, 1027}},
-            {"public_runs_2026h1.csv", {2007, 2008, 2012}}};
+            {"public_runs_2025.csv", {}},
+            {"public_runs_2026h1.csv", {}}};
+        // What the CLI's default headroom (5 % of the GPU's memory, api/inputs.cpp) sets aside of
+        // what ran: one layout, SC21 Table 2's 530B ZeRO-3 on 640 GPUs (row 14), which the paper
+        // ran at the edge (560 GPUs did not fit): 80 - 78.47 = 1.53 GiB = 1.9 % to spare. The
+        // next tightest, rows 1012 / 2012 (Llama 3 70B FSDP + 40 offloaded layers on GB200),
+        // keep 9.84 GiB of 185 = 5.3 %.
+        const std::map<std::string, std::set<int64_t>> aside_want = {
+            {"public_runs.csv", {14}}};
         std::map<std::string, ClusterSpec> clusters;
         for (const auto& [file, rows] : want) {
             CAPTURE(file);
             auto cases = parse_public_runs(csv_text(file.c_str()), file);
-            std::set<int64_t> missing, expandable;
+            std::set<int64_t> missing, expandable, aside;
             for (auto& c : cases) {
                 if (!c.expressible || c.metric != PublishedMetric::iteration_time) {
                     continue;
@@ -169,11 +178,16 @@ TEST_SUITE("costmodel") {
                 if (!clusters.count(c.profile)) {
                     clusters.emplace(c.profile, load_cluster(c.profile));
                 }
-                if (!evaluate_published(c, clusters.at(c.profile)).fits) {
+                const PublishedResult r = evaluate_published(c, clusters.at(c.profile));
+                if (!r.fits) {
                     missing.insert(c.row_id);
+                }
+                if (r.fits && r.spare_gib < 0.05 * r.usable_gib) {
+                    aside.insert(c.row_id);
                 }
             }
             CHECK(missing == rows);
+            CHECK(aside == (aside_want.count(file) ? aside_want.at(file) : std::set<int64_t>{}));
             // Megatron-Bridge's perf launcher sets expandable segments for Llama 3.1 405B FP8 on
             // GB200 (and GB300 from 26.04) and DeepSeek-V3 on H100 from 26.02 / GB200 from
             // 26.04 (perf_plugins.py); in these files rows 1013 (25.11 FP8-CS) and 2015 / 2016
