@@ -1,5 +1,6 @@
 // Fused attention as the kernel runs it (costmodel/attention.cpp): efficiency lookup, time,
 // memory; each value worked by hand in the comment.
+#include "core/load.hpp"
 #include "costmodel/attention.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/memory.hpp"
@@ -61,6 +62,25 @@ TEST_SUITE("costmodel") {
         GpuSpec a100 = g;
         a100.name = "NVIDIA A100 SXM4";
         CHECK_FALSE(fused_attention_efficiency(s, a100, 128.0, 2048.0).has_value());
+    }
+
+    TEST_CASE("attention: the shipped megatron-core stack reads GPT-OSS's head dim 64 on its own cuDNN curve") {
+        // stacks/megatron-core.toml, FA3 paper Fig. 5/6 cuDNN bars / 989: at seq 4096 hd 64
+        // forward 363 / 989 = 0.367, backward 417 / 989 = 0.422; hd 128 forward 518 / 989 =
+        // 0.524, backward 499 / 989 = 0.505. The same on H200 (same SM).
+        const SoftwareStack s = load_stack("megatron-core");
+        for (const char* profile : {"dgx-h100", "dgx-h200"}) {
+            CAPTURE(profile);
+            const GpuSpec g = load_cluster(profile).gpu;
+            const auto e64 = fused_attention_efficiency(s, g, 64.0, 4096.0);
+            const auto e128 = fused_attention_efficiency(s, g, 128.0, 4096.0);
+            REQUIRE(e64);
+            REQUIRE(e128);
+            CHECK(e64->fwd == doctest::Approx(0.367));
+            CHECK(e64->bwd == doctest::Approx(0.422));
+            CHECK(e128->fwd == doctest::Approx(0.524));
+            CHECK(e128->bwd == doctest::Approx(0.505));
+        }
     }
 
     TEST_CASE(
