@@ -138,9 +138,10 @@ std::vector<std::string> cautions(const Inputs& in) {
     if (in.model.attention_sinks) {
         out.push_back(
             "attention with learnable sinks (GPT-OSS): Transformer Engine runs it without "
-            "FlashAttention (cuDNN fused attention only); Megatron-Bridge's published GPT-OSS "
-            "120B runs are 35-55 % slower than cleave predicts on every system "
-            "(public_runs_2025.csv rows 1007, 1016, 1024, 1027; docs/costmodel.md section 9): "
+            "FlashAttention (cuDNN fused attention only, priced at its head-dim-64 rate on "
+            "Hopper); Megatron-Bridge's published GPT-OSS 120B runs are 23-55 % slower than "
+            "cleave predicts on every system (public_runs_2025.csv rows 1007, 1016, 1024, 1027; "
+            "public_runs_2026h1.csv rows 2003, 2019, 2023, 2028; docs/costmodel.md section 9): "
             "treat this time as optimistic");
     }
     if (in.model.moe.enabled() && is_quantised(in.job.compute) &&

@@ -267,7 +267,7 @@ TEST_SUITE("costmodel") {
     }
 
     TEST_CASE("moe: explain and plan say where the prediction is known to be optimistic") {
-        // GPT-OSS (attention sinks): published runs 35-55 % slower than predicted -> a caution.
+        // GPT-OSS (attention sinks): published runs 23-55 % slower than predicted -> a caution.
         // Qwen3-30B-A3B in fp8 on dgx-h200 (no overlay sets the per-expert cost) -> a caution;
         // on dgx-h100 (overlay fitted to fp8-tensorwise rows) none under tensorwise, one under
         // delayed scaling (the value is a guess there); bf16 -> none.
