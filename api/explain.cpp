@@ -336,6 +336,12 @@ void print_memory(std::ostream& os, const Plan& p, const Estimate& e, bool expan
                       : " % the allocator cannot give back + out: before it reports OOM it frees\n"
                         "# every cached segment that holds no tensor; rsv is what it holds when "
                         "memory is ample\n");
+    if (p.schedule == Schedule::dualpipe) {
+        os << "# dualpipe: row r is pipeline rank r, which holds stage r and stage " << p.pp - 1
+           << "-r: the memory and the layers of both (weights and grads of both stages, their\n"
+              "# optimizer states sharded over the two ranks that hold each stage, "
+           << p.pp + 1 << " micro-batches of one stage's activations)\n";
+    }
     if (e.middle_stages_differ) {
         os << "# stages 1.." << p.pp - 2 << " hold different layer kinds (a hybrid model): each is "
            << "priced; the one shown holds the most memory\n";

@@ -331,12 +331,8 @@ Plan make_plan(const PlanOptions& f, const Inputs& in) {
     p.dp = f.dp > 0 ? f.dp : (mp > 0 ? in.job.gpus / mp : 0);
     if (f.schedule.empty()) {
         p.schedule = p.vpp > 1 ? Schedule::interleaved : Schedule::one_f_one_b;
-    } else if (f.schedule == "gpipe") {
-        p.schedule = Schedule::gpipe;
-    } else if (f.schedule == "interleaved") {
-        p.schedule = Schedule::interleaved;
     } else {
-        p.schedule = Schedule::one_f_one_b;
+        p.schedule = parse_schedule(f.schedule).value_or(Schedule::one_f_one_b);
     }
     p.recompute = f.recompute == "full"        ? Recompute::full
                   : f.recompute == "selective" ? Recompute::selective

@@ -73,7 +73,7 @@ std::string risk_codes(const Estimate& e, char sep) {
 }
 
 const char* short_schedule(Schedule s) {
-    return s == Schedule::interleaved ? "inter" : to_string(s);
+    return s == Schedule::interleaved ? "inter" : s == Schedule::dualpipe ? "dual" : to_string(s);
 }
 
 const char* short_recompute(Recompute r) {
@@ -419,9 +419,7 @@ SearchOptions::Fixed fixed_dimensions(const PlanOptions& g,
     f.vpp = given("vpp") ? g.vpp : 0;
     f.zero = given("zero") ? g.zero : -1;
     if (given("schedule")) {
-        f.schedule = g.schedule == "gpipe"         ? Schedule::gpipe
-                     : g.schedule == "interleaved" ? Schedule::interleaved
-                                                   : Schedule::one_f_one_b;
+        f.schedule = parse_schedule(g.schedule).value_or(Schedule::one_f_one_b);
     }
     if (given("recompute")) {
         f.recompute = g.recompute == "full"        ? Recompute::full
@@ -531,6 +529,14 @@ void write_export(std::ostream& out,
                   const RankedPlan& best,
                   std::string_view format) {
     require_export_framework(in, format);
+    if (bidirectional(best.plan.schedule)) {
+        throw ConfigError(
+            "--format " + std::string(format) +
+            ": DualPipe is not a schedule of Megatron-LM, Megatron-Bridge, DeepSpeed or torchtitan "
+            "(deepseek-ai/DualPipe is a module of its own; torch.distributed.pipelining has "
+            "DualPipeV, its V-shaped variant): cleave prices the plan but cannot write its launch "
+            "settings");
+    }
     const Inputs x = inputs_for(in, best.plan);
     if (format == "megatron") {
         write_megatron(out, x.model, x.job, best);

@@ -122,6 +122,11 @@ Simulated simulate(const Inputs& in, const Plan& plan, const SimulateOptions& o)
         throw ConfigError("plan uses " + std::to_string(plan_gpus(plan)) +
                           " GPUs (dp*tp*pp*cp) but --gpus is " + std::to_string(in.job.gpus));
     }
+    if (bidirectional(plan.schedule)) {
+        throw ConfigError("--schedule dualpipe: the event simulator does not play DualPipe's "
+                          "two directions yet; cleave explain prices it (bubble, overlap, memory) "
+                          "in closed form");
+    }
     Simulated out{in, plan, estimate(in.model, in.cluster, in.job, plan), {}, {}, o.trace};
     SimOptions opt;
     opt.record_timeline = !o.trace.empty();

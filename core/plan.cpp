@@ -24,8 +24,20 @@ const char* to_string(Schedule s) {
         return "gpipe";
     case Schedule::interleaved:
         return "interleaved";
+    case Schedule::dualpipe:
+        return "dualpipe";
     }
     return "?";
+}
+
+std::optional<Schedule> parse_schedule(const std::string& name) {
+    for (const Schedule s :
+         {Schedule::one_f_one_b, Schedule::gpipe, Schedule::interleaved, Schedule::dualpipe}) {
+        if (name == to_string(s)) {
+            return s;
+        }
+    }
+    return std::nullopt;
 }
 
 const char* to_string(Recompute r) {

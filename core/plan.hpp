@@ -7,11 +7,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
 
 namespace cleave {
 
-enum class Schedule { one_f_one_b, gpipe, interleaved };
+/// dualpipe: DeepSeek-V3's bidirectional schedule (deepseek-ai/DualPipe, DeepSeek-V3 technical
+/// report arXiv:2412.19437 Sec. 3.2.1): micro-batches enter from both ends, rank r holds stage r
+/// and stage pp-1-r (two copies of the parameters), a forward and a backward of two micro-batches
+/// run overlapped so each one's communication hides under the other's compute. Priced in closed
+/// form (costmodel/pipeline.hpp); no framework cleave exports to runs it.
+enum class Schedule { one_f_one_b, gpipe, interleaved, dualpipe };
+
+/// The schedules whose ranks hold two directions' stages.
+[[nodiscard]] constexpr bool bidirectional(Schedule s) {
+    return s == Schedule::dualpipe;
+}
 enum class Recompute { none, selective, full };
 /// How full recomputation picks its layers (Megatron --recompute-method): uniform checkpoints
 /// groups of recompute_layers layers (every layer recomputed, one input kept per group); block
@@ -125,7 +136,9 @@ void apply_layout(const std::string& layout, int64_t layers, Plan& p);
 /// GPUs the plan occupies: dp * tp * pp * cp.
 [[nodiscard]] int64_t plan_gpus(const Plan& p);
 
-[[nodiscard]] const char* to_string(Schedule s);   // "1f1b", "gpipe", "interleaved"
+[[nodiscard]] const char* to_string(Schedule s);   // "1f1b", "gpipe", "interleaved", "dualpipe"
+/// The schedule named by to_string(), or nullopt.
+[[nodiscard]] std::optional<Schedule> parse_schedule(const std::string& name);
 [[nodiscard]] const char* to_string(Recompute r);  // "none", "selective", "full"
 [[nodiscard]] const char*
 to_string(Dtype d);  // "fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "nvfp4"
@@ -167,6 +180,7 @@ enum class Rule : uint8_t {
     interleave_vpp,           // interleaved needs vpp > 1
     interleave_microbatches,  // interleaved: pp divides the micro-batches
     vpp_schedule,             // vpp > 1 only with the interleaved schedule
+    dualpipe_shape,           // dualpipe: pp even, micro-batches even and >= 2 pp, no CPU offload
     zero_pipeline,            // ZeRO-2/3 not with pp > 1
     gpus,                     // dp * tp * pp * cp == gpus
     batch,                    // mbs * dp divides the global batch

@@ -14,6 +14,10 @@ SimSchedule sim_schedule(Schedule s) {
         return SimSchedule::one_f_one_b;
     case Schedule::interleaved:
         return SimSchedule::interleaved;
+    case Schedule::dualpipe:
+        // No op order of DualPipe's here: the simulator and the executor refuse it before they
+        // ask (api/simulate.cpp, api/run.cpp); the cost model prices it in closed form.
+        return SimSchedule::one_f_one_b;
     }
     return SimSchedule::one_f_one_b;
 }

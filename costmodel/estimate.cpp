@@ -228,6 +228,25 @@ int64_t offloaded_layers(const Plan& p, int64_t layers) {
     return per_mb;
 }
 
+/// The sums of a stage's memory: allocated, the allocator's reserve, what lies outside it and
+/// what must fit.
+void finish_memory(const Context& x, MemoryBreakdown& mem) {
+    mem.allocated = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
+                    mem.comm_buffers;
+    mem.allocator = mem.allocated * x.job.stack.allocator_overhead;
+    mem.reserved = x.c.gpu.reserved_memory;
+    // What must fit is not the reserve a run with memory to spare keeps (max_memory_reserved):
+    // before it reports OOM the allocator frees its cached segments that hold no tensor
+    // (SoftwareStack::oom_residue) or, under expandable segments, unmaps every free page
+    // (SoftwareStack::expandable_residue). The allocated peak plus what it cannot give back.
+    const SoftwareStack& st = x.job.stack;
+    mem.total = mem.allocated +
+                std::min(mem.allocator,
+                         mem.allocated *
+                             (st.expandable_segments ? st.expandable_residue : st.oom_residue)) +
+                mem.reserved;
+}
+
 template <bool Hybrid>
 MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp) {
     const Plan& p = x.p;
@@ -310,20 +329,7 @@ MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp)
         mem.weights += bytes(weight_copy_bytes_per_param(x.c.gpu, x.job) * (sp.dense + sp.expert) /
                              (p.zero >= 3 ? d(dp_shard) : 1.0));
     }
-    mem.allocated = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
-                    mem.comm_buffers;
-    mem.allocator = mem.allocated * x.job.stack.allocator_overhead;
-    mem.reserved = x.c.gpu.reserved_memory;
-    // What must fit is not the reserve a run with memory to spare keeps (max_memory_reserved):
-    // before it reports OOM the allocator frees its cached segments that hold no tensor
-    // (SoftwareStack::oom_residue) or, under expandable segments, unmaps every free page
-    // (SoftwareStack::expandable_residue). The allocated peak plus what it cannot give back.
-    const SoftwareStack& st = x.job.stack;
-    mem.total = mem.allocated +
-                std::min(mem.allocator,
-                         mem.allocated *
-                             (st.expandable_segments ? st.expandable_residue : st.oom_residue)) +
-                mem.reserved;
+    finish_memory(x, mem);
     return mem;
 }
 
@@ -522,8 +528,11 @@ struct StageMemories {
     int peak = 0;  // k of the largest total, the first on a tie
 };
 
+void fold_dualpipe(const Context& x, StageMemories& sm);
+
 /// Stops early (returning false) once one stage alone needs more than `stop_above`; the
-/// stages after it are then left unpriced.
+/// stages after it are then left unpriced. Under DualPipe the stages are then folded into ranks
+/// (fold_dualpipe); a stage alone is a lower bound of its rank, so stopping early stays right.
 bool stage_memories(const Context& x, StageMemories& sm, Bytes stop_above) {
     const int64_t pp = x.p.pp;
     sm.idx[1] = std::min<int64_t>(1, pp - 1);
@@ -561,6 +570,9 @@ bool stage_memories(const Context& x, StageMemories& sm, Bytes stop_above) {
             return false;
         }
     }
+    if (x.p.schedule == Schedule::dualpipe) {
+        fold_dualpipe(x, sm);
+    }
     return true;
 }
 
@@ -568,6 +580,73 @@ StageMemories stage_memories(const Context& x) {
     StageMemories sm;
     stage_memories(x, sm, bytes(std::numeric_limits<double>::infinity()));
     return sm;
+}
+
+/// A stage's activations under DualPipe, split into what grows with the micro-batches it holds
+/// (per micro-batch) and what it holds once (the layer a recomputing backward rematerialises):
+/// read off the stage priced holding one and two micro-batches (GPipe holds m).
+struct StageActivations {
+    Bytes per_mb;
+    Bytes once;
+};
+
+StageActivations dualpipe_activations(const Context& x, int64_t s) {
+    Plan q = x.p;
+    q.schedule = Schedule::gpipe;
+    const auto at = [&](int64_t micro) {
+        const Context y{x.m, x.c, x.job, q, x.links, x.parts, micro, x.whole};
+        return is_hybrid(x.m) ? stage_memory<true>(y, s, stage_params<true>(y, s)).activations
+                              : stage_memory<false>(y, s, stage_params<false>(y, s)).activations;
+    };
+    const Bytes one = at(1);
+    const Bytes two = at(2);
+    return {two - one, one - (two - one)};
+}
+
+/// DualPipe's ranks from its stages: rank r holds stage r and stage p-1-r ("Parameter Per
+/// Device 2x") and p + 1 micro-batches of one stage's activations ("Activation Per Device PP+1",
+/// deepseek-ai/DualPipe README @3da1bbe), here (p + 1) / 2 of each of its two stages' per
+/// micro-batch, plus the larger layer one of them rematerialises. Each stage lives on two ranks
+/// of every pipeline, so its gradients are reduced over 2 dp ranks and, with ZeRO >= 1, its
+/// optimizer states are sharded over them: the rank keeps the mean of its stages' shards, not
+/// the sum. Rank 1 of pp 16 (middle stages alike, a per micro-batch, s states): weights and
+/// grads 2 s, optimizer s, activations 17 a + the remat layer.
+void fold_dualpipe(const Context& x, StageMemories& sm) {
+    const int64_t pp = x.p.pp;
+    MemoryBreakdown folded[3];
+    for (int k = 0; k < 3; ++k) {
+        const int64_t partner = pp - 1 - sm.idx[k];
+        MemoryBreakdown other;
+        bool found = false;
+        for (int j = 0; j < 3 && !found; ++j) {
+            if (sm.idx[j] == partner) {
+                other = sm.mem[j];
+                found = true;
+            }
+        }
+        if (!found) {
+            other = is_hybrid(x.m) ? stage_memory<true>(x, partner, stage_params<true>(x, partner))
+                                   : stage_memory<false>(x, partner, stage_params<false>(x, partner));
+        }
+        const MemoryBreakdown& a = sm.mem[k];
+        const StageActivations aa = dualpipe_activations(x, sm.idx[k]);
+        const StageActivations ab = dualpipe_activations(x, partner);
+        MemoryBreakdown& m = folded[k];
+        m.weights = a.weights + other.weights;
+        m.grads = a.grads + other.grads;
+        m.optimizer = (a.optimizer + other.optimizer) * (x.p.zero >= 1 ? 0.5 : 1.0);
+        m.activations = (aa.per_mb + ab.per_mb) * (d(pp + 1) / 2.0) + max(aa.once, ab.once);
+        m.logits = a.logits + other.logits;
+        m.comm_buffers = a.comm_buffers + other.comm_buffers;
+        finish_memory(x, m);
+    }
+    sm.peak = 0;
+    for (int k = 0; k < 3; ++k) {
+        sm.mem[k] = folded[k];
+        if (sm.mem[k].total > sm.mem[sm.peak].total) {
+            sm.peak = k;
+        }
+    }
 }
 
 // Megatron's first / last layers in bf16 (fp8_utils.py is_first_last_bf16_layer @d98e8a64): global
@@ -854,6 +933,12 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
             slow = k;
         }
     }
+    if (plan.schedule == Schedule::dualpipe) {
+        // Rank r holds stage r and stage p-1-r: both stages' layers (memory is folded already).
+        for (int k = 0; k < 3; ++k) {
+            e.stage[k].layers += layers_on_stage(model.layers, plan, plan.pp - 1 - idx[k]);
+        }
+    }
     const double middles = d(std::max<int64_t>(0, plan.pp - 2));
     Seconds sum =
         plan.pp == 1 ? per_microbatch(w[0])
@@ -871,33 +956,90 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
             tmax = std::max(tmax, t);
         }
     }
-    const Seconds pipe = pipeline_time(plan, x.micro, sum, tmax);
+    const double mb = d(x.micro);
+    Seconds pipe = pipeline_time(plan, x.micro, sum, tmax);
+    const bool dual = plan.schedule == Schedule::dualpipe;
+    // DualPipe: stage k's partner on its rank (stage p-1-k; the middle stage's partner is a
+    // middle stage, the first's the last).
+    const auto partner = [&](int k) { return k == 0 ? 2 : k == 2 ? 0 : plan.pp >= 4 ? 1 : 0; };
+    // Under DualPipe, rank k's work: the mean of its two stages' (it runs m / 2 micro-batches
+    // through each; its F&B pairs a forward of one stage with a backward of the other).
+    StageWork rank[3];
+    if (dual) {
+        for (int k = 0; k < 3; ++k) {
+            const StageWork& a = w[k];
+            const StageWork& b = w[partner(k)];
+            StageWork& r = rank[k];
+            r = a;
+            r.cost.fwd = (a.cost.fwd + b.cost.fwd) * 0.5;
+            r.cost.bwd = (a.cost.bwd + b.cost.bwd) * 0.5;
+            r.compute = (a.compute + b.compute) * 0.5;
+            r.tp = (a.tp + b.tp) * 0.5;
+            r.cp = (a.cp + b.cp) * 0.5;
+            r.ep = (a.ep + b.ep) * 0.5;
+            r.zero3 = (a.zero3 + b.zero3) * 0.5;
+            r.p2p = (a.p2p + b.p2p) * 0.5;
+            r.expert_overhead = (a.expert_overhead + b.expert_overhead) * 0.5;
+        }
+        // A forward and a backward of two micro-batches overlapped (F&B): each one's all-to-all
+        // and pipeline send run under the other's compute (DeepSeek-V3 report Sec. 3.2.1,
+        // "both all-to-all and PP communication can be fully hidden"), so a pair costs the
+        // larger of the two.
+        const auto pair = [](const StageWork& r) {
+            return max(r.cost.fwd + r.cost.bwd - r.ep, r.ep + r.p2p);
+        };
+        slow = 0;
+        for (int k = 1; k < 3; ++k) {
+            if (pair(rank[k]) > pair(rank[slow])) {
+                slow = k;
+            }
+        }
+        tmax = pair(rank[slow]);
+        // The bubble (p/2 - 1)(F&B + B - 3W): B the slow rank's backward, W its weight
+        // gradients, half of its backward compute (a linear's dgrad and wgrad GEMMs have the
+        // same FLOPs; the exposed all-to-all, split evenly between the passes, left out).
+        const StageWork& r = rank[slow];
+        const Seconds wgrad = (r.cost.bwd - r.ep * 0.5) * 0.5;
+        pipe = tmax * mb + dualpipe_bubble(plan.pp, tmax, r.cost.bwd, wgrad);
+    }
     Seconds tail;
     int tail_stage = 0;
     for (int k = 0; k < 3; ++k) {
-        const Seconds t = w[k].cost.dp_grad_sync + w[k].cost.optimizer;
+        // Under DualPipe a rank reduces and steps both of its stages' parameters.
+        const Seconds t = w[k].cost.dp_grad_sync + w[k].cost.optimizer +
+                          (dual ? w[partner(k)].cost.dp_grad_sync + w[partner(k)].cost.optimizer
+                                : Seconds{});
         if (t > tail) {
             tail = t;
             tail_stage = k;
         }
     }
-    const double mb = d(x.micro);
-    const StageWork& ws = w[slow];
+    const StageWork& ws = dual ? rank[slow] : w[slow];
     e.time.compute = ws.compute * mb;
     e.time.tp_comm = ws.tp * mb;
     e.time.cp_comm = ws.cp * mb;
     e.time.ep_comm = ws.ep * mb;
     e.expert_overhead = ws.expert_overhead * mb;
     e.time.pp_comm = ws.p2p * mb;
-    e.time.dp_comm = ws.zero3 * mb + w[tail_stage].cost.dp_grad_sync;
+    if (dual) {  // what the overlapped pair leaves of the communication
+        e.time.ep_comm =
+            max(Seconds{}, ws.ep + ws.p2p - (ws.cost.fwd + ws.cost.bwd - ws.ep)) * mb;
+        e.time.pp_comm = Seconds{};
+    }
+    const int tp_partner = dual ? partner(tail_stage) : tail_stage;
+    e.time.dp_comm = ws.zero3 * mb + w[tail_stage].cost.dp_grad_sync +
+                     (dual ? w[tp_partner].cost.dp_grad_sync : Seconds{});
     e.time.bubble = max(Seconds{}, pipe - tmax * mb);
-    e.time.optimizer = w[tail_stage].cost.optimizer;
+    e.time.optimizer =
+        w[tail_stage].cost.optimizer + (dual ? w[tp_partner].cost.optimizer : Seconds{});
     e.time.straggler = (e.time.compute - e.expert_overhead) * (1.0 - 1.0 / x.parts.straggler);
     e.iteration_time = pipe + tail;
     e.pp_p2p = plan.pp > 1
                    ? ws.p2p / (2.0 * (plan.schedule == Schedule::interleaved ? d(plan.vpp) : 1.0))
                    : Seconds{};
-    e.bubble_ratio = plan.pp > 1 ? bubble_fraction(plan, x.micro) : 0.0;
+    e.bubble_ratio = plan.pp <= 1 ? 0.0
+                     : dual       ? (pipe.value() > 0.0 ? e.time.bubble.value() / pipe.value() : 0.0)
+                                  : bubble_fraction(plan, x.micro);
 
     e.peak_memory_stage = idx[peak];
     e.middle_stage = idx[1];

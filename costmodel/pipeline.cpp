@@ -19,11 +19,21 @@ bool interleaved(const Plan& p) {
 }  // namespace
 
 double bubble_fraction(const Plan& p, int64_t m) {
+    if (p.schedule == Schedule::dualpipe) {
+        return d(p.pp - 2) / (3.0 * d(m) + d(p.pp - 2));
+    }
     const double v = interleaved(p) ? d(p.vpp) : 1.0;
     return d(p.pp - 1) / (v * d(m) + d(p.pp - 1));
 }
 
+Seconds dualpipe_bubble(int64_t p, Seconds fb, Seconds b, Seconds w) {
+    return max(Seconds{}, (fb + b - 3.0 * w) * (d(p) / 2.0 - 1.0));
+}
+
 double inflight_microbatches(const Plan& p, int64_t m, int64_t s) {
+    if (p.schedule == Schedule::dualpipe) {
+        return 1.0;
+    }
     // The one schedule's peak (core/schedule.hpp), in whole stages of v chunks.
     const int64_t v = interleaved(p) ? p.vpp : 1;
     return d(peak_inflight_chunks(sim_schedule(p.schedule), p.pp, v, m, s)) / d(v);

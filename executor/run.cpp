@@ -389,6 +389,10 @@ void check_executable(const ModelSpec& model,
              " ranks were launched (mpirun -np N)");
     need(out, plan.cp == 1, "context parallelism (--cp) is not executed");
     need(out,
+         !bidirectional(plan.schedule),
+         "--schedule dualpipe is priced, not executed: the executor runs 1F1B, GPipe and the "
+         "interleaved schedule");
+    need(out,
          !is_hybrid(model),
          "hybrid models (Mamba-2 layers, Nemotron-H) are priced, not executed: the executor has "
          "no Mamba-2 mixer yet");

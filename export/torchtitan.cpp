@@ -17,6 +17,8 @@ const char* schedule_name(const Plan& p) {
         return "Interleaved1F1B";
     case Schedule::one_f_one_b:
         return "1F1B";
+    case Schedule::dualpipe:
+        break;  // not a torch.distributed.pipelining schedule: write_export refuses it
     }
     return "1F1B";
 }

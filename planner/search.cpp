@@ -31,6 +31,8 @@ const char* to_string(RejectReason r) {
         return "experts";
     case RejectReason::interleave:
         return "interleave";
+    case RejectReason::schedule:
+        return "schedule";
     case RejectReason::zero_pipeline:
         return "zero_pipeline";
     case RejectReason::tp_cross_node:
@@ -563,6 +565,20 @@ private:
                 reject(RejectReason::interleave, p);
             } else {
                 layer_maps(p, *maps);
+            }
+        }
+        // DualPipe only when asked for: no framework cleave exports to runs it, so the search
+        // does not recommend it on its own.
+        if (o_.fixed.schedule && *o_.fixed.schedule == Schedule::dualpipe &&
+            !unfixed(o_.fixed.vpp, 1)) {
+            p.vpp = 1;
+            p.schedule = Schedule::dualpipe;
+            p.first_layers = 0;
+            p.last_layers = 0;
+            if (!keeps(Rule::dualpipe_shape, m_, job_, p)) {
+                reject(RejectReason::schedule, p);
+            } else {
+                layer_maps(p, *pl.flat);
             }
         }
     }

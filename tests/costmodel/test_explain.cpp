@@ -281,6 +281,65 @@ TEST_SUITE("costmodel") {
         CHECK(table.out.find("# note: pp=4 and dp=2") != std::string::npos);
     }
 
+    TEST_CASE("dualpipe: explain prices it, plan keeps it when fixed, the rest refuse it by name") {
+        // Llama 3 70B (80 layers) on 64 H100, tp 4, pp 4: 64 micro-batches (GBS 256 / dp 4).
+        const std::string root = CLEAVE_TEST_DATA_DIR;
+        const std::vector<std::string> job = {root + "/examples/llama-3-70b.toml", "dgx-h100",
+                                              "--gpus", "64", "--gbs", "256", "--tp", "4",
+                                              "--pp", "4", "--sp", "--zero", "1", "--schedule",
+                                              "dualpipe"};
+        const auto with = [&job](std::vector<std::string> head, std::vector<std::string> tail) {
+            head.insert(head.end(), job.begin(), job.end());
+            head.insert(head.end(), tail.begin(), tail.end());
+            return test::run_cleave(head);
+        };
+        const auto e = with({"explain"}, {"--format", "json"});
+        REQUIRE(e.code == 0);
+        const auto j = nlohmann::json::parse(e.out);
+        CHECK(j["plan"]["schedule"] == "dualpipe");
+        // Rank 0 holds stages 0 and 3 (20 + 20 layers), rank 1 stages 1 and 2.
+        CHECK(j["stages"][0]["layers"] == 40);
+        CHECK(j["stages"][1]["layers"] == 40);
+        CHECK(j["time_s"]["pp_comm"] == 0.0);
+        const auto table = with({"explain"}, {});
+        CHECK(table.out.find("# dualpipe: row r is pipeline rank r, which holds stage r and stage "
+                             "3-r") != std::string::npos);
+        // plan: every ranked plan runs DualPipe (fixed), none is recommended otherwise.
+        const auto pl = test::run_cleave({"plan", root + "/examples/llama-3-70b.toml", "dgx-h100",
+                                          "--gpus", "64", "--gbs", "256", "--schedule", "dualpipe",
+                                          "--format", "json"});
+        REQUIRE(pl.code == 0);
+        const auto plans = nlohmann::json::parse(pl.out)["plans"];
+        REQUIRE_FALSE(plans.empty());
+        for (const auto& p : plans) {
+            CHECK(p["plan"]["schedule"] == "dualpipe");
+            CHECK(p["plan"]["pp"].get<int64_t>() % 2 == 0);
+        }
+        const auto free = test::run_cleave({"plan", root + "/examples/llama-3-70b.toml",
+                                            "dgx-h100", "--gpus", "64", "--gbs", "256", "--top",
+                                            "50", "--format", "json"});
+        REQUIRE(free.code == 0);
+        for (const auto& p : nlohmann::json::parse(free.out)["plans"]) {
+            CHECK(p["plan"]["schedule"] != "dualpipe");
+        }
+        // No framework cleave exports to runs it; the simulator does not play it (exit 2, named).
+        for (const char* fmt : {"megatron", "bridge", "torchtitan"}) {
+            CAPTURE(fmt);
+            const auto x = with({"plan"}, {"--format", fmt});
+            CHECK(x.code == 2);
+            CHECK(x.err.find("DualPipe is not a schedule of") != std::string::npos);
+        }
+        const auto sim = with({"simulate"}, {});
+        CHECK(sim.code == 2);
+        CHECK(sim.err.find("does not play DualPipe") != std::string::npos);
+        // An odd pp is named by the rule.
+        const auto odd = test::run_cleave({"explain", root + "/examples/llama-3-70b.toml",
+                                           "dgx-h100", "--gpus", "48", "--gbs", "240", "--tp", "4",
+                                           "--pp", "3", "--schedule", "dualpipe"});
+        CHECK(odd.code == 2);
+        CHECK(odd.err.find("dualpipe needs an even pp >= 2, not pp=3") != std::string::npos);
+    }
+
     TEST_CASE("explain: pp that does not divide the layers takes the balanced map plan searches") {
         // Llama 3.1 405B, 126 layers on 16 stages: 126 = 7 + 14 x 8 + 7 (the embedding and the
         // loss weigh on the end stages), as `plan` finds; no --first-stage-layers needed.

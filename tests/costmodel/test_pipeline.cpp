@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 using namespace cleave;
 
 TEST_SUITE("costmodel") {
@@ -52,6 +54,100 @@ TEST_SUITE("costmodel") {
         Plan q = test::plan(1, 1, 2);
         CHECK(pipeline_time(q, 4, seconds(3), seconds(2)).value() ==
               doctest::Approx(3.0 + 3 * 2.0));
+    }
+}
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("pipeline: DualPipe's bubble and idle fraction, the README's formula") {
+        // (p/2 - 1)(F&B + B - 3W): p = 16, F&B = 80 ms, B = 50 ms, W = 25 ms:
+        // 7 x (80 + 50 - 75) = 385 ms.
+        CHECK(dualpipe_bubble(16, seconds(0.080), seconds(0.050), seconds(0.025)).value() ==
+              doctest::Approx(0.385));
+        // p = 2 has no bubble ((2/2 - 1) = 0); never negative.
+        CHECK(dualpipe_bubble(2, seconds(0.080), seconds(0.050), seconds(0.025)).value() == 0.0);
+        CHECK(dualpipe_bubble(8, seconds(0.010), seconds(0.010), seconds(0.020)).value() == 0.0);
+        // Idle fraction with B = 2F, W = B/2, F&B = F + B: (p - 2) / (3m + p - 2);
+        // p = 16, m = 120: 14 / 374 = 0.0374 (1F1B: 15 / 135 = 0.111).
+        Plan p = test::plan(1, 1, 16);
+        p.schedule = Schedule::dualpipe;
+        CHECK(bubble_fraction(p, 120) == doctest::Approx(14.0 / 374.0).epsilon(1e-12));
+        // One micro-batch of one stage in flight: the ranks are folded in the estimate.
+        CHECK(inflight_microbatches(p, 120, 0) == 1.0);
+    }
+
+    TEST_CASE("pipeline: the dualpipe rule asks for an even pp and micro-batches, at least 2 pp") {
+        const ModelSpec m = test::gpt3();
+        // 64 GPUs, tp 8, pp 4, dp 2, mbs 1: GBS 16 -> 8 micro-batches = 2 pp: kept.
+        JobSpec j = test::job(64, 16);
+        Plan p = test::plan(2, 8, 4);
+        p.schedule = Schedule::dualpipe;
+        CHECK(keeps(Rule::dualpipe_shape, m, j, p));
+        // GBS 12 -> 6 micro-batches < 2 pp = 8.
+        j.global_batch = 12;
+        CHECK_FALSE(keeps(Rule::dualpipe_shape, m, j, p));
+        // GBS 18 -> 9, odd.
+        j.global_batch = 18;
+        CHECK_FALSE(keeps(Rule::dualpipe_shape, m, j, p));
+        // pp 3: odd ranks.
+        j.global_batch = 24;
+        Plan q = test::plan(2, 8, 3);
+        q.schedule = Schedule::dualpipe;
+        const auto v = plan_violations(m, j, q);
+        REQUIRE_FALSE(v.empty());
+        CHECK(std::find_if(v.begin(), v.end(), [](const Violation& x) {
+                  return x.rule == Rule::dualpipe_shape &&
+                         x.message == "dualpipe needs an even pp >= 2, not pp=3";
+              }) != v.end());
+        // CPU activation offload: DualPipe's reference has none.
+        j.global_batch = 16;
+        p.offload_layers = 2;
+        CHECK_FALSE(keeps(Rule::dualpipe_shape, m, j, p));
+    }
+
+    TEST_CASE("estimate: DualPipe holds two stages per rank and hides the pipeline sends") {
+        // GPT-3 175B (96 equal layers) on 64 A100s, tp 8, pp 4, dp 2, mbs 1, GBS 64: 32
+        // micro-batches; ZeRO 1. Ranks fold stage r and stage 3 - r.
+        const ModelSpec m = test::gpt3();
+        const ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(64, 64);
+        Plan one = test::plan(2, 8, 4);
+        one.zero = 1;
+        Plan dual = one;
+        dual.schedule = Schedule::dualpipe;
+        const Estimate a = estimate(m, c, j, one);
+        const Estimate b = estimate(m, c, j, dual);
+        // Rank 1 (a middle rank) holds stages 1 and 2, alike: twice the weights and grads, the
+        // optimizer states of one stage (each stage's sharded over the two ranks that hold it),
+        // 48 layers.
+        const MemoryBreakdown& s1 = a.stage[1].memory;
+        const MemoryBreakdown& r1 = b.stage[1].memory;
+        CHECK(r1.weights.value() == doctest::Approx(2.0 * s1.weights.value()));
+        CHECK(r1.grads.value() == doctest::Approx(2.0 * s1.grads.value()));
+        CHECK(r1.optimizer.value() == doctest::Approx(s1.optimizer.value()));
+        CHECK(b.stage[1].layers == 48);
+        // Activations: p + 1 = 5 micro-batches of one stage, 5/3 of 1F1B's stage 1 (which holds
+        // p - 1 = 3); no recomputation, so nothing is held once.
+        CHECK(r1.activations.value() == doctest::Approx(s1.activations.value() * 5.0 / 3.0));
+        // Time: a rank runs 32 micro-batches, half through each of its stages, a forward and a
+        // backward overlapped with the sends hidden (no EP): per micro-batch the mean of its two
+        // stages' fwd + bwd (rank 0: stages 0 and 3, rank 1: 1 and 2). The slower rank paces
+        // it, then (p/2 - 1) = 1 bubble of F&B + B - 3W with W = B / 2: t + B - 1.5 B.
+        const auto fb = [](const StageCost& s) { return (s.fwd + s.bwd).value(); };
+        const double t0 = (fb(b.stage[0]) + fb(b.stage[2])) / 2.0;
+        const double b0 = (b.stage[0].bwd + b.stage[2].bwd).value() / 2.0;
+        const double t1 = fb(b.stage[1]);
+        const double b1 = b.stage[1].bwd.value();
+        const double t = std::max(t0, t1);
+        const double bw = t0 >= t1 ? b0 : b1;
+        CHECK(b.time.pp_comm.value() == 0.0);
+        CHECK(b.time.bubble.value() == doctest::Approx(t + bw - 1.5 * bw).epsilon(1e-9));
+        CHECK((b.iteration_time - b.time.dp_comm - b.time.optimizer).value() ==
+              doctest::Approx(32.0 * t + (t + bw - 1.5 * bw)).epsilon(1e-9));
+        CHECK(b.bubble_ratio < a.bubble_ratio);
+        // Both stages' grads reduced on every rank: rank 0's are stages 0 and 3.
+        CHECK(b.time.dp_comm.value() ==
+              doctest::Approx((b.stage[0].dp_grad_sync + b.stage[2].dp_grad_sync).value())
+                  .epsilon(1e-9));
     }
 }
 

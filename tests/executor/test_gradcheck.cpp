@@ -353,12 +353,15 @@ TEST_SUITE("executor") {
         Plan p;
         p.tp = 4;
         p.cp = 2;
+        p.pp = 2;
+        p.schedule = Schedule::dualpipe;
         try {
-            check_executable(m, job, p, 8);
+            check_executable(m, job, p, 16);
             FAIL("expected a ConfigError");
         } catch (const ConfigError& e) {
             const std::string what = e.what();
             CHECK(what.find("context parallelism") != std::string::npos);
+            CHECK(what.find("--schedule dualpipe is priced, not executed") != std::string::npos);
             CHECK(what.find("must divide kv_heads=2") != std::string::npos);
             CHECK(what.find("must divide vocab=63") != std::string::npos);
         }
