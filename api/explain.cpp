@@ -341,6 +341,12 @@ void print_memory(std::ostream& os, const Plan& p, const Estimate& e, bool expan
            << "-r: the memory and the layers of both (weights and grads of both stages, their\n"
               "# optimizer states sharded over the two ranks that hold each stage, "
            << p.pp + 1 << " micro-batches of one stage's activations)\n";
+    } else if (p.schedule == Schedule::dualpipev) {
+        os << "# dualpipev: row r is pipeline rank r, which holds stage r and stage "
+           << 2 * p.pp - 1 << "-r of " << 2 * p.pp
+           << " stages (rank 0 the embedding and the output layer): the memory and the\n"
+              "# layers of both, "
+           << 2 * p.pp + 1 << " micro-batches of one stage's activations\n";
     }
     if (e.middle_stages_differ) {
         os << "# stages 1.." << p.pp - 2 << " hold different layer kinds (a hybrid model): each is "

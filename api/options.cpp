@@ -122,7 +122,7 @@ const std::vector<Entry>& entries() {
         add("mbs", G::plan, "int", [](NamedOptions& o) { return Ref(&o.plan.mbs); }, 1);
         add("vpp", G::plan, "int", [](NamedOptions& o) { return Ref(&o.plan.vpp); }, 1);
         add("schedule", G::plan, "str", [](NamedOptions& o) { return Ref(&o.plan.schedule); }, -inf,
-            inf, {"1f1b", "gpipe", "interleaved", "dualpipe"});
+            inf, {"1f1b", "gpipe", "interleaved", "dualpipe", "dualpipev"});
         add("recompute", G::plan, "str", [](NamedOptions& o) { return Ref(&o.plan.recompute); },
             -inf, inf, {"none", "selective", "full"});
         add("sp", G::plan, "bool", [](NamedOptions& o) { return Ref(&o.plan.sp); });

@@ -73,7 +73,10 @@ std::string risk_codes(const Estimate& e, char sep) {
 }
 
 const char* short_schedule(Schedule s) {
-    return s == Schedule::interleaved ? "inter" : s == Schedule::dualpipe ? "dual" : to_string(s);
+    return s == Schedule::interleaved ? "inter"
+           : s == Schedule::dualpipe  ? "dual"
+           : s == Schedule::dualpipev ? "dualv"
+                                      : to_string(s);
 }
 
 const char* short_recompute(Recompute r) {
@@ -529,7 +532,13 @@ void write_export(std::ostream& out,
                   const RankedPlan& best,
                   std::string_view format) {
     require_export_framework(in, format);
-    if (bidirectional(best.plan.schedule)) {
+    if (best.plan.schedule == Schedule::dualpipev && format != "torchtitan") {
+        throw ConfigError("--format " + std::string(format) +
+                          ": DualPipeV is a torch.distributed.pipelining schedule "
+                          "(ScheduleDualPipeV), which torchtitan runs; Megatron-LM, "
+                          "Megatron-Bridge and DeepSpeed have none (--format torchtitan)");
+    }
+    if (best.plan.schedule == Schedule::dualpipe) {
         throw ConfigError(
             "--format " + std::string(format) +
             ": DualPipe is not a schedule of Megatron-LM, Megatron-Bridge, DeepSpeed or torchtitan "

@@ -170,8 +170,10 @@ void add_plan_flags(CLI::App& sub, PlanFlags& f) {
     sub.add_option("--mbs", f.mbs, "Micro-batch size (sequences)")->capture_default_str();
     sub.add_option("--vpp", f.vpp, "Virtual stages per pipeline rank")->capture_default_str();
     sub.add_option(
-           "--schedule", f.schedule, "Pipeline schedule (default 1f1b, interleaved if vpp>1; dualpipe: DeepSeek-V3's bidirectional schedule, priced only)")
-        ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved", "dualpipe"}));
+           "--schedule", f.schedule, "Pipeline schedule (default 1f1b, interleaved if vpp>1; dualpipe: DeepSeek-V3's "
+           "bidirectional schedule, priced only; dualpipev: its V-shaped half, torchtitan's "
+           "DualPipeV)")
+        ->check(CLI::IsMember({"1f1b", "gpipe", "interleaved", "dualpipe", "dualpipev"}));
     sub.add_option("--recompute", f.recompute, "Activation recomputation")
         ->check(CLI::IsMember({"none", "selective", "full"}))
         ->capture_default_str();

@@ -26,13 +26,16 @@ const char* to_string(Schedule s) {
         return "interleaved";
     case Schedule::dualpipe:
         return "dualpipe";
+    case Schedule::dualpipev:
+        return "dualpipev";
     }
     return "?";
 }
 
 std::optional<Schedule> parse_schedule(const std::string& name) {
     for (const Schedule s :
-         {Schedule::one_f_one_b, Schedule::gpipe, Schedule::interleaved, Schedule::dualpipe}) {
+         {Schedule::one_f_one_b, Schedule::gpipe, Schedule::interleaved, Schedule::dualpipe,
+          Schedule::dualpipev}) {
         if (name == to_string(s)) {
             return s;
         }

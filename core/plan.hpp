@@ -17,11 +17,15 @@ namespace cleave {
 /// and stage pp-1-r (two copies of the parameters), a forward and a backward of two micro-batches
 /// run overlapped so each one's communication hides under the other's compute. Priced in closed
 /// form (costmodel/pipeline.hpp); no framework cleave exports to runs it.
-enum class Schedule { one_f_one_b, gpipe, interleaved, dualpipe };
+/// dualpipev: DualPipe cut in half (Sea AI Lab's "cut-in-half", deepseek-ai/DualPipe
+/// dualpipev.py): 2 pp stages on pp ranks in a V, rank r holding stage r and stage 2pp-1-r,
+/// one copy of the parameters; torch.distributed.pipelining's ScheduleDualPipeV, which
+/// torchtitan runs.
+enum class Schedule { one_f_one_b, gpipe, interleaved, dualpipe, dualpipev };
 
-/// The schedules whose ranks hold two directions' stages.
+/// The schedules whose ranks hold two stages that micro-batches cross in both directions.
 [[nodiscard]] constexpr bool bidirectional(Schedule s) {
-    return s == Schedule::dualpipe;
+    return s == Schedule::dualpipe || s == Schedule::dualpipev;
 }
 enum class Recompute { none, selective, full };
 /// How full recomputation picks its layers (Megatron --recompute-method): uniform checkpoints
@@ -136,7 +140,7 @@ void apply_layout(const std::string& layout, int64_t layers, Plan& p);
 /// GPUs the plan occupies: dp * tp * pp * cp.
 [[nodiscard]] int64_t plan_gpus(const Plan& p);
 
-[[nodiscard]] const char* to_string(Schedule s);   // "1f1b", "gpipe", "interleaved", "dualpipe"
+[[nodiscard]] const char* to_string(Schedule s);   // "1f1b", "gpipe", "interleaved", "dualpipe", "dualpipev"
 /// The schedule named by to_string(), or nullopt.
 [[nodiscard]] std::optional<Schedule> parse_schedule(const std::string& name);
 [[nodiscard]] const char* to_string(Recompute r);  // "none", "selective", "full"
@@ -180,7 +184,7 @@ enum class Rule : uint8_t {
     interleave_vpp,           // interleaved needs vpp > 1
     interleave_microbatches,  // interleaved: pp divides the micro-batches
     vpp_schedule,             // vpp > 1 only with the interleaved schedule
-    dualpipe_shape,           // dualpipe: pp even, micro-batches even and >= 2 pp, no CPU offload
+    dualpipe_shape,           // dualpipe(v): pp (even), micro-batches (even) >= 2 pp, no CPU offload
     zero_pipeline,            // ZeRO-2/3 not with pp > 1
     gpus,                     // dp * tp * pp * cp == gpus
     batch,                    // mbs * dp divides the global batch

@@ -171,26 +171,39 @@ const std::array<Entry, rule_count> table{{
     {Rule::vpp_schedule, {"vpp_schedule", "virtual stages exist only in the interleaved schedule"},
      [](const Ctx& x) { return x.p.schedule == Schedule::interleaved || x.p.vpp == 1; },
      [](const Ctx& x) { return std::string("vpp > 1 needs --schedule interleaved, not ") + to_string(x.p.schedule); }},
-    {Rule::dualpipe_shape, {"dualpipe_shape", "DualPipe pairs rank r with rank pp-1-r and feeds half the micro-batches from each end: it asserts an even rank count and an even micro-batch count of at least 2 pp (deepseek-ai/DualPipe dualpipe.py step() @3da1bbe); its reference has no activation offload"},
+    {Rule::dualpipe_shape, {"dualpipe_shape", "DualPipe pairs rank r with rank pp-1-r and feeds half the micro-batches from each end: it asserts an even rank count and an even micro-batch count of at least 2 pp (deepseek-ai/DualPipe dualpipe.py step() @3da1bbe); DualPipeV runs 2 pp stages in a V and asserts at least 2 pp micro-batches (dualpipev.py step()); neither reference offloads activations"},
      [](const Ctx& x) {
-         if (x.p.schedule != Schedule::dualpipe) {
+         if (!bidirectional(x.p.schedule)) {
              return true;
          }
          const int64_t m = num_microbatches(x.p, x.job);
-         return x.p.pp >= 2 && x.p.pp % 2 == 0 && x.p.offload_layers == 0 &&
-                (m <= 0 || (m % 2 == 0 && m >= 2 * x.p.pp));
+         const bool v = x.p.schedule == Schedule::dualpipev;
+         const bool ranks = v ? x.p.pp >= 2 : x.p.pp >= 2 && x.p.pp % 2 == 0;
+         const bool micro = m <= 0 || ((v || m % 2 == 0) && m >= 2 * x.p.pp);
+         // DualPipeV's 2 pp stages equal: uneven maps over its V are not priced yet.
+         const bool even = !v || (x.p.first_layers == 0 && x.p.last_layers == 0 &&
+                                  x.m.layers % (2 * x.p.pp) == 0);
+         return ranks && micro && even && x.p.offload_layers == 0;
      },
      [](const Ctx& x) {
          const int64_t m = num_microbatches(x.p, x.job);
-         if (x.p.pp < 2 || x.p.pp % 2 != 0) {
-             return "dualpipe needs an even pp >= 2, not " + n("pp", x.p.pp);
+         const bool v = x.p.schedule == Schedule::dualpipev;
+         if (x.p.pp < 2 || (!v && x.p.pp % 2 != 0)) {
+             return std::string(v ? "dualpipev needs pp >= 2, not " : "dualpipe needs an even pp >= 2, not ") +
+                    n("pp", x.p.pp);
          }
          if (x.p.offload_layers != 0) {
-             return std::string("dualpipe with --cpu-offloading-num-layers: DualPipe's reference "
-                                "offloads nothing");
+             return std::string(to_string(x.p.schedule)) +
+                    " with --cpu-offloading-num-layers: DualPipe's reference offloads nothing";
          }
-         return "dualpipe needs an even number of micro-batches, at least 2 pp = " +
-                std::to_string(2 * x.p.pp) + ", not " + std::to_string(m);
+         if (v && (x.p.first_layers != 0 || x.p.last_layers != 0 ||
+                   x.m.layers % (2 * x.p.pp) != 0)) {
+             return "dualpipev runs 2 pp = " + std::to_string(2 * x.p.pp) +
+                    " equal stages: layers=" + std::to_string(x.m.layers) +
+                    " must divide evenly and no stage map be set (uneven V maps are not priced yet)";
+         }
+         return std::string(v ? "dualpipev needs at least 2 pp = " : "dualpipe needs an even number of micro-batches, at least 2 pp = ") +
+                std::to_string(2 * x.p.pp) + (v ? " micro-batches" : "") + ", not " + std::to_string(m);
      }},
     {Rule::zero_pipeline, {"zero_pipeline", "neither Megatron nor DeepSpeed shards gradients or weights under pipeline parallelism (torchtitan's FSDP2 does: zero 3 with pp)"},
      [](const Ctx& x) {

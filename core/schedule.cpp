@@ -15,6 +15,7 @@ SimSchedule sim_schedule(Schedule s) {
     case Schedule::interleaved:
         return SimSchedule::interleaved;
     case Schedule::dualpipe:
+    case Schedule::dualpipev:
         // No op order of DualPipe's here: the simulator and the executor refuse it before they
         // ask (api/simulate.cpp, api/run.cpp); the cost model prices it in closed form.
         return SimSchedule::one_f_one_b;

@@ -37,7 +37,26 @@ struct Context {
     const LayerParts& parts;
     int64_t micro = 0;
     const LayerParts* whole = nullptr;  // block recomputation: the layers kept whole
+    /// The plan as launched when `p` is DualPipeV's stage view (stage_view: 2 pp stages); null
+    /// when they are the same.
+    const Plan* ranks = nullptr;
 };
+
+/// The plan as launched (its GPUs, its risks).
+const Plan& launched(const Context& x) {
+    return x.ranks != nullptr ? *x.ranks : x.p;
+}
+
+/// The plan the stages are priced on: DualPipeV's pp ranks run 2 pp stages (rank r holds stage r
+/// and stage 2pp-1-r), priced as a 2 pp-stage DualPipe whose ranks are folded the same way
+/// (fold_dualpipe); every other plan as it is.
+Plan stage_view(const Plan& p) {
+    Plan q = p;
+    if (p.schedule == Schedule::dualpipev) {
+        q.pp = 2 * p.pp;
+    }
+    return q;
+}
 
 /// A plan that recomputes only some layers (block) prices the others as recompute none.
 bool mixed_recompute(const Plan& p) {
@@ -570,7 +589,7 @@ bool stage_memories(const Context& x, StageMemories& sm, Bytes stop_above) {
             return false;
         }
     }
-    if (x.p.schedule == Schedule::dualpipe) {
+    if (bidirectional(x.p.schedule)) {
         fold_dualpipe(x, sm);
     }
     return true;
@@ -634,11 +653,18 @@ void fold_dualpipe(const Context& x, StageMemories& sm) {
         MemoryBreakdown& m = folded[k];
         m.weights = a.weights + other.weights;
         m.grads = a.grads + other.grads;
-        m.optimizer = (a.optimizer + other.optimizer) * (x.p.zero >= 1 ? 0.5 : 1.0);
+        // DualPipeV keeps one copy of each stage: its states are the two stages' own.
+        const bool copies = x.p.schedule == Schedule::dualpipe;
+        m.optimizer = (a.optimizer + other.optimizer) * (copies && x.p.zero >= 1 ? 0.5 : 1.0);
         m.activations = (aa.per_mb + ab.per_mb) * (d(pp + 1) / 2.0) + max(aa.once, ab.once);
         m.logits = a.logits + other.logits;
         m.comm_buffers = a.comm_buffers + other.comm_buffers;
         finish_memory(x, m);
+    }
+    if (x.p.schedule == Schedule::dualpipev) {
+        // The last rank (pp-1) holds stages pp-1 and pp, two middle stages: like rank 1. Stage
+        // 2pp-1 (idx 2) stays in idx for the time: it is rank 0's second stage.
+        folded[2] = folded[1];
     }
     sm.peak = 0;
     for (int k = 0; k < 3; ++k) {
@@ -933,10 +959,13 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
             slow = k;
         }
     }
-    if (plan.schedule == Schedule::dualpipe) {
+    if (bidirectional(plan.schedule)) {
         // Rank r holds stage r and stage p-1-r: both stages' layers (memory is folded already).
         for (int k = 0; k < 3; ++k) {
             e.stage[k].layers += layers_on_stage(model.layers, plan, plan.pp - 1 - idx[k]);
+        }
+        if (plan.schedule == Schedule::dualpipev) {
+            e.stage[2] = e.stage[1];  // the last rank holds two middle stages (fold_dualpipe)
         }
     }
     const double middles = d(std::max<int64_t>(0, plan.pp - 2));
@@ -958,28 +987,34 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     }
     const double mb = d(x.micro);
     Seconds pipe = pipeline_time(plan, x.micro, sum, tmax);
-    const bool dual = plan.schedule == Schedule::dualpipe;
+    const bool dual = bidirectional(plan.schedule);
+    const bool vee = plan.schedule == Schedule::dualpipev;  // plan: its 2 pp-stage view
     // DualPipe: stage k's partner on its rank (stage p-1-k; the middle stage's partner is a
     // middle stage, the first's the last).
     const auto partner = [&](int k) { return k == 0 ? 2 : k == 2 ? 0 : plan.pp >= 4 ? 1 : 0; };
-    // Under DualPipe, rank k's work: the mean of its two stages' (it runs m / 2 micro-batches
-    // through each; its F&B pairs a forward of one stage with a backward of the other).
+    // Under DualPipe, rank k's work per micro-batch: the mean of its two stages' (it runs m / 2
+    // micro-batches through each; its F&B pairs a forward of one stage with a backward of the
+    // other). Under DualPipeV every micro-batch crosses both of the rank's stages: their sum.
     StageWork rank[3];
     if (dual) {
+        const double share = vee ? 1.0 : 0.5;
         for (int k = 0; k < 3; ++k) {
             const StageWork& a = w[k];
             const StageWork& b = w[partner(k)];
             StageWork& r = rank[k];
             r = a;
-            r.cost.fwd = (a.cost.fwd + b.cost.fwd) * 0.5;
-            r.cost.bwd = (a.cost.bwd + b.cost.bwd) * 0.5;
-            r.compute = (a.compute + b.compute) * 0.5;
-            r.tp = (a.tp + b.tp) * 0.5;
-            r.cp = (a.cp + b.cp) * 0.5;
-            r.ep = (a.ep + b.ep) * 0.5;
-            r.zero3 = (a.zero3 + b.zero3) * 0.5;
-            r.p2p = (a.p2p + b.p2p) * 0.5;
-            r.expert_overhead = (a.expert_overhead + b.expert_overhead) * 0.5;
+            r.cost.fwd = (a.cost.fwd + b.cost.fwd) * share;
+            r.cost.bwd = (a.cost.bwd + b.cost.bwd) * share;
+            r.compute = (a.compute + b.compute) * share;
+            r.tp = (a.tp + b.tp) * share;
+            r.cp = (a.cp + b.cp) * share;
+            r.ep = (a.ep + b.ep) * share;
+            r.zero3 = (a.zero3 + b.zero3) * share;
+            r.p2p = (a.p2p + b.p2p) * share;
+            r.expert_overhead = (a.expert_overhead + b.expert_overhead) * share;
+        }
+        if (vee) {
+            rank[2] = rank[1];  // the last rank: stages pp-1 and pp, two middle stages
         }
         // A forward and a backward of two micro-batches overlapped (F&B): each one's all-to-all
         // and pipeline send run under the other's compute (DeepSeek-V3 report Sec. 3.2.1,
@@ -1000,7 +1035,11 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         // same FLOPs; the exposed all-to-all, split evenly between the passes, left out).
         const StageWork& r = rank[slow];
         const Seconds wgrad = (r.cost.bwd - r.ep * 0.5) * 0.5;
-        pipe = tmax * mb + dualpipe_bubble(plan.pp, tmax, r.cost.bwd, wgrad);
+        // DualPipeV's bubble is the README's for its 2 pp stages, F&B, B and W of one stage:
+        // half the rank's.
+        const double chunk = vee ? 0.5 : 1.0;
+        pipe = tmax * mb +
+               dualpipe_bubble(plan.pp, tmax * chunk, r.cost.bwd * chunk, wgrad * chunk);
     }
     Seconds tail;
     int tail_stage = 0;
@@ -1059,7 +1098,7 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         e.hardware_flops = none + (e.hardware_flops - none) * redo;
     }
     const double t = e.iteration_time.value();
-    const double gpus = d(plan_gpus(plan));
+    const double gpus = d(plan_gpus(launched(x)));
     // MFU against the dense peak of the precision the linear GEMMs run in (fp8 on an A100: bf16).
     const double peak_flops_s =
         peak_flops(cluster.gpu, runnable_dtype(cluster.gpu, job.compute)).value();
@@ -1085,7 +1124,7 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         e.longest_collective =
             max(e.longest_collective, w[0].cost.dp_grad_sync + w[0].cost.optimizer);
     }
-    e.risk_mask = detect_risks(model, cluster, job, plan, x.links, e);
+    e.risk_mask = detect_risks(model, cluster, job, launched(x), x.links, e);
     return e;
 }
 
@@ -1098,14 +1137,16 @@ estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job,
     const LayerParts whole = mixed_recompute(plan)
                                  ? layer_parts(model, cluster, job, without_recompute(plan), links)
                                  : LayerParts{};
+    const Plan view = stage_view(plan);
     const Context x{model,
                     cluster,
                     job,
-                    plan,
+                    view,
                     links,
                     parts,
                     num_microbatches(plan, job),
-                    mixed_recompute(plan) ? &whole : nullptr};
+                    mixed_recompute(plan) ? &whole : nullptr,
+                    view.pp != plan.pp ? &plan : nullptr};
     return assemble(x, stage_memories(x), model_flops(model, job));
 }
 
@@ -1170,7 +1211,9 @@ Estimate Estimator::operator()(const Plan& plan) {
     const PlanLinks& links = this->links(plan);
     const LayerParts& lp = parts(plan);
     const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
-    const Context x{model_, cluster_, job_, plan, links, lp, num_microbatches(plan, job_), whole};
+    const Plan view = stage_view(plan);
+    const Context x{model_, cluster_, job_, view, links, lp, num_microbatches(plan, job_), whole,
+                    view.pp != plan.pp ? &plan : nullptr};
     return assemble(x, stage_memories(x), model_flops_);
 }
 
@@ -1180,9 +1223,13 @@ std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check,
     const LayerParts& lp = parts(plan);
     const int64_t micro = num_microbatches(plan, job_);
     const Bytes usable = usable_memory(cluster_.gpu);
+    const Plan view = stage_view(plan);  // one copy per plan: cheap next to the stages' pricing
     StageMemories sm;
     check.complete = stage_memories(
-        Context{model_, cluster_, job_, plan, no_links, lp, micro}, sm, max(usable, stop_above));
+        Context{model_, cluster_, job_, view, no_links, lp, micro, nullptr,
+                view.pp != plan.pp ? &plan : nullptr},
+        sm,
+        max(usable, stop_above));
     check.peak = sm.mem[sm.peak].total;
     check.stage = sm.idx[sm.peak];
     check.usable = usable;
@@ -1195,7 +1242,10 @@ std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check,
     const PlanLinks& links = this->links(plan);
     const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
     return assemble(
-        Context{model_, cluster_, job_, plan, links, lp, micro, whole}, sm, model_flops_);
+        Context{model_, cluster_, job_, view, links, lp, micro, whole,
+                view.pp != plan.pp ? &plan : nullptr},
+        sm,
+        model_flops_);
 }
 
 }  // namespace cleave

@@ -22,6 +22,9 @@ double bubble_fraction(const Plan& p, int64_t m) {
     if (p.schedule == Schedule::dualpipe) {
         return d(p.pp - 2) / (3.0 * d(m) + d(p.pp - 2));
     }
+    if (p.schedule == Schedule::dualpipev) {
+        return d(p.pp - 1) / (3.0 * d(m) + d(p.pp - 1));
+    }
     const double v = interleaved(p) ? d(p.vpp) : 1.0;
     return d(p.pp - 1) / (v * d(m) + d(p.pp - 1));
 }
@@ -31,7 +34,7 @@ Seconds dualpipe_bubble(int64_t p, Seconds fb, Seconds b, Seconds w) {
 }
 
 double inflight_microbatches(const Plan& p, int64_t m, int64_t s) {
-    if (p.schedule == Schedule::dualpipe) {
+    if (bidirectional(p.schedule)) {
         return 1.0;
     }
     // The one schedule's peak (core/schedule.hpp), in whole stages of v chunks.

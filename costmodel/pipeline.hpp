@@ -13,7 +13,8 @@ namespace cleave {
 /// interleaved schedule (Narayanan et al. 2021, Sec. 2.2). p=8, m=4: 7/11. DualPipe: its bubble
 /// (p/2-1)(F&B + B - 3W) (dualpipe_bubble) over m (F + B) of work, with B = 2F, W = B/2 and F&B
 /// = F + B: (p/2-1) 2F / (3 m F + (p/2-1) 2F) = (p-2)/(3m + p - 2); p=16, m=120: 14/374.
-/// Precondition m >= 1.
+/// DualPipeV, p ranks of 2p stages of one-stage times F: (p-1) 2F over 2 m 3F of work:
+/// (p-1)/(3m + p - 1); p=8, m=32: 7/103. Precondition m >= 1.
 [[nodiscard]] double bubble_fraction(const Plan& p, int64_t m);
 
 /// DualPipe's bubble on one rank: (p/2 - 1)(F&B + B - 3W) (deepseek-ai/DualPipe README, "Pipeline

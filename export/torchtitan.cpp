@@ -17,6 +17,8 @@ const char* schedule_name(const Plan& p) {
         return "Interleaved1F1B";
     case Schedule::one_f_one_b:
         return "1F1B";
+    case Schedule::dualpipev:
+        return "DualPipeV";
     case Schedule::dualpipe:
         break;  // not a torch.distributed.pipelining schedule: write_export refuses it
     }
@@ -82,9 +84,20 @@ void write_torchtitan(std::ostream& os, const ModelSpec& model, const JobSpec& j
         os << "pipeline_parallel_schedule = \"" << schedule_name(p) << "\"\n";
         os << "num_pp_microbatches = " << m << "\n";
         os << "module_fqns_per_model_part = [\n";
-        for (int64_t c = 0; c < p.vpp; ++c) {
-            for (int64_t s = 0; s < p.pp; ++s) {
-                os << "  " << model_part(model, p, s, c) << ",\n";
+        if (p.schedule == Schedule::dualpipev) {
+            // 2 pp stages in order; torchtitan places stage s and stage 2pp-1-s on rank s for
+            // ScheduleDualPipeV ("v" style, 2 stages per rank: torchtitan/distributed/
+            // pipeline_parallel.py stage_ids_this_rank @b5bcd76c66).
+            Plan v = p;
+            v.pp = 2 * p.pp;
+            for (int64_t s = 0; s < v.pp; ++s) {
+                os << "  " << model_part(model, v, s, 0) << ",\n";
+            }
+        } else {
+            for (int64_t c = 0; c < p.vpp; ++c) {
+                for (int64_t s = 0; s < p.pp; ++s) {
+                    os << "  " << model_part(model, p, s, c) << ",\n";
+                }
             }
         }
         os << "]\n";

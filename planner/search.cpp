@@ -567,16 +567,18 @@ private:
                 layer_maps(p, *maps);
             }
         }
-        // DualPipe only when asked for: no framework cleave exports to runs it, so the search
-        // does not recommend it on its own.
-        if (o_.fixed.schedule && *o_.fixed.schedule == Schedule::dualpipe &&
-            !unfixed(o_.fixed.vpp, 1)) {
+        // DualPipe and DualPipeV only when asked for: no framework cleave exports to runs
+        // DualPipe, and DualPipeV's pricing (one closed form, no event playback) is newer than
+        // the rest, so the search does not recommend either on its own.
+        if (o_.fixed.schedule && bidirectional(*o_.fixed.schedule) && !unfixed(o_.fixed.vpp, 1)) {
             p.vpp = 1;
-            p.schedule = Schedule::dualpipe;
+            p.schedule = *o_.fixed.schedule;
             p.first_layers = 0;
             p.last_layers = 0;
             if (!keeps(Rule::dualpipe_shape, m_, job_, p)) {
                 reject(RejectReason::schedule, p);
+            } else if (p.schedule == Schedule::dualpipev) {
+                knobs(p);  // its 2 pp stages equal (Rule::dualpipe_shape)
             } else {
                 layer_maps(p, *pl.flat);
             }

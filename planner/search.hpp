@@ -36,7 +36,7 @@ enum class RejectReason : uint8_t {
     seq,            // 2*cp (ring attention) or tp*cp (sequence parallelism) does not divide seq
     experts,        // ep does not divide the experts
     interleave,     // interleaved schedule: fewer micro-batches than pp (Megatron)
-    schedule,       // dualpipe: odd pp, or an odd count or fewer than 2 pp micro-batches
+    schedule,       // dualpipe(v): odd pp, too few micro-batches, an uneven V (Rule::dualpipe_shape)
     zero_pipeline,  // ZeRO-2/3 with pp > 1 (neither Megatron nor DeepSpeed can)
     tp_cross_node,  // TP group leaves the node while SearchOptions::allow_tp_cross_node is off
     heuristic,      // skipped by SearchOptions::heuristics (only when asked)

@@ -332,6 +332,25 @@ TEST_SUITE("costmodel") {
         const auto sim = with({"simulate"}, {});
         CHECK(sim.code == 2);
         CHECK(sim.err.find("does not play DualPipe") != std::string::npos);
+        // DualPipeV runs in torchtitan: 2 pp = 8 parts in stage order (torchtitan places stage
+        // s and 7 - s on rank s), the embedding in the first, the output layer in the last;
+        // Llama 3 8B's 32 layers, 4 per stage.
+        const auto tt = test::run_cleave({"plan", root + "/examples/llama-3-8b.toml", "dgx-h100",
+                                          "--gpus", "16", "--gbs", "64", "--seq", "8192", "--pp",
+                                          "4", "--schedule", "dualpipev", "--stack",
+                                          "torchtitan-fsdp2", "--format", "torchtitan"});
+        REQUIRE(tt.code == 0);
+        CHECK(tt.out.find("pipeline_parallel_schedule = \"DualPipeV\"") != std::string::npos);
+        CHECK(tt.out.find("  [\"tok_embeddings\", \"layers.0\", \"layers.1\", \"layers.2\", "
+                          "\"layers.3\"],\n  [\"layers.4\"") != std::string::npos);
+        CHECK(tt.out.find("[\"layers.28\", \"layers.29\", \"layers.30\", \"layers.31\", "
+                          "\"norm\", \"output\"],\n]") != std::string::npos);
+        const auto vm = test::run_cleave({"plan", root + "/examples/llama-3-8b.toml", "dgx-h100",
+                                          "--gpus", "16", "--gbs", "64", "--seq", "8192", "--pp",
+                                          "4", "--schedule", "dualpipev", "--format", "megatron"});
+        CHECK(vm.code == 2);
+        CHECK(vm.err.find("DualPipeV is a torch.distributed.pipelining schedule") !=
+              std::string::npos);
         // An odd pp is named by the rule.
         const auto odd = test::run_cleave({"explain", root + "/examples/llama-3-70b.toml",
                                            "dgx-h100", "--gpus", "48", "--gbs", "240", "--tp", "4",

@@ -73,6 +73,11 @@ TEST_SUITE("costmodel") {
         CHECK(bubble_fraction(p, 120) == doctest::Approx(14.0 / 374.0).epsilon(1e-12));
         // One micro-batch of one stage in flight: the ranks are folded in the estimate.
         CHECK(inflight_microbatches(p, 120, 0) == 1.0);
+        // DualPipeV, p = 8 ranks of 16 stages, stage times F, B = 2F, W = F, F&B = 3F: bubble
+        // (16/2 - 1)(3F + 2F - 3F) = 14F over 32 x 2 x 3F of work: 7 / (96 + 7) = 7/103.
+        Plan v = test::plan(1, 1, 8);
+        v.schedule = Schedule::dualpipev;
+        CHECK(bubble_fraction(v, 32) == doctest::Approx(7.0 / 103.0).epsilon(1e-12));
     }
 
     TEST_CASE("pipeline: the dualpipe rule asks for an even pp and micro-batches, at least 2 pp") {
@@ -102,6 +107,22 @@ TEST_SUITE("costmodel") {
         j.global_batch = 16;
         p.offload_layers = 2;
         CHECK_FALSE(keeps(Rule::dualpipe_shape, m, j, p));
+        // DualPipeV: any pp >= 2, at least 2 pp micro-batches (odd is fine), 2 pp equal stages.
+        // pp 3 (dp 2, tp 8 on 48 GPUs): 96 layers / 6 stages = 16; GBS 14 -> 7 micro-batches.
+        JobSpec jv = test::job(48, 14);
+        Plan pv = test::plan(2, 8, 3);
+        pv.schedule = Schedule::dualpipev;
+        CHECK(keeps(Rule::dualpipe_shape, m, jv, pv));
+        jv.global_batch = 10;  // 5 < 2 pp = 6
+        CHECK_FALSE(keeps(Rule::dualpipe_shape, m, jv, pv));
+        jv.global_batch = 14;
+        Plan p5 = test::plan(2, 8, 5);  // 96 layers over 10 stages: uneven
+        p5.schedule = Schedule::dualpipev;
+        const auto bad = plan_violations(m, test::job(80, 20), p5);
+        CHECK(std::find_if(bad.begin(), bad.end(), [](const Violation& x) {
+                  return x.rule == Rule::dualpipe_shape &&
+                         x.message.find("dualpipev runs 2 pp = 10 equal stages: layers=96") == 0;
+              }) != bad.end());
     }
 
     TEST_CASE("estimate: DualPipe holds two stages per rank and hides the pipeline sends") {
@@ -148,6 +169,47 @@ TEST_SUITE("costmodel") {
         CHECK(b.time.dp_comm.value() ==
               doctest::Approx((b.stage[0].dp_grad_sync + b.stage[2].dp_grad_sync).value())
                   .epsilon(1e-9));
+    }
+
+    TEST_CASE("estimate: DualPipeV folds 2 pp stages into pp ranks in a V, one copy of each") {
+        // GPT-3 175B on 64 A100s, tp 8, pp 4 ranks of 8 stages (12 layers each), dp 2, GBS 64:
+        // 32 micro-batches. Rank 0 holds stages 0 and 7 (the embedding and the output layer),
+        // rank 1 stages 1 and 6, rank 3 stages 3 and 4.
+        const ModelSpec m = test::gpt3();
+        const ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(64, 64);
+        Plan v = test::plan(2, 8, 4);
+        v.zero = 1;
+        v.schedule = Schedule::dualpipev;
+        // The 8-stage 1F1B view of the same model prices one stage of 12 layers.
+        Plan eight = test::plan(2, 8, 8);
+        eight.zero = 1;
+        JobSpec j8 = j;
+        j8.gpus = 128;
+        const Estimate s = estimate(m, c, j8, eight);
+        const Estimate e = estimate(m, c, j, v);
+        CHECK(e.stage[0].layers == 24);
+        CHECK(e.stage[1].layers == 24);
+        CHECK(e.stage[2].layers == 24);
+        // A middle rank: two middle stages' states, one copy (ZeRO-1 over dp 2 as in 1F1B), and
+        // 2 pp + 1 = 9 micro-batches of one stage's activations; the 8-stage 1F1B's stage 1
+        // holds p - 1 = 7 of them.
+        const MemoryBreakdown& mid = e.stage[1].memory;
+        const MemoryBreakdown& one = s.stage[1].memory;
+        CHECK(mid.weights.value() == doctest::Approx(2.0 * one.weights.value()));
+        CHECK(mid.optimizer.value() == doctest::Approx(2.0 * one.optimizer.value()));
+        CHECK(mid.activations.value() == doctest::Approx(one.activations.value() * 9.0 / 7.0));
+        // Rank 0 also holds the output layer: more than a middle rank.
+        CHECK(e.stage[0].memory.weights > mid.weights);
+        // Time: every micro-batch crosses both of a rank's stages; the bubble is the README's
+        // for 8 stages at one stage's F&B, B, W: (8/2 - 1)(t/2 + B/2 - 3B/4), t and B the
+        // slowest rank's per micro-batch.
+        CHECK(e.time.pp_comm.value() == 0.0);
+        CHECK(e.bubble_ratio < s.bubble_ratio);
+        CHECK(e.mfu > 0.0);
+        // MFU over the 64 GPUs launched, not the 128 of the 8-stage view: same FLOPs per step.
+        CHECK(e.tflops_per_gpu ==
+              doctest::Approx(e.model_flops.value() / e.iteration_time.value() / 64.0 / 1e12));
     }
 }
 
