@@ -12,6 +12,8 @@
 #include "costmodel/risks.hpp"
 
 #include <algorithm>
+#include <array>
+#include <optional>
 #include <limits>
 
 namespace cleave {
@@ -145,8 +147,10 @@ RecomputeShape recompute_shape(const Plan& p, int64_t layers) {
 
 // Hybrid: a hybrid model (is_hybrid(x.m)) with its layers by kind. Two instantiations, so the
 // transformer one keeps a single call site and stays inlined in the planner's inner loop.
+// Forced inline: the DualPipe fold calls these too, and the extra call sites made GCC stop
+// inlining them into stage_memories, the planner's hot loop (bench_planner +10 %).
 template <bool Hybrid>
-StageParams stage_params(const Context& x, int64_t s) {
+[[gnu::always_inline]] inline StageParams stage_params(const Context& x, int64_t s) {
     const ModelSpec& m = x.m;
     const LayerParts& lp = x.parts;
     StageParams sp;
@@ -249,7 +253,7 @@ int64_t offloaded_layers(const Plan& p, int64_t layers) {
 
 /// The sums of a stage's memory: allocated, the allocator's reserve, what lies outside it and
 /// what must fit.
-void finish_memory(const Context& x, MemoryBreakdown& mem) {
+[[gnu::always_inline]] inline void finish_memory(const Context& x, MemoryBreakdown& mem) {
     mem.allocated = mem.weights + mem.grads + mem.optimizer + mem.activations + mem.logits +
                     mem.comm_buffers;
     mem.allocator = mem.allocated * x.job.stack.allocator_overhead;
@@ -267,7 +271,7 @@ void finish_memory(const Context& x, MemoryBreakdown& mem) {
 }
 
 template <bool Hybrid>
-MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp) {
+[[gnu::always_inline]] inline MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp) {
     const Plan& p = x.p;
     const int64_t dp_shard = p.dp * p.cp;
     const StateBytes dn = model_states(x.job, sp.dense, p.zero, dp_shard);
@@ -995,8 +999,9 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     // Under DualPipe, rank k's work per micro-batch: the mean of its two stages' (it runs m / 2
     // micro-batches through each; its F&B pairs a forward of one stage with a backward of the
     // other). Under DualPipeV every micro-batch crosses both of the rank's stages: their sum.
-    StageWork rank[3];
+    std::optional<std::array<StageWork, 3>> ranks;  // built only under DualPipe
     if (dual) {
+        std::array<StageWork, 3>& rank = ranks.emplace();
         const double share = vee ? 1.0 : 0.5;
         for (int k = 0; k < 3; ++k) {
             const StageWork& a = w[k];
@@ -1053,7 +1058,7 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
             tail_stage = k;
         }
     }
-    const StageWork& ws = dual ? rank[slow] : w[slow];
+    const StageWork& ws = dual ? (*ranks)[static_cast<std::size_t>(slow)] : w[slow];
     e.time.compute = ws.compute * mb;
     e.time.tp_comm = ws.tp * mb;
     e.time.cp_comm = ws.cp * mb;
@@ -1211,23 +1216,31 @@ Estimate Estimator::operator()(const Plan& plan) {
     const PlanLinks& links = this->links(plan);
     const LayerParts& lp = parts(plan);
     const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
-    const Plan view = stage_view(plan);
+    std::optional<Plan> v;  // DualPipeV's stage view; every other plan as it is
+    const Plan& view = plan.schedule == Schedule::dualpipev ? v.emplace(stage_view(plan)) : plan;
     const Context x{model_, cluster_, job_, view, links, lp, num_microbatches(plan, job_), whole,
-                    view.pp != plan.pp ? &plan : nullptr};
+                    v ? &plan : nullptr};
     return assemble(x, stage_memories(x), model_flops_);
 }
 
 std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check, Bytes stop_above) {
+    if (plan.schedule == Schedule::dualpipev) {
+        const Plan view = stage_view(plan);
+        return fits_as(plan, view, &plan, check, stop_above);
+    }
+    return fits_as(plan, plan, nullptr, check, stop_above);
+}
+
+std::optional<Estimate> Estimator::fits_as(
+    const Plan& plan, const Plan& view, const Plan* ranks, MemoryCheck& check, Bytes stop_above) {
     // Memory reads no link: the links are worked out only for a plan that fits.
     static const PlanLinks no_links{};
     const LayerParts& lp = parts(plan);
     const int64_t micro = num_microbatches(plan, job_);
     const Bytes usable = usable_memory(cluster_.gpu);
-    const Plan view = stage_view(plan);  // one copy per plan: cheap next to the stages' pricing
     StageMemories sm;
     check.complete = stage_memories(
-        Context{model_, cluster_, job_, view, no_links, lp, micro, nullptr,
-                view.pp != plan.pp ? &plan : nullptr},
+        Context{model_, cluster_, job_, view, no_links, lp, micro, nullptr, ranks},
         sm,
         max(usable, stop_above));
     check.peak = sm.mem[sm.peak].total;
@@ -1242,10 +1255,7 @@ std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check,
     const PlanLinks& links = this->links(plan);
     const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
     return assemble(
-        Context{model_, cluster_, job_, view, links, lp, micro, whole,
-                view.pp != plan.pp ? &plan : nullptr},
-        sm,
-        model_flops_);
+        Context{model_, cluster_, job_, view, links, lp, micro, whole, ranks}, sm, model_flops_);
 }
 
 }  // namespace cleave

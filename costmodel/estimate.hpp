@@ -268,6 +268,10 @@ private:
     };
 
     const LayerParts& parts(const Plan& plan);
+    /// if_fits() with the stages priced on `view` (DualPipeV's 2 pp-stage view, else the plan);
+    /// `ranks` the plan as launched when the two differ.
+    std::optional<Estimate>
+    fits_as(const Plan& plan, const Plan& view, const Plan* ranks, MemoryCheck& check, Bytes stop);
     /// plan_links() of the plan, kept for the last group sizes seen: the planner varies the
     /// knobs (mbs, recompute, sp, vpp, schedule) innermost under one (tp, cp, ep, etp, dp, pp).
     const PlanLinks& links(const Plan& plan);
