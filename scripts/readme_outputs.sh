@@ -47,4 +47,9 @@ run explain-knobs explain examples/llama-3-70b.toml dgx-h100 --gpus 64 --gbs 256
    --use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16 $J
 run plan-nano plan examples/hf/nemotron-3-nano-30b-a3b.config.json gb200-nvl72 --gpus 64 --gbs 512 --seq 8192 $J
 run explain-muon explain $SEED --zero 1 --optimizer muon $J
+run explain-dualpipe explain examples/hf/deepseek-v3.config.json h800 --gpus 2048 --gbs 15360 --seq 4096 \
+   --pp 16 --ep 64 --etp 1 --zero 1 --dtype fp8 --fp8-recipe blockwise --first-stage-layers 3 \
+   --last-stage-layers 2 --recompute-modules layernorm,mla_up_proj,moe_act --schedule dualpipe $J
+run plan-dualpipev plan examples/llama-3-8b.toml dgx-h100 --gpus 16 --gbs 64 --seq 8192 --pp 4 \
+   --schedule dualpipev --stack torchtitan-fsdp2 --format torchtitan
 echo "$n outputs in $OUT"
