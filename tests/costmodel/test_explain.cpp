@@ -319,7 +319,8 @@ TEST_SUITE("costmodel") {
                                             "dgx-h100", "--gpus", "64", "--gbs", "256", "--top",
                                             "50", "--format", "json"});
         REQUIRE(free.code == 0);
-        for (const auto& p : nlohmann::json::parse(free.out)["plans"]) {
+        const auto free_plans = nlohmann::json::parse(free.out)["plans"];
+        for (const auto& p : free_plans) {
             CHECK(p["plan"]["schedule"] != "dualpipe");
         }
         // No framework cleave exports to runs it; the simulator does not play it (exit 2, named).
