@@ -1024,9 +1024,15 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         // A forward and a backward of two micro-batches overlapped (F&B): each one's all-to-all
         // and pipeline send run under the other's compute (DeepSeek-V3 report Sec. 3.2.1,
         // "both all-to-all and PP communication can be fully hidden"), so a pair costs the
-        // larger of the two.
-        const auto pair = [](const StageWork& r) {
-            return max(r.cost.fwd + r.cost.bwd - r.ep, r.ep + r.p2p);
+        // larger of the two, and the compute the hidden communication runs beside loses the SMs
+        // its kernels hold (overlap_slowdown, the stack's comm_sm_fraction; the report gives
+        // communication 20 SMs of the H800's 132).
+        const double sm_share = job.stack.comm_sm_fraction;
+        const auto pair = [sm_share](const StageWork& r) {
+            const Seconds work = r.cost.fwd + r.cost.bwd - r.ep;
+            const Seconds comm = r.ep + r.p2p;
+            const Seconds exposed = max(Seconds{}, comm - work);
+            return work + exposed + overlap_slowdown(comm, exposed, sm_share);
         };
         slow = 0;
         for (int k = 1; k < 3; ++k) {
@@ -1065,9 +1071,10 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     e.time.ep_comm = ws.ep * mb;
     e.expert_overhead = ws.expert_overhead * mb;
     e.time.pp_comm = ws.p2p * mb;
-    if (dual) {  // what the overlapped pair leaves of the communication
-        e.time.ep_comm =
-            max(Seconds{}, ws.ep + ws.p2p - (ws.cost.fwd + ws.cost.bwd - ws.ep)) * mb;
+    if (dual) {  // what the overlapped pair leaves of the communication, and its SM cost
+        const Seconds comm = ws.ep + ws.p2p;
+        const Seconds exposed = max(Seconds{}, comm - (ws.cost.fwd + ws.cost.bwd - ws.ep));
+        e.time.ep_comm = (exposed + overlap_slowdown(comm, exposed, job.stack.comm_sm_fraction)) * mb;
         e.time.pp_comm = Seconds{};
     }
     const int tp_partner = dual ? partner(tail_stage) : tail_stage;

@@ -169,6 +169,16 @@ TEST_SUITE("costmodel") {
         CHECK(b.time.dp_comm.value() ==
               doctest::Approx((b.stage[0].dp_grad_sync + b.stage[2].dp_grad_sync).value())
                   .epsilon(1e-9));
+        // The hidden sends hold SMs: with comm_sm_fraction 0.15 (20 of 132 SMs) each of the 32
+        // micro-batches loses 0.15 x its p2p time (pp_p2p is half the per-micro-batch p2p),
+        // shown under ep_comm: 32 x 0.15 x 2 pp_p2p.
+        CHECK(b.time.ep_comm.value() == 0.0);
+        JobSpec jf = j;
+        jf.stack.comm_sm_fraction = 0.15;
+        const Estimate f = estimate(m, c, jf, dual);
+        REQUIRE(f.pp_p2p.value() > 0.0);
+        CHECK(f.time.ep_comm.value() ==
+              doctest::Approx(32.0 * 0.15 * 2.0 * f.pp_p2p.value()).epsilon(1e-9));
     }
 
     TEST_CASE("estimate: DualPipeV folds 2 pp stages into pp ranks in a V, one copy of each") {
