@@ -2,6 +2,7 @@
 // predicted vs measured peak memory (api/cleave.hpp published()).
 #include "api/cleave.hpp"
 #include "api/detail.hpp"
+#include "api/inputs.hpp"
 #include "core/calibration.hpp"
 #include "core/errors.hpp"
 #include "core/load.hpp"
@@ -164,14 +165,17 @@ void print_summary(std::ostream& os, const std::vector<Evaluated>& evs) {
         }
     }
     os << "# published layouts that do not fit at no headroom: " << misses << "\n";
-    // The layouts that ran with less to spare than the CLI's default headroom (5 % of the GPU's
-    // memory, api/inputs.cpp): what the default sets aside though it ran.
+    // The layouts that ran with less to spare than the CLI's default headroom (JobOptions,
+    // api/inputs.hpp): what the default sets aside though it ran.
+    const std::string headroom = JobOptions{}.memory_headroom;
     int64_t aside = 0;
     for (const auto& ev : evs) {
+        GpuSpec gpu;
+        gpu.memory = gib(ev.r.usable_gib);
         if (ev.c.expressible && ev.c.metric == PublishedMetric::iteration_time && ev.r.fits &&
-            ev.r.spare_gib < 0.05 * ev.r.usable_gib) {
+            ev.r.spare_gib < to_gib(parse_headroom(headroom, gpu))) {
             ++aside;
-            os << "# inside the default 5 % headroom: row " << ev.c.row_id << " ("
+            os << "# inside the default " << headroom << " headroom: row " << ev.c.row_id << " ("
                << ev.c.model_name << ", " << plan_str(ev.c.plan) << "): "
                << detail::format_number("%.2f", ev.r.spare_gib) << " GiB to spare = "
                << detail::format_number("%.1f", 100.0 * ev.r.spare_gib / ev.r.usable_gib)

@@ -570,7 +570,8 @@ private:
         // DualPipe and DualPipeV only when asked for: no framework cleave exports to runs
         // DualPipe, and DualPipeV's pricing (one closed form, no event playback) is newer than
         // the rest, so the search does not recommend either on its own.
-        if (o_.fixed.schedule && bidirectional(*o_.fixed.schedule) && !unfixed(o_.fixed.vpp, 1)) {
+        if (o_.fixed.schedule && bidirectional(*o_.fixed.schedule) &&
+            schedule_free(*o_.fixed.schedule, 1)) {
             p.vpp = 1;
             p.schedule = *o_.fixed.schedule;
             p.first_layers = 0;

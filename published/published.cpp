@@ -229,6 +229,18 @@ JobSpec job_of(const Reader& r, std::string& notes) {
     return j;
 }
 
+/// The list in a row's "that preset sets recompute_modules=[...]" note, brackets included, or "".
+std::string nearest_preset_recompute(const std::string& row_notes) {
+    const std::string rec = "that preset sets recompute_modules=[";
+    const auto at = row_notes.find(rec);
+    const auto end = at == std::string::npos ? at : row_notes.find(']', at);
+    if (end == std::string::npos) {
+        return "";
+    }
+    const auto from = at + rec.size() - 1;
+    return row_notes.substr(from, end - from + 1);
+}
+
 Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     Plan p;
     p.tp = r.count("tp", 1);
@@ -254,6 +266,14 @@ Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     } else if (rc.empty() && legacy) {
         p.recompute = Recompute::full;
         notes += "recompute not stated: full assumed (the source's TFLOP/s match SC21 eq. 3); ";
+    } else if (const std::string preset = nearest_preset_recompute(r.str("notes"));
+               rc.empty() && !preset.empty()) {
+        // No recompute in the table and no preset matching the row: the notes name the nearest
+        // preset's (same model, GPU and precision at the release), the perf script's memory
+        // setting for this model on this GPU, taken with it (rows 1024, 1027).
+        p.recompute_modules = parse_recompute_modules(preset);
+        p.recompute = Recompute::selective;
+        notes += "recompute not stated: the nearest preset's recompute_modules=" + preset + "; ";
     } else if (rc.empty()) {
         notes += "recompute not stated: none (Megatron-Core's default); ";
     }
@@ -363,30 +383,11 @@ void offload_of(const std::string& row_notes, Plan& p, std::string& notes) {
     }
 }
 
-/// Where the table leaves recompute unstated and no preset matches the row, the notes name the
-/// nearest preset's (same model, GPU and precision at the release) "that preset sets
-/// recompute_modules=[...]": the perf script's memory setting for this model on this GPU, taken
-/// with it. And where the table's own cells disagree (its GA is not GBS / (MBS x dp)) and that
+/// Where the table's own cells disagree (its GA is not GBS / (MBS x dp)) and the nearest
 /// preset differs from the row in the micro-batch alone ("has PP4, EP8 but MBS 1, table MBS 4"),
 /// the preset's MBS: the one configuration of the layout the recipe files hold.
-void nearest_preset_of(const Reader& r, Plan& p, std::string& notes) {
+void preset_microbatch_of(const Reader& r, Plan& p, std::string& notes) {
     const std::string& row_notes = r.str("notes");
-    const std::string rec = "that preset sets recompute_modules=[";
-    if (const auto at = row_notes.find(rec);
-        at != std::string::npos && r.str("activation_recompute").empty()) {
-        const auto from = at + rec.size() - 1;
-        const auto to = row_notes.find(']', from);
-        if (to != std::string::npos) {
-            p.recompute_modules = parse_recompute_modules(row_notes.substr(from, to - from + 1));
-            p.recompute = Recompute::selective;
-            const std::string stated = "recompute not stated: none (Megatron-Core's default); ";
-            if (const auto k = notes.find(stated); k != std::string::npos) {
-                notes.erase(k, stated.size());
-            }
-            notes += "recompute not stated: the nearest preset's recompute_modules=" +
-                     row_notes.substr(from, to - from + 1) + "; ";
-        }
-    }
     const int64_t ga = r.count("grad_accum_steps", 0);
     const int64_t gbs = r.count("global_batch_size", 0);
     const std::string but = "but MBS ";
@@ -507,7 +508,7 @@ PublishedCase case_of(const Reader& r) {
     }
     offload_of(r.str("notes"), c.plan, notes);
     if (c.source_key.rfind("MBRIDGE", 0) == 0) {
-        nearest_preset_of(r, c.plan, notes);
+        preset_microbatch_of(r, c.plan, notes);
     }
     layer_map_of(c.model, c.job, c.plan, notes);
     c.metric = r.str("data_kind") == "layer_time" ? PublishedMetric::layer_time
