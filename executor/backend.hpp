@@ -80,6 +80,24 @@ public:
 /// fp32 in memory, and weights, gradients and Adam's moments are fp32 (the master copy).
 enum class GemmPrecision { fp32, bf16, fp16 };
 
+/// Sizes of one Mamba-2 SSD scan on one rank (issue 26): this rank's heads and groups (TP
+/// splits both, Megatron-Core mamba_mixer.py).
+struct SsdShape {
+    int64_t seq = 0;
+    int64_t batch = 0;
+    int64_t heads = 0;     // H: heads of this rank
+    int64_t head_dim = 0;  // P
+    int64_t groups = 0;    // G: B / C groups of this rank; heads / groups heads share one
+    int64_t state = 0;     // N
+    int64_t chunk = 0;     // Q: the SSD chunk length; the last chunk may be shorter
+
+    [[nodiscard]] int64_t rows() const { return seq * batch; }
+
+    [[nodiscard]] int64_t chunks() const { return (seq + chunk - 1) / chunk; }
+
+    bool operator==(const SsdShape&) const = default;
+};
+
 struct BackendOptions {
     /// Seconds any single collective / send / recv may take before CommTimeout; <= 0 = no limit.
     double timeout_s = 0.0;
@@ -245,6 +263,90 @@ public:
     virtual void swiglu_fwd(View gate, View up, View y) = 0;
     /// dgate = dy * up * silu'(gate); dup = dy * silu(gate).
     virtual void swiglu_bwd(View gate, View up, View dy, View dgate, View dup) = 0;
+    /// y = max(x, 0)^2 (Nemotron-H's MLPs, Megatron --squared-relu). The default goes through
+    /// host memory (executor/backend_host.cpp), as do all the Mamba-2 operations below.
+    virtual void squared_relu_fwd(View x, View y);
+    /// dx = 2 max(x, 0) dy.
+    virtual void squared_relu_bwd(View x, View dy, View dx);
+
+    // ---- Mamba-2 (issue 26; the formulas in executor/ssm_kernels.hpp) -------------------------
+
+    /// Depthwise causal conv1d along the sequence of x [seq * batch, channels] with taps w
+    /// [kernel, channels] and bias [channels] into y.
+    virtual void causal_conv1d_fwd(View x,
+                                   int64_t seq,
+                                   int64_t batch,
+                                   int64_t channels,
+                                   int64_t kernel,
+                                   View w,
+                                   View bias,
+                                   View y);
+    /// Its gradient: dx overwritten, dw and dbias accumulated.
+    virtual void causal_conv1d_bwd(View x,
+                                   View dy,
+                                   int64_t seq,
+                                   int64_t batch,
+                                   int64_t channels,
+                                   int64_t kernel,
+                                   View w,
+                                   View dx,
+                                   View dw,
+                                   View dbias);
+    /// y = x sigmoid(x).
+    virtual void silu_fwd(View x, View y);
+    /// dx = dy silu'(x); dx may be dy.
+    virtual void silu_bwd(View x, View dy, View dx);
+    /// The chunked SSD scan: x, y [rows, H P]; dt_raw [rows, H]; b, c [rows, G N]; dt_bias,
+    /// a_log, d [H].
+    virtual void ssd_fwd(const SsdShape& s,
+                         View x,
+                         View dt_raw,
+                         View dt_bias,
+                         View a_log,
+                         View b,
+                         View c,
+                         View d,
+                         View y);
+    /// Its gradient: dx, ddt_raw, db, dc overwritten; ddt_bias, da_log, dd accumulated.
+    virtual void ssd_bwd(const SsdShape& s,
+                         View x,
+                         View dt_raw,
+                         View dt_bias,
+                         View a_log,
+                         View b,
+                         View c,
+                         View d,
+                         View dy,
+                         View dx,
+                         View ddt_raw,
+                         View db,
+                         View dc,
+                         View ddt_bias,
+                         View da_log,
+                         View dd);
+    /// Gated RMSNorm, gate first: out = rmsnorm_group(y silu(z)) gamma; rstd [rows, cols /
+    /// group] saved.
+    virtual void gated_rmsnorm_fwd(View y,
+                                   View z,
+                                   int64_t rows,
+                                   int64_t cols,
+                                   int64_t group,
+                                   View gamma,
+                                   float eps,
+                                   View out,
+                                   View rstd);
+    /// Its gradient: dy, dz overwritten; dgamma accumulated.
+    virtual void gated_rmsnorm_bwd(View dout,
+                                   View y,
+                                   View z,
+                                   int64_t rows,
+                                   int64_t cols,
+                                   int64_t group,
+                                   View gamma,
+                                   View rstd,
+                                   View dy,
+                                   View dz,
+                                   View dgamma);
 
     // ---- attention -----------------------------------------------------------------------------
 
