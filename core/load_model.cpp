@@ -1,4 +1,4 @@
-// Model TOML ([model] and [model.moe]) and the value checks every model loader shares.
+// Model TOML ([model], [model.moe], [model.mla], [model.mamba]) and the value checks every model loader shares.
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
 
@@ -192,6 +192,10 @@ void read_style(TableReader& r, ModelSpec& m) {
     set(m.tied_embeddings, r.flag("tied_embeddings", Need::optional));
     set(m.linear_bias, r.flag("linear_bias", Need::optional));
     set(m.qkv_bias, r.flag("qkv_bias", Need::optional));
+    set(m.squared_relu, r.flag("squared_relu", Need::optional));
+    if (m.squared_relu && m.mlp == MlpKind::swiglu) {
+        r.bad_value("squared_relu", "= true needs an ungated MLP (mlp = \"gelu\" shapes: up + down)");
+    }
 }
 
 void read_sizes(TableReader& r, ModelSpec& m) {
@@ -254,6 +258,78 @@ void read_moe(TableReader& r, ModelSpec& m) {
     r.finish();
 }
 
+// [model.mamba]: the Mamba-2 mixer of a hybrid model (core/model.hpp MambaSpec; the names of
+// Megatron-Core's MambaMixer / transformers' NemotronHConfig).
+void read_mamba(TableReader& r, ModelSpec& m) {
+    set(m.mamba.heads, r.count("heads", Need::required));
+    set(m.mamba.head_dim, r.count("head_dim", Need::required));
+    set(m.mamba.state, r.count("state", Need::required));
+    set(m.mamba.groups, r.count("groups", Need::required));
+    set(m.mamba.conv_kernel, r.count("conv_kernel", Need::optional));
+    set(m.mamba.chunk, r.count("chunk", Need::optional));
+    if (m.mamba.heads > 0 && m.mamba.groups > 0 && m.mamba.heads % m.mamba.groups != 0) {
+        r.bad_value("groups",
+                    "'groups' = " + std::to_string(m.mamba.groups) + " does not divide 'heads' = " +
+                        std::to_string(m.mamba.heads) + " (heads share B and C within a group)");
+    }
+    r.finish();
+}
+
+// hybrid_layer_pattern: one letter a layer, as Megatron's --hybrid-layer-pattern writes it
+// (M Mamba-2, * attention, - MLP, E MoE). Stage boundaries ('|') belong to the plan, not the
+// model, and are refused here.
+void read_pattern(TableReader& r, ModelSpec& m, bool has_mamba, bool has_moe) {
+    const auto text = r.text("hybrid_layer_pattern", Need::optional);
+    if (!text) {
+        if (has_mamba) {
+            r.bad_value("hybrid_layer_pattern",
+                        "is missing: [model.mamba] is set, so the model needs the kind of each "
+                        "layer (M Mamba-2, * attention, - MLP, E MoE)");
+        }
+        return;
+    }
+    std::vector<LayerKind> kinds;
+    for (const char c : *text) {
+        switch (c) {
+        case 'M':
+            kinds.push_back(LayerKind::mamba);
+            break;
+        case '*':
+            kinds.push_back(LayerKind::attention);
+            break;
+        case '-':
+            kinds.push_back(LayerKind::mlp);
+            break;
+        case 'E':
+            kinds.push_back(LayerKind::moe);
+            break;
+        default:
+            r.bad_value("hybrid_layer_pattern",
+                        std::string("has '") + c +
+                            "': cleave reads M (Mamba-2), * (attention), - (MLP) and E (MoE)" +
+                            (c == '|' ? "; a stage boundary '|' belongs to the plan's layer map"
+                                      : ""));
+            return;
+        }
+    }
+    if (m.layers > 0 && static_cast<int64_t>(kinds.size()) != m.layers) {
+        r.bad_value("hybrid_layer_pattern",
+                    "has " + std::to_string(kinds.size()) + " layers, 'layers' = " +
+                        std::to_string(m.layers));
+        return;
+    }
+    const auto has = [&](LayerKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+    if (has(LayerKind::mamba) && !has_mamba) {
+        r.bad_value("hybrid_layer_pattern", "has Mamba-2 layers (M) but no [model.mamba] table");
+        return;
+    }
+    if (has(LayerKind::moe) && !has_moe) {
+        r.bad_value("hybrid_layer_pattern", "has MoE layers (E) but no [model.moe] table");
+        return;
+    }
+    m.layer_kinds = std::move(kinds);
+}
+
 // Value checks (divisibility, MoE consistency) at the key they are about; skipped for keys that
 // already have a diagnostic so each problem is reported once.
 void check_values(const ModelSpec& m,
@@ -294,6 +370,12 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source_name
             moe.emplace(*mt, "model.moe", sink);
             read_moe(*moe, m);
         }
+        const toml::table* mamba_table = r.table("mamba", Need::optional);
+        if (mamba_table != nullptr) {
+            TableReader mr(*mamba_table, "model.mamba", sink);
+            read_mamba(mr, m);
+        }
+        read_pattern(r, m, mamba_table != nullptr, moe.has_value());
         r.finish();
         check_values(m, r, moe ? &*moe : nullptr, sink);
     }

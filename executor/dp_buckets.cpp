@@ -48,24 +48,7 @@ std::vector<GradRange> subtract(GradRange from, const std::vector<GradRange>& ho
 
 std::vector<GradRange> layer_grad_ranges(const Params& params, const LayerHandles& layer) {
     std::vector<GradRange> v;
-    for (const int64_t h : {layer.norm1_g,
-                            layer.norm1_b,
-                            layer.wq,
-                            layer.bq,
-                            layer.wk,
-                            layer.bk,
-                            layer.wv,
-                            layer.bv,
-                            layer.wo,
-                            layer.bo,
-                            layer.norm2_g,
-                            layer.norm2_b,
-                            layer.w1,
-                            layer.b1,
-                            layer.w3,
-                            layer.b3,
-                            layer.w2,
-                            layer.b2}) {
+    for (const int64_t h : layer.dense_handles()) {
         if (h < 0) {
             continue;
         }

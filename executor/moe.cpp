@@ -304,7 +304,7 @@ void Transformer::moe_experts_fwd(const LayerHandles& l, MoeCache& mc, View y) {
                 linear(xr, n, h, f, x.w3, -1, up);
                 be_.swiglu_fwd(a, up, act);
             } else {
-                be_.gelu_fwd(a, act);
+                act_fwd(a, act);
             }
             linear(act, n, f, h, x.w2, -1, y.slice(off * h, n * h));
         }

@@ -87,7 +87,7 @@ Buffer Transformer::moe_experts_bwd(const LayerHandles& l, MoeCache& mc, View dy
                 linear_bwd(xr, rows_f(da), n, h, f, e.w1, -1, dxr, 0.0f);
                 linear_bwd(xr, rows_f(dup), n, h, f, e.w3, -1, dxr, 1.0f);
             } else {
-                be_.gelu_bwd(rows_f(mc.a), rows_f(dact), rows_f(da));
+                act_bwd(rows_f(mc.a), rows_f(dact), rows_f(da));
                 linear_bwd(xr, rows_f(da), n, h, f, e.w1, -1, dxr, 0.0f);
             }
         }

@@ -196,6 +196,114 @@ void ProfilingBackend::swiglu_bwd(View gate, View up, View dy, View dgate, View 
     timed("swiglu_bwd", 0.0, [&] { be_.swiglu_bwd(gate, up, dy, dgate, dup); });
 }
 
+void ProfilingBackend::squared_relu_fwd(View x, View y) {
+    timed("squared_relu_fwd", 0.0, [&] { be_.squared_relu_fwd(x, y); });
+}
+
+void ProfilingBackend::squared_relu_bwd(View x, View dy, View dx) {
+    timed("squared_relu_bwd", 0.0, [&] { be_.squared_relu_bwd(x, dy, dx); });
+}
+
+void ProfilingBackend::causal_conv1d_fwd(View x,
+                                         int64_t seq,
+                                         int64_t batch,
+                                         int64_t channels,
+                                         int64_t kernel,
+                                         View w,
+                                         View bias,
+                                         View y) {
+    timed("causal_conv1d_fwd", 0.0, [&] {
+        be_.causal_conv1d_fwd(x, seq, batch, channels, kernel, w, bias, y);
+    });
+}
+
+void ProfilingBackend::causal_conv1d_bwd(View x,
+                                         View dy,
+                                         int64_t seq,
+                                         int64_t batch,
+                                         int64_t channels,
+                                         int64_t kernel,
+                                         View w,
+                                         View dx,
+                                         View dw,
+                                         View dbias) {
+    timed("causal_conv1d_bwd", 0.0, [&] {
+        be_.causal_conv1d_bwd(x, dy, seq, batch, channels, kernel, w, dx, dw, dbias);
+    });
+}
+
+void ProfilingBackend::silu_fwd(View x, View y) {
+    timed("silu_fwd", 0.0, [&] { be_.silu_fwd(x, y); });
+}
+
+void ProfilingBackend::silu_bwd(View x, View dy, View dx) {
+    timed("silu_bwd", 0.0, [&] { be_.silu_bwd(x, dy, dx); });
+}
+
+void ProfilingBackend::ssd_fwd(const SsdShape& s,
+                               View x,
+                               View dt_raw,
+                               View dt_bias,
+                               View a_log,
+                               View b,
+                               View c,
+                               View d,
+                               View y) {
+    timed("ssd_fwd", 0.0, [&] { be_.ssd_fwd(s, x, dt_raw, dt_bias, a_log, b, c, d, y); });
+}
+
+void ProfilingBackend::ssd_bwd(const SsdShape& s,
+                               View x,
+                               View dt_raw,
+                               View dt_bias,
+                               View a_log,
+                               View b,
+                               View c,
+                               View d,
+                               View dy,
+                               View dx,
+                               View ddt_raw,
+                               View db,
+                               View dc,
+                               View ddt_bias,
+                               View da_log,
+                               View dd) {
+    timed("ssd_bwd", 0.0, [&] {
+        be_.ssd_bwd(
+            s, x, dt_raw, dt_bias, a_log, b, c, d, dy, dx, ddt_raw, db, dc, ddt_bias, da_log, dd);
+    });
+}
+
+void ProfilingBackend::gated_rmsnorm_fwd(View y,
+                                         View z,
+                                         int64_t rows,
+                                         int64_t cols,
+                                         int64_t group,
+                                         View gamma,
+                                         float eps,
+                                         View out,
+                                         View rstd) {
+    timed("gated_rmsnorm_fwd", 0.0, [&] {
+        be_.gated_rmsnorm_fwd(y, z, rows, cols, group, gamma, eps, out, rstd);
+    });
+}
+
+void ProfilingBackend::gated_rmsnorm_bwd(View dout,
+                                         View y,
+                                         View z,
+                                         int64_t rows,
+                                         int64_t cols,
+                                         int64_t group,
+                                         View gamma,
+                                         View rstd,
+                                         View dy,
+                                         View dz,
+                                         View dgamma) {
+    timed("gated_rmsnorm_bwd", 0.0, [&] {
+        be_.gated_rmsnorm_bwd(dout, y, z, rows, cols, group, gamma, rstd, dy, dz, dgamma);
+    });
+}
+
 void ProfilingBackend::rope(View x,
                             int64_t seq,
                             int64_t batch,

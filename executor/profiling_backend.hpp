@@ -97,6 +97,7 @@ public:
                       std::span<const int64_t> recv_counts) override;
 
     void gather_rows(View x, int64_t cols, std::span<const int64_t> rows, View out) override;
+
     [[nodiscard]] View pack_activation(View x) override { return be_.pack_activation(x); }
 
     [[nodiscard]] View unpack_activation(View x) override { return be_.unpack_activation(x); }
@@ -170,6 +171,73 @@ public:
     void gelu_bwd(View x, View dy, View dx) override;
     void swiglu_fwd(View gate, View up, View y) override;
     void swiglu_bwd(View gate, View up, View dy, View dgate, View dup) override;
+    void squared_relu_fwd(View x, View y) override;
+    void squared_relu_bwd(View x, View dy, View dx) override;
+    void causal_conv1d_fwd(View x,
+                           int64_t seq,
+                           int64_t batch,
+                           int64_t channels,
+                           int64_t kernel,
+                           View w,
+                           View bias,
+                           View y) override;
+    void causal_conv1d_bwd(View x,
+                           View dy,
+                           int64_t seq,
+                           int64_t batch,
+                           int64_t channels,
+                           int64_t kernel,
+                           View w,
+                           View dx,
+                           View dw,
+                           View dbias) override;
+    void silu_fwd(View x, View y) override;
+    void silu_bwd(View x, View dy, View dx) override;
+    void ssd_fwd(const SsdShape& s,
+                 View x,
+                 View dt_raw,
+                 View dt_bias,
+                 View a_log,
+                 View b,
+                 View c,
+                 View d,
+                 View y) override;
+    void ssd_bwd(const SsdShape& s,
+                 View x,
+                 View dt_raw,
+                 View dt_bias,
+                 View a_log,
+                 View b,
+                 View c,
+                 View d,
+                 View dy,
+                 View dx,
+                 View ddt_raw,
+                 View db,
+                 View dc,
+                 View ddt_bias,
+                 View da_log,
+                 View dd) override;
+    void gated_rmsnorm_fwd(View y,
+                           View z,
+                           int64_t rows,
+                           int64_t cols,
+                           int64_t group,
+                           View gamma,
+                           float eps,
+                           View out,
+                           View rstd) override;
+    void gated_rmsnorm_bwd(View dout,
+                           View y,
+                           View z,
+                           int64_t rows,
+                           int64_t cols,
+                           int64_t group,
+                           View gamma,
+                           View rstd,
+                           View dy,
+                           View dz,
+                           View dgamma) override;
     void rope(View x,
               int64_t seq,
               int64_t batch,

@@ -18,6 +18,20 @@
 
 namespace cleave::executor {
 
+/// The Mamba-2 mixer's sizes (core/model.hpp MambaSpec), split over TP by heads and by B / C
+/// groups as Megatron-Core's MambaMixer does (megatron/core/ssm/mamba_mixer.py @d98e8a64:
+/// nheads_local_tp = nheads / tp, ngroups_local_tp = ngroups / tp).
+struct SsmDims {
+    int64_t heads = 0;  // global; 0 = the model has no Mamba layer
+    int64_t head_dim = 0;
+    int64_t state = 0;
+    int64_t groups = 1;
+    int64_t conv_kernel = 4;
+    int64_t chunk = 128;
+
+    [[nodiscard]] int64_t d_inner() const { return heads * head_dim; }
+};
+
 /// Sizes of one micro-batch on one rank. T = seq * batch rows in [seq, batch, hidden] order.
 struct Dims {
     int64_t seq = 0;
@@ -36,8 +50,10 @@ struct Dims {
     bool bias = true;       // every linear layer has a bias (GPT)
     bool qkv_bias = false;  // Q, K and V have biases (Qwen2); implied by bias
     bool rope = false;
+    bool squared_relu = false;  // MLP activation relu(x)^2 (Nemotron-H) instead of GeLU
     float eps = 1e-5f;
     MoeDims moe;  // MoE layers (issue 16); set by the caller from make_moe_dims
+    SsmDims ssm;  // Mamba-2 layers of a hybrid model (issue 26)
 
     [[nodiscard]] int64_t tokens() const { return seq * batch; }
 
@@ -54,6 +70,21 @@ struct Dims {
     [[nodiscard]] int64_t vocab_local() const { return vocab / tp; }
 
     [[nodiscard]] int64_t vocab_begin() const { return tp_rank * vocab_local(); }
+
+    [[nodiscard]] int64_t ssm_heads_local() const { return ssm.heads / tp; }
+
+    [[nodiscard]] int64_t ssm_groups_local() const { return ssm.groups / tp; }
+
+    [[nodiscard]] int64_t d_inner_local() const { return ssm_heads_local() * ssm.head_dim; }
+
+    /// Width of the local B (and of C): this rank's groups x state.
+    [[nodiscard]] int64_t bc_local() const { return ssm_groups_local() * ssm.state; }
+
+    /// The local SSD scan over a whole micro-batch (every row: the sequence is gathered).
+    [[nodiscard]] SsdShape ssd_shape() const {
+        return {seq, batch, ssm_heads_local(), ssm.head_dim, ssm_groups_local(), ssm.state,
+                ssm.chunk};
+    }
 };
 
 /// Dims of `model` for a micro-batch of `mbs` sequences of `seq` tokens on TP rank `tp_rank`.
@@ -69,7 +100,26 @@ struct Groups {
     Group edp;        // MoE: the expert-DP group (ranks holding the same expert shards)
 };
 
+/// What a layer computes. A transformer's layer is attention then an MLP (or MoE); a hybrid
+/// model's layer (core/model.hpp LayerKind) is one block with its own pre-norm and residual:
+/// attention (norm1 + attention), mlp (norm2 + MLP, or MoE when the router is set) or mamba.
+enum class Block : uint8_t { transformer, attention, mlp, mamba };
+
+/// A Mamba-2 layer's tensors (Megatron-Core MambaMixer). in_proj is held as five column-parallel
+/// matrices [hidden, width] (z and x: d_inner, B and C: groups x state, dt: heads), each split
+/// over TP as Megatron splits the fused one; the depthwise conv's taps [kernel, channels] and
+/// bias [1, channels] for x, B and C; per-head dt_bias, A_log and D; the gated norm's gain
+/// [1, d_inner]; out_proj row-parallel [d_inner, hidden]. No linear biases (Megatron:
+/// bias=False on in_proj and out_proj).
+struct MambaHandles {
+    int64_t in_z = -1, in_x = -1, in_b = -1, in_c = -1, in_dt = -1;
+    int64_t conv_x_w = -1, conv_x_b = -1, conv_b_w = -1, conv_b_b = -1, conv_c_w = -1,
+            conv_c_b = -1;
+    int64_t dt_bias = -1, a_log = -1, d = -1, norm_g = -1, out = -1;
+};
+
 struct LayerHandles {
+    Block block = Block::transformer;
     int64_t norm1_g = -1, norm1_b = -1;
     int64_t wq = -1, bq = -1, wk = -1, bk = -1, wv = -1, bv = -1, wo = -1, bo = -1;
     int64_t norm2_g = -1, norm2_b = -1;
@@ -78,6 +128,10 @@ struct LayerHandles {
     int64_t w2 = -1, b2 = -1;            // second (down) matrix
     int64_t router = -1;                 // MoE layer: router [hidden, experts] (else -1)
     std::vector<ExpertHandles> experts;  // MoE layer: this rank's experts, in order
+    MambaHandles mamba;                  // Block::mamba (norm1 is its pre-norm)
+
+    /// Every dense (non-expert) tensor of the layer, -1 where absent.
+    [[nodiscard]] std::vector<int64_t> dense_handles() const;
 };
 
 /// One model chunk (virtual pipeline stage) held by this rank.
@@ -102,10 +156,18 @@ struct MicroBatch {
     std::vector<int32_t> positions;  // this rank's local rows (SP shard)
 };
 
+/// A Mamba-2 layer's saved tensors: the in_proj outputs (the conv and its SiLU are recomputed
+/// in the backward, as the fused causal-conv1d kernels do), the scan output, the gated norm's
+/// statistics and its output (out_proj's input).
+struct MambaCache {
+    Buffer z, xr, br, cr, dt, y, rstd, g;
+};
+
 struct LayerCache {
     Buffer x, n1, mean1, rstd1, n1_full, q, k, v, probs, ctx;
     Buffer x2, n2, mean2, rstd2, n2_full, a, up, act;
     MoeCache moe;
+    MambaCache mamba;
 };
 
 /// Issue 17: a layer's saved activations in the backend's activation type between its forward
@@ -169,6 +231,19 @@ private:
         const ChunkHandles& c, Buffer x, const MicroBatch& mb, ChunkCache& cache, double& loss_sum);
     Buffer layer_fwd(const LayerHandles& l, Buffer x, LayerCache& lc);
     Buffer layer_bwd(const LayerHandles& l, Buffer dy, LayerCache& lc);
+    // x + attention(norm1(x)); keeps x in lc.x.
+    Buffer attention_block_fwd(const LayerHandles& l, Buffer x, LayerCache& lc);
+    // x + mlp(norm2(x)) (or MoE); keeps x in lc.x2.
+    Buffer mlp_block_fwd(const LayerHandles& l, Buffer x, LayerCache& lc);
+    // x + mamba(norm1(x)) (executor/mamba.cpp); keeps x in lc.x.
+    Buffer mamba_fwd(const LayerHandles& l, Buffer x, LayerCache& lc);
+    // Gradient of the mixer branch only (the caller adds the residual's dy).
+    Buffer mamba_bwd(const LayerHandles& l, View dy, LayerCache& lc);
+    // The conv + SiLU of one of x / B / C: out = silu(conv(in)), pre = conv(in).
+    void mamba_conv(View in, int64_t channels, int64_t w, int64_t b, View pre, View out);
+    // GeLU or squared ReLU (the ungated MLPs).
+    void act_fwd(View a, View act);
+    void act_bwd(View a, View dact, View da);
     Buffer mlp_bwd(const LayerHandles& l, View dy, LayerCache& lc);
     Buffer attention_bwd(const LayerHandles& l, View dy, LayerCache& lc);
     // MoE MLP (executor/moe.cpp): x and dy are this rank's rows [local tokens, hidden]; both

@@ -33,7 +33,7 @@ Buffer Transformer::mlp_bwd(const LayerHandles& l, View dy, LayerCache& lc) {
         linear_bwd(n2, da, T, h, f, l.w1, l.b1, dn2, 0.0f);
         linear_bwd(n2, dup, T, h, f, l.w3, l.b3, dn2, 1.0f);
     } else {
-        be_.gelu_bwd(lc.a, dact, da);
+        act_bwd(lc.a, dact, da);
         linear_bwd(n2, da, T, h, f, l.w1, l.b1, dn2, 0.0f);
     }
     dn2 = reduce_out(std::move(dn2));
@@ -100,6 +100,13 @@ Buffer Transformer::attention_bwd(const LayerHandles& l, View dy, LayerCache& lc
 }
 
 Buffer Transformer::layer_bwd(const LayerHandles& l, Buffer dy, LayerCache& lc) {
+    if (l.block != Block::transformer) {
+        Buffer dx = l.block == Block::attention ? attention_bwd(l, dy, lc)
+                    : l.block == Block::mlp     ? mlp_bwd(l, dy, lc)
+                                                : mamba_bwd(l, dy, lc);
+        be_.axpy(1.0f, dy, dx);  // residual around the block
+        return dx;
+    }
     Buffer dx2 = mlp_bwd(l, dy, lc);
     be_.axpy(1.0f, dy, dx2);  // residual around the MLP
     dy = Buffer();
@@ -138,7 +145,7 @@ namespace {
 
 // The saved tensors pack_saved() stores in the activation type, but the probabilities: the
 // dense layer's, and an MoE layer's received rows and expert activations.
-std::array<Buffer*, 17> packable(LayerCache& lc) {
+std::array<Buffer*, 24> packable(LayerCache& lc) {
     return {&lc.x,
             &lc.n1,
             &lc.n1_full,
@@ -155,7 +162,14 @@ std::array<Buffer*, 17> packable(LayerCache& lc) {
             &lc.moe.xr,
             &lc.moe.a,
             &lc.moe.up,
-            &lc.moe.act};
+            &lc.moe.act,
+            &lc.mamba.z,
+            &lc.mamba.xr,
+            &lc.mamba.br,
+            &lc.mamba.cr,
+            &lc.mamba.dt,
+            &lc.mamba.y,
+            &lc.mamba.g};
 }
 
 }  // namespace

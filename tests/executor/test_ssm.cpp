@@ -4,6 +4,8 @@
 #include "executor/ssm_kernels.hpp"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -115,6 +117,9 @@ void check_direction(const char* what,
     v = orig;
     // fp32 forward of a loss of order 1-10: rounding ~1e-6, over 2h = 2e-2 ~5e-5; truncation
     // h^2 f''' / 6 ~2e-5. A wrong term of the backward is off by a share of |g|.
+    if (std::getenv("GRADCHECK_VERBOSE") != nullptr) {
+        std::printf("%-8s |g| %.4e proj %.6e fd %.6e\n", what, gnorm, proj, fd);
+    }
     CHECK(gnorm > 1e-3);
     CHECK(std::abs(fd - proj) <= 2e-3 * gnorm + 2e-4);
 }
