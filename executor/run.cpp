@@ -352,6 +352,30 @@ void update(RankState& s, Recorder& rec, int64_t step, DpBuckets* buckets) {
 }
 
 // Issue 16: what the executor's MoE layer runs (executor/moe.cpp).
+// What the cost model prices but the workload (executor/transformer.hpp) does not compute: a
+// model with any of these would run as a different model, so it is refused by name.
+void check_features(std::vector<Diagnostic>& out, const ModelSpec& model, const JobSpec& job) {
+    const auto priced_only = [&](bool has, const std::string& what) {
+        need(out, !has, what + " is priced, not executed");
+    };
+    priced_only(model.mla.enabled(), "multi-head latent attention ([model.mla], DeepSeek)");
+    priced_only(model.qk_norm, "qk_norm (Qwen3's q / k RMSNorm)");
+    priced_only(model.attention_sinks, "attention_sinks (GPT-OSS)");
+    priced_only(model.clamped_glu, "clamped_glu (GPT-OSS's clamped GLU)");
+    priced_only(model.sliding_window > 0, "sliding-window attention (sliding_window)");
+    priced_only(model.head_size > 0 && model.heads > 0 &&
+                    model.head_size * model.heads != model.hidden,
+                "head_dim other than hidden / heads");
+    priced_only(model.squared_relu && model.mlp == MlpKind::swiglu, "a gated squared-ReLU MLP");
+    priced_only(job.mtp && model.mtp_layers > 0, "multi-token prediction (--mtp)");
+    if (model.moe.enabled()) {
+        priced_only(model.moe.shared_ffn_hidden > 0, "a shared expert (shared_ffn_hidden)");
+        priced_only(model.moe.router_bias, "the router's expert bias (router_bias)");
+        priced_only(model.moe.router_groups > 0,
+                    "group-limited routing (router_groups / router_group_topk)");
+    }
+}
+
 void check_moe(std::vector<Diagnostic>& out, const ModelSpec& model, const Plan& plan) {
     const int64_t etp = expert_tp(plan);
     need(out,
@@ -392,10 +416,16 @@ void check_executable(const ModelSpec& model,
          !bidirectional(plan.schedule),
          "--schedule dualpipe is priced, not executed: the executor runs 1F1B, GPipe and the "
          "interleaved schedule");
-    need(out,
-         !is_hybrid(model),
-         "hybrid models (Mamba-2 layers, Nemotron-H) are priced, not executed: the executor has "
-         "no Mamba-2 mixer yet");
+    if (model.mamba.enabled()) {
+        const MambaSpec& mb = model.mamba;
+        need(out,
+             mb.heads % plan.tp == 0 && mb.groups % plan.tp == 0,
+             "tp=" + std::to_string(plan.tp) + " must divide the Mamba-2 heads (" +
+                 std::to_string(mb.heads) + ") and groups (" + std::to_string(mb.groups) +
+                 "): Megatron-Core splits both over TP");
+        need(out, mb.groups > 0 && mb.heads % mb.groups == 0, "Mamba-2 groups must divide heads");
+    }
+    check_features(out, model, job);
     if (model.moe.enabled()) {
         check_moe(out, model, plan);
     }

@@ -403,4 +403,40 @@ TEST_SUITE("executor") {
             CHECK(what.find("must divide vocab=63") != std::string::npos);
         }
     }
+
+    TEST_CASE("check_executable: hybrid TP splits and the priced-only features are named") {
+        ModelSpec m =
+            load_model(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/executor/data/tiny_hybrid.toml");
+        JobSpec job;
+        job.global_batch = 4;
+        job.seq_len = 16;
+        Plan p;
+        p.tp = 2;
+        p.sp = true;
+        check_executable(m, job, p, 2);  // 4 Mamba heads and 2 groups split over tp 2
+        p.tp = 4;
+        try {
+            check_executable(m, job, p, 4);
+            FAIL("expected a ConfigError");
+        } catch (const ConfigError& e) {
+            CHECK(std::string(e.what()).find("tp=4 must divide the Mamba-2 heads (4) and groups "
+                                             "(2)") != std::string::npos);
+        }
+        p.tp = 1;
+        m.qk_norm = true;
+        m.head_size = 16;  // 4 heads x 16 != hidden 32
+        m.moe.shared_ffn_hidden = 32;
+        m.moe.router_bias = true;
+        try {
+            check_executable(m, job, p, 1);
+            FAIL("expected a ConfigError");
+        } catch (const ConfigError& e) {
+            const std::string what = e.what();
+            CHECK(what.find("qk_norm (Qwen3's q / k RMSNorm) is priced, not executed") !=
+                  std::string::npos);
+            CHECK(what.find("head_dim other than hidden / heads") != std::string::npos);
+            CHECK(what.find("a shared expert") != std::string::npos);
+            CHECK(what.find("router's expert bias") != std::string::npos);
+        }
+    }
 }

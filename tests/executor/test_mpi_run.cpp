@@ -63,9 +63,12 @@ void same_as_single_rank(const std::string& model, int ranks, const std::string&
 // Issue 16: as same_as_single_rank, and every tensor: its probe (Params::probes) weighs each
 // weight by its own pseudo-random number, so one weight of a tensor off by an Adam step shows
 // even where the plain sum (dominated by the norm gains near 1) would hide it.
-void moe_same_as_single_rank(int ranks, const std::string& flags) {
-    const nlohmann::json ref = run_json("tiny_moe.toml", 1, "");
-    const nlohmann::json got = run_json("tiny_moe.toml", ranks, flags);
+void probes_same_as_single_rank(const std::string& model,
+                                int ranks,
+                                const std::string& flags,
+                                size_t tensors) {
+    const nlohmann::json ref = run_json(model, 1, "");
+    const nlohmann::json got = run_json(model, ranks, flags);
     CAPTURE(flags);
     const double loss = ref["loss"];
     const double probe = ref["weights_probe"];
@@ -75,9 +78,7 @@ void moe_same_as_single_rank(int ranks, const std::string& flags) {
     CHECK(got["weights_checksum"].get<double>() ==
           doctest::Approx(ref["weights_checksum"].get<double>()).epsilon(1e-5));
     CHECK(got["weights_probe"].get<double>() == doctest::Approx(probe).epsilon(1e-5));
-    // 4 layers: 4 norm pairs, q k v o; layer 0 gate up down; layers 1-3 a router and 4
-    // experts x 3 matrices; embedding, output, final norm = 4 * 6 + 3 + 3 * 13 + 3 = 69.
-    CHECK(ref["weights_probes"].size() == 69);
+    CHECK(ref["weights_probes"].size() == tensors);
     CHECK(got["weights_probes"].size() == ref["weights_probes"].size());
     for (const auto& [name, value] : ref["weights_probes"].items()) {
         CAPTURE(name);
@@ -86,7 +87,23 @@ void moe_same_as_single_rank(int ranks, const std::string& flags) {
               doctest::Approx(value.get<double>()).epsilon(1e-5));
     }
     CHECK(got["world_size"].get<int>() == ranks);
+}
+
+void moe_same_as_single_rank(int ranks, const std::string& flags) {
+    // 4 layers: 4 norm pairs, q k v o; layer 0 gate up down; layers 1-3 a router and 4
+    // experts x 3 matrices; embedding, output, final norm = 4 * 6 + 3 + 3 * 13 + 3 = 69.
+    probes_same_as_single_rank("tiny_moe.toml", ranks, flags, 69);
+    const nlohmann::json got = run_json("tiny_moe.toml", ranks, flags);
     CHECK(got["phases_s"]["ep_comm"].get<double>() > 0.0);
+}
+
+// Issue 26: tiny_hybrid's layers M E * M - E. Tensors: each Mamba-2 layer 17 (pre-norm, five
+// in_proj matrices, conv taps and bias for x, B and C, dt_bias, A_log, D, gated-norm gain,
+// out_proj), each MoE layer 10 (norm, router, 4 experts x fc1 fc2), the attention layer 5
+// (norm, q k v o), the MLP layer 3 (norm, fc1, fc2); embedding, output, final norm:
+// 2 * 17 + 2 * 10 + 5 + 3 + 3 = 65.
+void hybrid_same_as_single_rank(int ranks, const std::string& flags) {
+    probes_same_as_single_rank("tiny_hybrid.toml", ranks, flags, 65);
 }
 
 }  // namespace
@@ -223,6 +240,20 @@ TEST_SUITE("executor") {
         // down rows split over 2 ranks; ep * etp = 4 = tp * dp.
         moe_same_as_single_rank(4, "--dp 2 --tp 2 --sp --ep 2");
     }
+    TEST_CASE("run: hybrid (Mamba-2, attention, MLP, MoE) pp2 matches 1x1x1") {
+        // Stages M E * | M - E: every kind on both stages, the scan's chunks 6 + 6 + 4.
+        hybrid_same_as_single_rank(2, "--pp 2");
+    }
+    TEST_CASE("run: hybrid tp2 sp matches 1x1x1 (Mamba-2 heads and groups split over TP)") {
+        hybrid_same_as_single_rank(2, "--tp 2 --sp");
+    }
+    TEST_CASE("run: hybrid ep2 (dp2) matches 1x1x1") {
+        hybrid_same_as_single_rank(2, "--dp 2 --ep 2");
+    }
+    TEST_CASE("run: hybrid tp2 pp2 with full recompute matches 1x1x1") {
+        hybrid_same_as_single_rank(4, "--tp 2 --sp --pp 2 --recompute full");
+    }
+
     TEST_CASE("run: MoE probe sees the load-balancing loss and the learning rate") {
         // The probe is not blind: a run without the load-balancing loss, or with another
         // learning rate, ends at other weights (and, without it, a lower loss).
