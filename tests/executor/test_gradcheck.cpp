@@ -260,7 +260,7 @@ TEST_SUITE("executor") {
         check_uninit("tiny_moe.toml", Recompute::full);
     }
 
-    TEST_CASE("gradcheck: hybrid backward (Mamba-2 conv, SSD scan across chunks, gated norm; "
+    TEST_CASE("gradcheck: hybrid backward (Mamba-2 conv, SSD scan across chunks, gated norm, "
               "attention, squared-ReLU MLP and MoE blocks) matches finite differences") {
         // Six layers and the scan make the difference quotient noisier than the transformers':
         // dt_bias (4 values, |g| ~1e-2) came out 1.96e-4 off against the 1.5e-4 floor, so the
