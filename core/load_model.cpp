@@ -269,7 +269,7 @@ void read_mamba(TableReader& r, ModelSpec& m) {
     set(m.mamba.chunk, r.count("chunk", Need::optional));
     if (m.mamba.heads > 0 && m.mamba.groups > 0 && m.mamba.heads % m.mamba.groups != 0) {
         r.bad_value("groups",
-                    "'groups' = " + std::to_string(m.mamba.groups) + " does not divide 'heads' = " +
+                    "= " + std::to_string(m.mamba.groups) + " does not divide 'heads' = " +
                         std::to_string(m.mamba.heads) + " (heads share B and C within a group)");
     }
     r.finish();

@@ -239,6 +239,101 @@ moe = { top_k = 2 }
             {{9, 7, "missing required key 'model.moe.experts' in [model.moe]"}});
     }
 
+    TEST_CASE("load: a hybrid model's layer pattern and Mamba-2 table") {
+        const ModelSpec m = parse_model_toml(R"([model]
+arch = "llama"
+mlp = "gelu"
+squared_relu = true
+layers = 4
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+seq_len = 16
+hybrid_layer_pattern = "M*-E"
+[model.mamba]
+heads = 8
+head_dim = 16
+state = 32
+groups = 2
+[model.moe]
+experts = 4
+top_k = 2
+)",
+                                             "h.toml");
+        REQUIRE(m.layer_kinds.size() == 4);
+        CHECK(m.layer_kinds[0] == LayerKind::mamba);
+        CHECK(m.layer_kinds[1] == LayerKind::attention);
+        CHECK(m.layer_kinds[2] == LayerKind::mlp);
+        CHECK(m.layer_kinds[3] == LayerKind::moe);
+        CHECK(m.squared_relu);
+        CHECK(m.mamba.heads == 8);
+        CHECK(m.mamba.d_inner() == 128);
+        CHECK(m.mamba.state == 32);
+        CHECK(m.mamba.groups == 2);
+        CHECK(m.mamba.conv_kernel == 4);  // defaults
+        CHECK(m.mamba.chunk == 128);
+        CHECK(is_moe_layer(m, 3));
+        CHECK_FALSE(is_moe_layer(m, 0));
+    }
+
+    TEST_CASE("load: hybrid pattern and Mamba-2 errors point at their keys") {
+        const std::string head = R"([model]
+arch = "llama"
+layers = 4
+hidden = 64
+heads = 4
+ffn_hidden = 128
+vocab = 100
+seq_len = 16
+)";
+        // A stage boundary, then a pattern of the wrong length with a table missing a key and
+        // groups that do not divide heads.
+        expect_diagnostics(
+            [&] {
+                (void)parse_model_toml(head + "hybrid_layer_pattern = \"M*|M\"\n[model.mamba]\n"
+                                              "heads = 4\nhead_dim = 8\nstate = 8\ngroups = 2\n",
+                                       "h.toml");
+            },
+            {{9,
+              24,
+              "'model.hybrid_layer_pattern' has '|': cleave reads M (Mamba-2), * (attention), - "
+              "(MLP) and E (MoE); a stage boundary '|' belongs to the plan's layer map"}});
+        expect_diagnostics(
+            [&] {
+                (void)parse_model_toml(head + "hybrid_layer_pattern = \"M*M\"\n[model.mamba]\n"
+                                              "heads = 4\nstate = 8\ngroups = 3\n",
+                                       "h.toml");
+            },
+            {{9, 24, "'model.hybrid_layer_pattern' has 3 layers, 'layers' = 4"},
+             {10, 1, "missing required key 'model.mamba.head_dim' in [model.mamba]"},
+             {13, 10, "'model.mamba.groups' = 3 does not divide 'heads' = 4 (heads share B and C "
+                      "within a group)"}});
+        expect_diagnostics(
+            [&] { (void)parse_model_toml(head + "hybrid_layer_pattern = \"M*-E\"\n", "h.toml"); },
+            {{9, 24, "'model.hybrid_layer_pattern' has Mamba-2 layers (M) but no [model.mamba] "
+                     "table"}});
+        expect_diagnostics(
+            [&] {
+                (void)parse_model_toml(head + "hybrid_layer_pattern = \"**-E\"\n", "h.toml");
+            },
+            {{9, 24, "'model.hybrid_layer_pattern' has MoE layers (E) but no [model.moe] table"}});
+        expect_diagnostics(
+            [&] {
+                (void)parse_model_toml(
+                    head + "[model.mamba]\nheads = 4\nhead_dim = 8\nstate = 8\ngroups = 2\n",
+                    "h.toml");
+            },
+            {{1,
+              1,
+              "'model.hybrid_layer_pattern' is missing: [model.mamba] is set, so the model needs "
+              "the kind of each layer (M Mamba-2, * attention, - MLP, E MoE)"}});
+        expect_diagnostics(
+            [&] { (void)parse_model_toml(head + "squared_relu = true\n", "h.toml"); },
+            {{9, 16, "'model.squared_relu' = true needs an ungated MLP (mlp = \"gelu\" shapes: up + "
+                     "down)"}});
+    }
+
     TEST_CASE("load: the rendered message is file:line:col: error: ... 'key'") {
         try {
             (void)parse_model_toml("[model]\narch = \"gpt\"\nlayers = 0\n", "x.toml");
