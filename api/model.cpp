@@ -49,11 +49,13 @@ nlohmann::json breakdown_json(const ModelSpec& m) {
     b["head"] = params_head(m);
     if (m.moe.enabled()) {
         b["router"] = params_router(m);
-        b["expert"] = params_mlp(m, m.moe.expert_ffn_hidden);
+        b["expert"] = params_expert(m);
         b["shared_expert"] = params_shared_expert(m);
-        b["moe_layer"] = params_attention(m) + params_layer_norms(m) + params_router(m) +
-                         params_shared_expert(m) +
-                         m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden);
+        if (m.moe.latent > 0) {
+            b["latent_proj"] = params_latent_proj(m);
+        }
+        b["moe_layer"] = params_attention(m) + params_layer_norms(m) + params_moe_dense(m) +
+                         m.moe.experts * params_expert(m);
     }
     if (is_hybrid(m)) {
         // A hybrid layer is one block and its pre-norm (core params_layer).
@@ -64,8 +66,7 @@ nlohmann::json breakdown_json(const ModelSpec& m) {
         b["attention_layer"] = params_attention(m) + norm;
         b["mlp_layer"] = params_mlp(m, m.ffn_hidden) + norm;
         if (m.moe.enabled()) {
-            b["moe_layer"] = params_router(m) + params_shared_expert(m) +
-                             m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden) + norm;
+            b["moe_layer"] = params_moe_dense(m) + m.moe.experts * params_expert(m) + norm;
         }
     }
     if (m.mtp_layers > 0) {
@@ -153,6 +154,9 @@ nlohmann::json model_json_of(const ModelSpec& m, int64_t pp) {
                     {"shared_ffn_hidden", m.moe.shared_ffn_hidden},
                     {"router_bias", m.moe.router_bias},
                     {"moe_layers", moe_layer_count(m)}};
+        if (m.moe.latent > 0) {
+            j["moe"]["latent"] = m.moe.latent;
+        }
     }
     j["hybrid"] = nullptr;
     if (is_hybrid(m)) {
@@ -172,6 +176,13 @@ nlohmann::json model_json_of(const ModelSpec& m, int64_t pp) {
                        {"mamba_groups", m.mamba.groups},
                        {"mamba_conv_kernel", m.mamba.conv_kernel},
                        {"mamba_chunk", m.mamba.chunk}};
+        if (!m.mtp_kinds.empty()) {
+            std::string mtp;
+            for (const LayerKind k : m.mtp_kinds) {
+                mtp += layer_kind_letter(k);
+            }
+            j["hybrid"]["mtp_pattern"] = mtp;
+        }
     }
     if (pp > 0) {
         nlohmann::json stages = nlohmann::json::array();

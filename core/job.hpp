@@ -52,6 +52,11 @@ struct JobSpec {
     /// Train the model's multi-token-prediction modules (ModelSpec::mtp_layers; Megatron
     /// --mtp-num-layers). Off by default: the MTP FLOPs count only when a job enables it.
     bool mtp = false;
+    /// Forward passes of each MTP module per step (Megatron-Bridge mtp_use_repeated_layer: the
+    /// one shared block run mtp_num_layers times, nemotron_3_super.py @v0.4.0 sets 2 over the
+    /// config's num_nextn_predict_layers 1); 1 = one pass per module. Compute and activations
+    /// scale with it, parameters do not.
+    int64_t mtp_repeats = 1;
     SoftwareStack stack;        // what the job trains with (stacks/*.toml); default: megatron-2021
     double train_tokens = 0.0;  // tokens of the whole run ([job] train_tokens); 0 = not given
     /// Memory kept free on top of the profile's reserved memory: a plan fits only when its peak

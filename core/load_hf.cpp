@@ -589,17 +589,53 @@ void read_nemotron_h(JsonReader& r, ModelSpec& m) {
                 r.size("moe_shared_expert_intermediate_size", Need::required));
         }
         m.moe.router_bias = true;
-        if (r.present("moe_latent_size") && r.value("moe_latent_size") != nullptr &&
-            !r.value("moe_latent_size")->is_null()) {
-            r.error("moe_latent_size",
-                    "'moe_latent_size' set: LatentMoE (experts on a down-projected latent, "
-                    "Nemotron 3 Super) is not priced yet");
+        // LatentMoE (Nemotron 3 Super): null in Nano's config, 1024 in Super's.
+        if (const json* lat = r.value("moe_latent_size"); lat != nullptr && !lat->is_null()) {
+            set(m.moe.latent, r.size("moe_latent_size", Need::optional));
         }
     }
-    for (const char* key : {"num_nextn_predict_layers", "mtp_num_layers"}) {
-        if (r.size(key, Need::optional).value_or(0) > 0) {
-            r.error(key, std::string("'") + key + "' > 0: Nemotron-H MTP layers are not priced "
-                         "yet");
+    // MTP (Nemotron 3 Super: num_nextn_predict_layers 1, mtp_hybrid_override_pattern "*E", the
+    // block's layers; kept apart like DeepSeek-V3's, priced when a job trains them).
+    set(m.mtp_layers, r.size("num_nextn_predict_layers", Need::optional));
+    if (r.size("mtp_num_layers", Need::optional).value_or(0) > 0) {
+        r.error("mtp_num_layers",
+                "'mtp_num_layers': cleave reads a Nemotron-H config's MTP from "
+                "'num_nextn_predict_layers' and 'mtp_hybrid_override_pattern'");
+    }
+    if (m.mtp_layers > 0) {
+        const json* p = r.value("mtp_hybrid_override_pattern");
+        if (p == nullptr || !p->is_string()) {
+            r.error("mtp_hybrid_override_pattern",
+                    "missing required key 'mtp_hybrid_override_pattern': the layers of the MTP "
+                    "block (num_nextn_predict_layers > 0)");
+        } else {
+            for (const char c : p->get<std::string>()) {
+                const LayerKind k = c == 'M'   ? LayerKind::mamba
+                                    : c == '*' ? LayerKind::attention
+                                    : c == '-' ? LayerKind::mlp
+                                               : LayerKind::moe;
+                if (c != 'M' && c != '*' && c != '-' && c != 'E') {
+                    r.error("mtp_hybrid_override_pattern",
+                            std::string("'mtp_hybrid_override_pattern' has '") + c +
+                                "': cleave reads M, *, - and E");
+                    break;
+                }
+                if ((k == LayerKind::moe && !moe) || (k == LayerKind::mamba && !m.mamba.enabled())) {
+                    r.error("mtp_hybrid_override_pattern",
+                            std::string("'mtp_hybrid_override_pattern' has '") + c +
+                                "' but the model has no layer of that kind");
+                    break;
+                }
+                m.mtp_kinds.push_back(k);
+            }
+            const bool priced = m.mtp_kinds.size() == 2 && m.mtp_kinds[0] == LayerKind::attention &&
+                                (m.mtp_kinds[1] == LayerKind::moe || m.mtp_kinds[1] == LayerKind::mlp);
+            if (!priced && !m.mtp_kinds.empty()) {
+                r.error("mtp_hybrid_override_pattern",
+                        "'mtp_hybrid_override_pattern' = '" + p->get<std::string>() +
+                            "': cleave prices a hybrid MTP block of one attention layer and one "
+                            "MoE or MLP layer ('*E', '*-'), a transformer layer's shape");
+            }
         }
     }
 }

@@ -150,6 +150,31 @@ int64_t params_shared_expert(const ModelSpec& m) {
     return m.moe.shared_ffn_hidden > 0 ? params_mlp(m, m.moe.shared_ffn_hidden) : 0;
 }
 
+// Megatron-Core moe_layer.py: fc1_latent_proj TELinear(hidden, latent), fc2_latent_proj
+// TELinear(latent, hidden), bias = add_bias_linear.
+int64_t params_latent_proj(const ModelSpec& m) {
+    const int64_t l = m.moe.latent;
+    return l > 0 ? 2 * m.hidden * l + (m.linear_bias ? l + m.hidden : 0) : 0;
+}
+
+int64_t params_moe_dense(const ModelSpec& m) {
+    return params_router(m) + params_shared_expert(m) + params_latent_proj(m);
+}
+
+int64_t moe_token_width(const ModelSpec& m) {
+    return m.moe.latent > 0 ? m.moe.latent : m.hidden;
+}
+
+// Megatron-Core experts.py: fc1 input_size = moe_latent_size when set, fc2 output likewise.
+int64_t params_expert(const ModelSpec& m) {
+    const int64_t w = moe_token_width(m);
+    const int64_t f = m.moe.expert_ffn_hidden;
+    if (m.mlp == MlpKind::swiglu) {
+        return 3 * w * f + (m.linear_bias ? 2 * f + w : 0);
+    }
+    return 2 * w * f + (m.linear_bias ? f + w : 0);
+}
+
 int64_t params_layer(const ModelSpec& m, int64_t index) {
     if (is_hybrid(m)) {
         // One block + its pre-norm (Megatron-Core MambaLayer / TransformerLayer with only the
@@ -163,14 +188,12 @@ int64_t params_layer(const ModelSpec& m, int64_t index) {
         case LayerKind::mlp:
             return params_mlp(m, m.ffn_hidden) + norm;
         case LayerKind::moe:
-            return params_router(m) + params_shared_expert(m) +
-                   m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden) + norm;
+            return params_moe_dense(m) + m.moe.experts * params_expert(m) + norm;
         }
     }
     const int64_t base = params_attention(m) + params_layer_norms(m);
     if (is_moe_layer(m, index)) {
-        return base + params_router(m) + params_shared_expert(m) +
-               m.moe.experts * params_mlp(m, m.moe.expert_ffn_hidden);
+        return base + params_moe_dense(m) + m.moe.experts * params_expert(m);
     }
     return base + params_mlp(m, m.ffn_hidden);
 }
@@ -221,11 +244,10 @@ int64_t params_active(const ModelSpec& m) {
     int64_t total = params_embedding(m) + params_head(m);
     for (int64_t i = 0; i < m.layers; ++i) {
         if (is_hybrid(m) && is_moe_layer(m, i)) {
-            total += params_layer(m, i) - (m.moe.experts - m.moe.top_k) *
-                                              params_mlp(m, m.moe.expert_ffn_hidden);
+            total += params_layer(m, i) - (m.moe.experts - m.moe.top_k) * params_expert(m);
         } else if (is_moe_layer(m, i)) {
-            total += params_attention(m) + params_layer_norms(m) + params_router(m) +
-                     params_shared_expert(m) + m.moe.top_k * params_mlp(m, m.moe.expert_ffn_hidden);
+            total += params_attention(m) + params_layer_norms(m) + params_moe_dense(m) +
+                     m.moe.top_k * params_expert(m);
         } else {
             total += params_layer(m, i);
         }
@@ -239,7 +261,18 @@ int64_t params_mtp(const ModelSpec& m) {
     if (m.mtp_layers <= 0 || m.layers <= 0) {
         return 0;
     }
-    const int64_t block = params_layer(m, m.layers - 1);
+    int64_t block = params_layer(m, m.layers - 1);
+    if (is_hybrid(m) && !m.mtp_kinds.empty()) {
+        // Megatron-Bridge's hybrid MTP block (mtp_hybrid_override_pattern): those layers, each
+        // one block with its pre-norm as in the main stack.
+        ModelSpec one = m;
+        one.layer_kinds.assign(1, LayerKind::attention);
+        block = 0;
+        for (const LayerKind k : m.mtp_kinds) {
+            one.layer_kinds[0] = k;
+            block += params_layer(one, 0);
+        }
+    }
     return m.mtp_layers * (block + 2 * m.hidden * m.hidden + 3 * params_norm(m, m.hidden));
 }
 

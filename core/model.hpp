@@ -30,6 +30,12 @@ struct MoeSpec {
     /// router_group_topk; 0 = not limited. A job's --moe-router-num-groups overrides it.
     int64_t router_groups = 0;
     int64_t router_group_topk = 0;
+    /// LatentMoE (Nemotron 3 Super, HF moe_latent_size / Megatron --moe-latent-size): the routed
+    /// experts work on a latent of this width; each token is projected h -> latent before the
+    /// dispatch and latent -> h after the combine (Megatron-Core moe_layer.py fc1_latent_proj /
+    /// fc2_latent_proj @d98e8a64, parallel_mode "duplicated": whole on every TP rank), so the
+    /// all-to-all and the experts' inputs and outputs are latent wide. 0 = none.
+    int64_t latent = 0;
 
     [[nodiscard]] bool enabled() const { return experts > 0; }
 
@@ -115,6 +121,9 @@ struct ModelSpec {
     MambaSpec mamba;
     /// One entry per layer for a hybrid model (Nemotron-H); empty for a transformer.
     std::vector<LayerKind> layer_kinds;
+    /// A hybrid model's MTP block, layer by layer (Nemotron 3 Super mtp_hybrid_override_pattern
+    /// "*E": attention then MoE); empty = one layer of the main model's last kind.
+    std::vector<LayerKind> mtp_kinds;
 
     bool operator==(const ModelSpec&) const = default;
 };
@@ -157,6 +166,21 @@ struct ModelSpec {
 
 /// The shared expert MLP of one MoE layer (0 when the model has none).
 [[nodiscard]] int64_t params_shared_expert(const ModelSpec& m);
+
+/// LatentMoE's two projections of one MoE layer, h x latent and latent x h (+ biases with
+/// linear_bias); 0 without a latent.
+[[nodiscard]] int64_t params_latent_proj(const ModelSpec& m);
+
+/// An MoE layer's tensors outside its routed experts: router, shared expert, latent projections.
+[[nodiscard]] int64_t params_moe_dense(const ModelSpec& m);
+
+/// One routed expert's MLP: as params_mlp with the expert's inner size, on the latent width
+/// under LatentMoE.
+[[nodiscard]] int64_t params_expert(const ModelSpec& m);
+
+/// Width of a routed token (dispatched, and the experts' input and output): the latent under
+/// LatentMoE, else hidden.
+[[nodiscard]] int64_t moe_token_width(const ModelSpec& m);
 
 /// True when layer `index` (0-based) is an MoE layer.
 [[nodiscard]] bool is_moe_layer(const ModelSpec& m, int64_t index);

@@ -138,7 +138,7 @@ ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) 
     const double rest = other_expert_load(job);
     const double f = d(m.moe.expert_ffn_hidden) / etp;
     const double in_mult = m.mlp == MlpKind::swiglu ? 2.0 : 1.0;
-    const double h = d(m.hidden);
+    const double h = d(moe_token_width(m));  // the experts' input width (LatentMoE: latent)
     const double hot = rows * expert_load_ratio(job);
     e.avg_in = {rows * rest, in_mult * f, h, 1.0};
     e.avg_out = {rows * rest, h, f, 1.0};
@@ -278,7 +278,9 @@ LayerTraffic layer_traffic(
     // probabilities written: 3 x 4 B x T x experts.
     const double k = moe && ffn ? d(m.moe.top_k) : 0.0;
     const double shard = tok / (p.sp ? t : 1.0);
-    const double permute = moe && ffn ? ab * shard * h * (2.0 + 2.0 * k + 4.0 * k * moe_load) +
+    // LatentMoE permutes latent-wide rows (the projection runs before dispatch_preprocess).
+    const double w = d(moe_token_width(m));
+    const double permute = moe && ffn ? ab * shard * w * (2.0 + 2.0 * k + 4.0 * k * moe_load) +
                                      12.0 * shard * d(m.moe.experts)
                                : 0.0;
     LayerTraffic tr;
@@ -415,9 +417,11 @@ void add_cp(LayerCost& lc,
 }
 
 // Bytes one GPU dispatches per all-to-all: its SP shard of tokens (tokens / tp), top_k copies
-// of the hidden state each (Megatron MoEAlltoAllTokenDispatcher; Lepikhin et al. 2021, GShard).
+// of the hidden state each (Megatron MoEAlltoAllTokenDispatcher; Lepikhin et al. 2021, GShard);
+// LatentMoE dispatches the latent (token_dispatcher.py @d98e8a64: hidden_dim = moe_latent_size).
 double dispatched_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
-    return tokens_per_gpu(job, p) / d(p.tp) * d(m.moe.top_k) * d(m.hidden) * activation_bytes(job);
+    return tokens_per_gpu(job, p) / d(p.tp) * d(m.moe.top_k) * d(moe_token_width(m)) *
+           activation_bytes(job);
 }
 
 }  // namespace
@@ -474,7 +478,8 @@ EpComm ep_dispatch(const ModelSpec& m, const JobSpec& job, const Plan& p, const 
         // EP x ETP group, the expert outputs reduce-scattered back (token_dispatcher.py @d98e8a64).
         const int64_t n = p.ep * etp;
         const Bytes whole =
-            bytes(tokens_per_gpu(job, p) / d(p.tp) * d(m.hidden) * activation_bytes(job) * d(n));
+            bytes(tokens_per_gpu(job, p) / d(p.tp) * d(moe_token_width(m)) * activation_bytes(job) *
+                  d(n));
         e.one = collective_time(Collective::all_gather, whole, n, links.ep_etp);
         e.sent = collective_bytes_sent(Collective::all_gather, whole, n);
         (links.ep_etp.crosses_nodes() ? e.nic : e.nvlink) = e.sent;
@@ -625,9 +630,11 @@ LayerCost layer_cost(const ModelSpec& m,
         g.mlp_in = {e.avg_in.m, e.avg_in.n, e.avg_in.k, e.others + 1.0};
         g.mlp_out = {e.avg_out.m, e.avg_out.n, e.avg_out.k, e.others + 1.0};
     }
+    const Seconds t_latent =
+        gemm_time(gpu, job.compute, g.latent_in) + gemm_time(gpu, job.compute, g.latent_out);
     const Seconds linear = t_qkv + t_proj + t_in + t_out +
                            gemm_time(gpu, core_dtype(job.compute), g.router) +
-                           gemm_time(gpu, job.compute, g.shared);
+                           gemm_time(gpu, job.compute, g.shared) + t_latent;
     Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
                    gemm_time(gpu, core_dtype(job.compute), g.attn_v);
     // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
@@ -685,7 +692,7 @@ LayerCost layer_cost(const ModelSpec& m,
         }
         if (moe && has(rm::moe)) {
             lc.recompute += t_in + t_out + gemm_time(gpu, core_dtype(job.compute), g.router) +
-                            gemm_time(gpu, job.compute, g.shared);
+                            gemm_time(gpu, job.compute, g.shared) + t_latent;
         } else if (moe) {
             if (has(rm::moe_act)) {  // SwiGLU over the routed rows: read 2 f_e, write f_e
                 lc.recompute += memory_time(
@@ -1003,11 +1010,17 @@ MuonCost muon_layer_cost(const ModelSpec& m,
             add(mc.dense, mc.dense_gather, gate * fs, h, 1.0, t, links.tp);
             add(mc.dense, mc.dense_gather, h, fs, 1.0, t, links.tp);
         }
+        if (m.moe.latent > 0) {  // LatentMoE's projections, whole on every TP rank
+            const double l = d(m.moe.latent);
+            add(mc.dense, mc.dense_gather, l, h, 1.0, 1.0, links.tp);
+            add(mc.dense, mc.dense_gather, h, l, 1.0, 1.0, links.tp);
+        }
         const double fe = d(m.moe.expert_ffn_hidden);
+        const double w = d(moe_token_width(m));
         const double local = d(m.moe.experts) / d(std::max<int64_t>(1, p.ep));
         const double etp = d(expert_tp(p));
-        add(mc.expert, mc.expert_gather, gate * fe, h, local, etp, links.etp);
-        add(mc.expert, mc.expert_gather, h, fe, local, etp, links.etp);
+        add(mc.expert, mc.expert_gather, gate * fe, w, local, etp, links.etp);
+        add(mc.expert, mc.expert_gather, w, fe, local, etp, links.etp);
         return mc;
     }
     const double f = d(m.ffn_hidden);

@@ -179,7 +179,7 @@ template <bool Hybrid>
         all += lp.params_head + (x.p.pp > 1 ? lp.params_tied_copy : 0.0);
         // MTP modules (their experts sharded like the main layers'; embedding and head shared).
         all += lp.params_mtp;
-        experts += lp.mtp_moe ? d(lp.mtp_layers) * lp.params_experts : 0.0;
+        experts += lp.mtp_moe ? d(lp.mtp_modules) * lp.params_experts : 0.0;
     }
     sp.dense = (all - experts) / d(x.p.tp);
     // Expert weights sharded over the expert grid's etp x ep (parallel folding).
@@ -311,7 +311,10 @@ template <bool Hybrid>
     Bytes remat;  // a hybrid stage's largest rematerialised layer (below)
     const Bytes per_mb =
         Hybrid
-            ? hybrid_activations(lp, sp, rs, remat) + (s == 0 ? lp.act_embedding : Bytes{})
+            ? hybrid_activations(lp, sp, rs, remat) + (s == 0 ? lp.act_embedding : Bytes{}) +
+                  (lp.mtp_moe ? kept(lp.act_moe, lp.act_moe_none)
+                              : kept(lp.act_dense, lp.act_dense_none)) *
+                      n_mtp
             : kept(lp.act_dense, lp.act_dense_none) * n_dense +
                   kept(lp.act_moe, lp.act_moe_none) * n_moe +
                   (lp.mtp_moe ? kept(lp.act_moe, lp.act_moe_none)
@@ -870,14 +873,21 @@ LayerParts layer_parts(const ModelSpec& m,
                 (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
             hp.act_kind_none[i(LayerKind::moe)] =
                 activation_per_layer(m, job, p, true, Recompute::none, LayerShape::ffn) + buf;
-            hp.params_kind[i(LayerKind::moe)] = d(params_router(m) + params_shared_expert(m)) + norm;
+            hp.params_kind[i(LayerKind::moe)] = d(params_moe_dense(m)) + norm;
         }
         }
     lp.emb = embedding_cost(m, c, job, p, links);
     lp.out = output_cost(m, c, job, p, links);
     if (job.mtp && m.mtp_layers > 0) {
-        lp.mtp_layers = m.mtp_layers;
-        lp.mtp_moe = m.moe.enabled() && moe_layers_in(m, m.layers - 1, m.layers) > 0;
+        lp.mtp_modules = m.mtp_layers;
+        lp.mtp_layers = m.mtp_layers * std::max<int64_t>(1, job.mtp_repeats);
+        // A hybrid model's MTP block is '*E' or '*-' (the loader's check): attention + MoE or
+        // MLP, a transformer layer's shape; else one layer of the last layer's kind.
+        lp.mtp_moe = m.moe.enabled() &&
+                     (m.mtp_kinds.empty()
+                          ? moe_layers_in(m, m.layers - 1, m.layers) > 0
+                          : std::find(m.mtp_kinds.begin(), m.mtp_kinds.end(), LayerKind::moe) !=
+                                m.mtp_kinds.end());
         lp.mtp_proj = mtp_projection_cost(m, c, job, p);
         lp.params_mtp = d(params_mtp(m));
     }
@@ -916,8 +926,8 @@ LayerParts layer_parts(const ModelSpec& m,
     lp.params_shared = d(params_attention(m) + params_layer_norms(m));
     lp.params_dense_mlp = d(params_mlp(m, m.ffn_hidden));
     // Router and shared expert: in every MoE layer, replicated across EP ranks.
-    lp.params_router = d(params_router(m) + params_shared_expert(m));
-    lp.params_experts = d(m.moe.experts) * d(params_mlp(m, m.moe.expert_ffn_hidden));
+    lp.params_router = d(params_moe_dense(m));
+    lp.params_experts = d(m.moe.experts) * d(params_expert(m));
     lp.params_embedding = d(params_embedding(m));
     lp.params_head = d(params_head(m));
     lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;

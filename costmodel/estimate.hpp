@@ -197,7 +197,8 @@ struct LayerParts {
     // GEMM and norms; the module's transformer block is priced as `mtp_moe ? moe : dense`, its
     // logits + loss as `out`.
     EdgeCost mtp_proj;
-    int64_t mtp_layers = 0;   // trained MTP modules (0 without job.mtp)
+    int64_t mtp_layers = 0;   // MTP block passes: trained modules x job.mtp_repeats (0 without job.mtp)
+    int64_t mtp_modules = 0;  // trained MTP modules (their parameters)
     bool mtp_moe = false;     // the MTP block is shaped like the last layer: MoE or dense
     double params_mtp = 0.0;  // all MTP modules (core params_mtp), experts included
     Bytes act_dense;          // activations kept per dense layer, under the plan's recompute

@@ -67,18 +67,25 @@ LayerGemms layer_gemms(
         const double local_experts = d(m.moe.experts) / d(p.ep);
         const double per_expert = tok * d(m.moe.top_k) / local_experts;
         const double fe = d(m.moe.expert_ffn_hidden);
-        g.mlp_in = {per_expert, in_mult * fe / t, h, local_experts};
-        g.mlp_out = {per_expert, h, fe / t, local_experts};
+        const double w = d(moe_token_width(m));  // hidden, or LatentMoE's latent
+        g.mlp_in = {per_expert, in_mult * fe / t, w, local_experts};
+        g.mlp_out = {per_expert, w, fe / t, local_experts};
         g.router = {tok, d(m.moe.experts), h, 1.0};
         // Shared expert: a dense MLP of every token, TP-split (Megatron-Core SharedExpertMLP).
         g.shared = {tok, (in_mult + 1.0) * d(m.moe.shared_ffn_hidden) / t, h, 1.0};
+        if (m.moe.latent > 0) {
+            const double rows = tok / (p.sp ? t : 1.0);
+            g.latent_in = {rows, w, h, 1.0};
+            g.latent_out = {rows, h, w, 1.0};
+        }
     } else {
         const double f = d(m.ffn_hidden);
         g.mlp_in = {tok, in_mult * f / t, h, 1.0};
         g.mlp_out = {tok, h, f / t, 1.0};
     }
     if (shape == LayerShape::attention) {  // a hybrid model's attention layer: no MLP
-        g.mlp_in = g.mlp_out = g.router = g.shared = GemmShape{0.0, 0.0, 0.0, 0.0};
+        g.mlp_in = g.mlp_out = g.router = g.shared = g.latent_in = g.latent_out =
+            GemmShape{0.0, 0.0, 0.0, 0.0};
     } else if (shape == LayerShape::ffn) {  // its MLP / MoE layer: no attention
         g.qkv = g.q_up = g.kv_up = g.score = g.attn_v = g.proj = GemmShape{0.0, 0.0, 0.0, 0.0};
     }
@@ -121,7 +128,8 @@ double mamba_gemm_params(const ModelSpec& m) {
 Flops forward_flops(const LayerGemms& g) {
     return gemm_flops(g.qkv) + gemm_flops(g.q_up) + gemm_flops(g.kv_up) + gemm_flops(g.score) +
            gemm_flops(g.attn_v) + gemm_flops(g.proj) + gemm_flops(g.mlp_in) +
-           gemm_flops(g.mlp_out) + gemm_flops(g.router) + gemm_flops(g.shared);
+           gemm_flops(g.mlp_out) + gemm_flops(g.router) + gemm_flops(g.shared) +
+           gemm_flops(g.latent_in) + gemm_flops(g.latent_out);
 }
 
 namespace {
@@ -152,8 +160,12 @@ double gemm_params_active(const ModelSpec& m, bool moe, LayerShape shape) {
         return attn;
     }
     if (moe) {
-        return attn + d(m.moe.top_k) * mlp_matrices(m) * h * d(m.moe.expert_ffn_hidden) +
-               mlp_matrices(m) * h * d(m.moe.shared_ffn_hidden) + h * d(m.moe.experts);
+        // LatentMoE: the experts on the latent width, plus its two h x latent projections.
+        return attn +
+               d(m.moe.top_k) * mlp_matrices(m) * d(moe_token_width(m)) *
+                   d(m.moe.expert_ffn_hidden) +
+               mlp_matrices(m) * h * d(m.moe.shared_ffn_hidden) + h * d(m.moe.experts) +
+               2.0 * h * d(m.moe.latent);
     }
     return attn + mlp_matrices(m) * h * d(m.ffn_hidden);
 }
@@ -211,7 +223,10 @@ double mtp_forward_per_sequence(const ModelSpec& m, double s) {
     if (m.mtp_layers <= 0 || m.layers <= 0) {
         return 0.0;
     }
-    const bool moe = is_moe_layer(m, m.layers - 1);
+    // A hybrid MTP block is '*E' or '*-' (core/load_hf.cpp): a transformer layer's shape.
+    const bool moe = m.mtp_kinds.empty() ? is_moe_layer(m, m.layers - 1)
+                                         : std::find(m.mtp_kinds.begin(), m.mtp_kinds.end(),
+                                                     LayerKind::moe) != m.mtp_kinds.end();
     const double h = d(m.hidden);
     const double core = 2.0 * s * s * d(m.heads) * d(head_dim(m) + v_head_dim(m));
     const double per_module = 2.0 * s * gemm_params_active(m, moe) + core + 2.0 * s * 2.0 * h * h +
@@ -224,7 +239,8 @@ double mtp_forward_per_sequence(const ModelSpec& m, double s) {
 Flops model_flops(const ModelSpec& m, const JobSpec& job) {
     const double s = d(job.seq_len);
     const double logits = 2.0 * s * d(m.hidden) * d(m.vocab);
-    const double mtp = job.mtp ? mtp_forward_per_sequence(m, s) : 0.0;
+    const double mtp =
+        job.mtp ? d(std::max<int64_t>(1, job.mtp_repeats)) * mtp_forward_per_sequence(m, s) : 0.0;
     return flop(3.0 * d(job.global_batch) * (layers_forward_per_sequence(m, s) + logits + mtp));
 }
 

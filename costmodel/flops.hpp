@@ -44,6 +44,11 @@ struct LayerGemms {
     GemmShape kv_up;
     GemmShape
         shared;  // MoE shared expert MLP in + out together: T x h -> 2 or 3 f_s / t (zero: none)
+    // LatentMoE (zero otherwise): fc1_latent_proj T_sp x h -> latent before the dispatch and
+    // fc2_latent_proj T_sp x latent -> h after the combine, whole on every TP rank (T_sp: this
+    // GPU's SP shard of tokens, the rows the router and dispatcher see).
+    GemmShape latent_in;
+    GemmShape latent_out;
 
     bool operator==(const LayerGemms&) const = default;
 };

@@ -71,9 +71,13 @@ Bytes activation_per_layer(const ModelSpec& m,
     // The up projection's output (2 f gated, f otherwise) for the activation's backward, and
     // the activation's output as the down projection's input; the routed copies as the experts'
     // input.
+    // LatentMoE: the routed copies are latent wide, and fc2_latent_proj keeps its input (the
+    // combined latent rows of this GPU's SP shard) for its weight gradient.
+    const double w = d(moe_token_width(m));
     double mlp = !has_ffn ? 0.0
                           : ((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * ab + qb) * inner / t +
-                                (moe ? qb * tok * d(m.moe.top_k) * h / t : 0.0);
+                                (moe ? qb * tok * (d(m.moe.top_k) * w / t + d(m.moe.latent) / sp)
+                                     : 0.0);
     const uint16_t mods = r == Recompute::selective ? p.recompute_modules : 0;
     double attn_kept = attn;
     if (mods != 0) {
@@ -132,7 +136,7 @@ double module_recompute_saving(const ModelSpec& m, const JobSpec& job, const Pla
     if ((mods & recompute_module::moe) != 0) {
         // moe: the whole MoE block re-run (routing, dispatch, experts, combine).
         return gate * ab * (routed * d(m.moe.expert_ffn_hidden) + tok * d(m.moe.shared_ffn_hidden)) / t +
-               ab * routed * d(m.hidden) / t;
+               ab * routed * d(moe_token_width(m)) / t;
     }
     double saving = 0.0;
     if ((mods & recompute_module::moe_act) != 0) {
@@ -271,7 +275,7 @@ Bytes moe_dispatch_buffer_bytes(const ModelSpec& m, const JobSpec& job, const Pl
     const double copies = tokens_per_gpu(job, p) * d(m.moe.top_k) / t;  // routed from this GPU
     const double load = rank_load_ratio(m, job, p);
     const double got = copies * d(expert_tp(p)) * load;  // rows at this GPU's experts
-    const double h = d(m.hidden);
+    const double h = d(moe_token_width(m));  // a dispatched row (LatentMoE: the latent)
     const double inner = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * ab * tokens_per_gpu(job, p) *
                          d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t;
     // The expert outputs the combine keeps for the probabilities' gradient: only where the

@@ -97,7 +97,8 @@ QuantiseBytes layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const
     const double q = quantise_bytes_per_element(gpu, job);
     QuantiseBytes b;
     for (const GemmShape* s :
-         {&g.qkv, &g.q_up, &g.kv_up, &g.proj, &g.mlp_in, &g.mlp_out, &g.shared}) {
+         {&g.qkv, &g.q_up, &g.kv_up, &g.proj, &g.mlp_in, &g.mlp_out, &g.shared, &g.latent_in,
+          &g.latent_out}) {
         b.fwd += bytes(q * s->m * s->k * s->count);
         b.bwd += bytes(q * s->m * s->n * s->count);
     }

@@ -108,7 +108,8 @@ SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
         }
         w.output = 2.0 * d(m.hidden) * d(m.vocab) / mean;
         if (job.mtp && m.mtp_layers > 0) {  // as below: one more block, its projection, a head
-            w.output += d(m.mtp_layers) * (1.0 + 4.0 * d(m.hidden) * d(m.hidden) / mean + w.output);
+            w.output += d(m.mtp_layers * std::max<int64_t>(1, job.mtp_repeats)) *
+                        (1.0 + 4.0 * d(m.hidden) * d(m.hidden) / mean + w.output);
         }
         return w;
     }
@@ -134,7 +135,8 @@ SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
     if (job.mtp && m.mtp_layers > 0) {
         // Each trained MTP module on the last stage: one more block (~ one layer), its 2h -> h
         // projection (2 x 2h x h per token) and another output head.
-        w.output += d(m.mtp_layers) * (1.0 + 4.0 * d(m.hidden) * d(m.hidden) / layer + w.output);
+        w.output += d(m.mtp_layers * std::max<int64_t>(1, job.mtp_repeats)) *
+                    (1.0 + 4.0 * d(m.hidden) * d(m.hidden) / layer + w.output);
     }
     return w;
 }

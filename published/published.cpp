@@ -452,6 +452,16 @@ PublishedCase case_of(const Reader& r) {
         const std::string& row_notes = r.str("notes");
         c.job.mtp = contains(row_notes, "with MTP") && !contains(row_notes, "without MTP");
         notes += c.job.mtp ? "MTP trained (row notes); " : "MTP not trained; ";
+        // Megatron-Bridge's repeated MTP layer (nemotron_3_super.py @v0.4.0: mtp_num_layers = 2
+        // over the config's one module, mtp_use_repeated_layer): the module runs that often.
+        for (int64_t n = 2; n <= 8 && c.job.mtp; ++n) {
+            if (n > c.model.mtp_layers &&
+                contains(row_notes, ("mtp_num_layers=" + std::to_string(n)).c_str())) {
+                c.job.mtp_repeats = n / c.model.mtp_layers;
+                notes += "MTP module run " + std::to_string(c.job.mtp_repeats) +
+                         " times (mtp_num_layers=" + std::to_string(n) + ", one shared module); ";
+            }
+        }
     }
     const std::string stack = stack_for_framework(r.str("framework"));
     c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
@@ -553,12 +563,11 @@ PublishedCase case_of(const Reader& r) {
         return c;
     }
     if (contains(r.str("notes"), "Mamba") && !is_hybrid(c.model)) {
-        // Nemotron 3 Super (LatentMoE, MTP) or a hybrid without a shipped config: the CSV's
-        // columns cannot carry the layer pattern, and pricing it as attention + MLP layers would
-        // be a number for a model cleave does not model.
+        // A hybrid without a shipped config: the CSV's columns cannot carry the layer pattern,
+        // and pricing it as attention + MLP layers would be a number for a model cleave does
+        // not model.
         c.reason = "hybrid Mamba-2 / attention / MoE layer pattern with no shipped config "
-                   "(examples/hf/; Nemotron 3 Super's LatentMoE and MTP layers are not priced "
-                   "yet)";
+                   "(examples/hf/)";
         return c;
     }
     const auto broken = check_plan(c.model, c.job, c.plan);

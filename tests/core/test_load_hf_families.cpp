@@ -304,7 +304,7 @@ TEST_SUITE("core") {
     TEST_CASE(
         "hf families: Mamba-2 and gated DeltaNet layers are refused by the key holding them") {
         // Nemotron-H loads (tests/core/test_hybrid.cpp); what it does not price is refused by
-        // its key: a letter outside M * - E, LatentMoE (Nemotron 3 Super's moe_latent_size).
+        // its key: a letter outside M * - E, an MTP block other than attention + MoE / MLP.
         const std::string nh = R"({
   "model_type": "nemotron_h", "num_hidden_layers": 4, "hidden_size": 64,
   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
@@ -322,17 +322,19 @@ TEST_SUITE("core") {
               3,
               "'hybrid_override_pattern' has 'G': cleave reads M (Mamba-2), * (attention), - "
               "(MLP) and E (MoE)"}});
+        // An MTP block cleave has no price for (priced: '*E' or '*-').
         expect_diagnostics(
             [&nh] {
                 (void)parse_model_hf_json(nh + R"(  "hybrid_override_pattern": "M*EM",
-  "moe_latent_size": 16
+  "num_nextn_predict_layers": 1, "mtp_hybrid_override_pattern": "ME"
 })",
                                           "nh.json");
             },
             {{8,
-              3,
-              "'moe_latent_size' set: LatentMoE (experts on a down-projected latent, Nemotron 3 "
-              "Super) is not priced yet"}});
+              34,
+              "'mtp_hybrid_override_pattern' = 'ME': cleave prices a hybrid MTP block of one "
+              "attention layer and one MoE or MLP layer ('*E', '*-'), a transformer layer's "
+              "shape"}});
         expect_diagnostics(
             [&nh] {
                 (void)parse_model_hf_json(nh + R"(  "hybrid_override_pattern": "M*E"
@@ -379,6 +381,49 @@ TEST_SUITE("core") {
                       "' has no attention layers: Mamba (state-space) layers are not priced "
                       "yet"}});
         }
+    }
+
+    TEST_CASE("hf families: Nemotron 3 Super (LatentMoE, MTP block *E) matches its checkpoint") {
+        // examples/hf/nemotron-3-super-120b-a12b.config.json: NVIDIA's config.json of the
+        // Super release (examples/README.md says where it was read). Its BF16 checkpoint's
+        // headers (quoted in a public test of the release) hold 123,611,012,096 BF16 weights,
+        // 2,942,324,736 of them the MTP module, 107,898,470,400 the experts a token does not
+        // use; Megatron-Bridge@067f987df examples/model_verification_cards/
+        // nemotron-3-super-120b-a12b/card.yaml counts 123,611,033,088 elements (+ 41 x 512 fp32
+        // e_score_correction_bias, one per MoE layer and the MTP's).
+        // By hand, h = 4096, 40 M + 40 E + 8 * layers:
+        //   Mamba-2: in_proj 4096 x (2 x 8192 + 2 x 8 x 128 + 128) = 76,021,760; conv
+        //     (8192 + 2048) x 5 = 51,200; dt_bias, A_log, D 384; norm 8192; out_proj 33,554,432;
+        //     pre-norm 4096 -> 109,640,064.
+        //   MoE: router 2,097,152 (+ 512 bias); latent projections 2 x 4096 x 1024 = 8,388,608;
+        //     512 experts x 2 x 1024 x 2688 = 2,818,572,288; shared 2 x 4096 x 5376 = 44,040,192;
+        //     norm 4096 -> 2,873,102,336 (+ 512).
+        //   Attention: q, o 2 x 4096 x 4096; k, v 2 x 4096 x 256; norm 4096 -> 35,655,680.
+        //   Embedding + untied head 2 x 131072 x 4096 + final norm 4096 = 1,073,745,920.
+        //   Total 40 (109,640,064 + 2,873,102,336) + 8 x 35,655,680 + 1,073,745,920
+        //   = 120,668,687,360 = 123,611,012,096 - 2,942,324,736, + 40 x 512 router biases.
+        const ModelSpec m = load_model(hf_example("nemotron-3-super-120b-a12b.config.json"));
+        CHECK(m.layers == 88);
+        CHECK(kind_count(m, LayerKind::mamba, 0, 88) == 40);
+        CHECK(kind_count(m, LayerKind::moe, 0, 88) == 40);
+        CHECK(kind_count(m, LayerKind::attention, 0, 88) == 8);
+        CHECK(m.moe.latent == 1024);
+        CHECK(moe_token_width(m) == 1024);
+        CHECK(params_mamba_layer(m) == 109'640'064);
+        CHECK(params_expert(m) == 5'505'024);
+        CHECK(params_latent_proj(m) == 8'388'608);
+        CHECK(params_total(m) == 120'668'687'360 + 40 * 512);
+        // Inactive experts: 40 layers x (512 - 22) x 5,505,024 = 107,898,470,400 (header).
+        CHECK(params_total(m) - params_active(m) == 107'898'470'400);
+        // MTP: attention + MoE layer + eh_proj 2 x 4096^2 + 3 norms = 2,942,324,736 (+ 512).
+        REQUIRE(m.mtp_kinds.size() == 2);
+        CHECK(m.mtp_kinds[0] == LayerKind::attention);
+        CHECK(m.mtp_kinds[1] == LayerKind::moe);
+        CHECK(params_mtp(m) == 2'942'324'736 + 512);
+        // The card's "120B total, 12B active" (rounded names): 120.67B; 12.77B active with the
+        // embeddings, 12.23B without the input embedding.
+        CHECK(within_1pct(params_total(m), 120.0e9));
+        CHECK(params_active(m) - m.vocab * m.hidden == 12'233'366'528);
     }
 
     TEST_CASE("hf families: the unsupported-family error lists every family cleave reads") {

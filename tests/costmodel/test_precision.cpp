@@ -42,7 +42,7 @@ TEST_SUITE("costmodel") {
         // the FP8 copy 1 B and its transpose 1 B = 4 B/element -> 268.4 MB at 3350 GB/s x 0.866
         // (hbm_efficiency) = 92.5 us. Per-tensor current scaling reads twice: 6 B -> 138.8 us.
         CHECK(quantise_bytes_per_element(h100.gpu, job_of(Dtype::fp8)) == doctest::Approx(4.0));
-        const LayerGemms one{g, {}, {}, {}, {}, {}, {}, {}, {}, {}};
+        const LayerGemms one{g, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}};
         const QuantiseBytes q = layer_quantise_bytes(h100.gpu, job_of(Dtype::fp8), one);
         CHECK(q.fwd.value() == doctest::Approx(4.0 * 8192.0 * 8192.0));
         const Seconds cast = memory_time(h100.gpu, KernelClass::elementwise, q.fwd);
