@@ -371,6 +371,7 @@ void check_features(std::vector<Diagnostic>& out, const ModelSpec& model, const 
     if (model.moe.enabled()) {
         priced_only(model.moe.shared_ffn_hidden > 0, "a shared expert (shared_ffn_hidden)");
         priced_only(model.moe.router_bias, "the router's expert bias (router_bias)");
+        priced_only(model.moe.latent > 0, "LatentMoE (moe_latent_size, Nemotron 3 Super)");
         priced_only(model.moe.router_groups > 0,
                     "group-limited routing (router_groups / router_group_topk)");
     }

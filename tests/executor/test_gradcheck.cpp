@@ -427,6 +427,7 @@ TEST_SUITE("executor") {
         m.head_size = 16;  // 4 heads x 16 != hidden 32
         m.moe.shared_ffn_hidden = 32;
         m.moe.router_bias = true;
+        m.moe.latent = 16;
         try {
             check_executable(m, job, p, 1);
             FAIL("expected a ConfigError");
@@ -437,6 +438,8 @@ TEST_SUITE("executor") {
             CHECK(what.find("head_dim other than hidden / heads") != std::string::npos);
             CHECK(what.find("a shared expert") != std::string::npos);
             CHECK(what.find("router's expert bias") != std::string::npos);
+            CHECK(what.find("LatentMoE (moe_latent_size, Nemotron 3 Super) is priced, not executed") !=
+                  std::string::npos);
         }
     }
 }
