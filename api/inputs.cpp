@@ -251,6 +251,27 @@ Inputs load_inputs(const JobOptions& f,
     }
     in.job.moe_router_groups = f.moe_router_groups;
     in.job.moe_router_group_topk = f.moe_router_group_topk;
+    if (f.mtp_num_layers >= 0) {
+        // Megatron --mtp-num-layers N: N prediction depths, each one of the model's MTP modules,
+        // or one module run N times (--mtp-use-repeated-layer, as Megatron-Bridge's Nemotron 3
+        // Super recipe trains its single module twice).
+        const int64_t modules = in.model.mtp_layers;
+        const int64_t n = f.mtp_num_layers;
+        if (n > 0 && modules <= 0) {
+            throw ConfigError("--mtp-num-layers " + std::to_string(n) +
+                              ": the model has no MTP module (num_nextn_predict_layers / "
+                              "mtp_layers)");
+        }
+        if (n > 0 && n % modules != 0) {
+            throw ConfigError("--mtp-num-layers " + std::to_string(n) + ": the model has " +
+                              std::to_string(modules) +
+                              " MTP module(s); cleave trains each of them, or one module "
+                              "repeated, so the depth count must be a multiple of " +
+                              std::to_string(modules));
+        }
+        in.job.mtp = n > 0;
+        in.job.mtp_repeats = n > 0 ? n / modules : 1;
+    }
     if (f.gpus > 0) {
         in.job.gpus = f.gpus;
     }

@@ -57,6 +57,7 @@ struct JobOptions {
     int64_t moe_router_groups = 0;       // --moe-router-num-groups
     int64_t moe_router_group_topk = 0;   // --moe-router-group-topk
     bool moe_pad = false;                // --moe-pad (needs --moe-capacity)
+    int64_t mtp_num_layers = -1;         // --mtp-num-layers: MTP depths trained (-1 = [job] mtp)
     bool expandable_segments = false;    // --expandable-segments (PYTORCH_CUDA_ALLOC_CONF)
     double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
     TrainOptions train;                    // the CLI registers these with add_train_flags()

@@ -84,6 +84,8 @@ const std::vector<Entry>& entries() {
             [](NamedOptions& o) { return Ref(&o.job.memory_headroom); });
         add("moe-capacity", G::job, "float", [](NamedOptions& o) { return Ref(&o.job.moe_capacity); });
         add("moe-pad", G::job, "bool", [](NamedOptions& o) { return Ref(&o.job.moe_pad); });
+        add("mtp-num-layers", G::job, "int",
+            [](NamedOptions& o) { return Ref(&o.job.mtp_num_layers); }, 0);
         add("moe-imbalance", G::job, "float",
             [](NamedOptions& o) { return Ref(&o.job.moe_imbalance); });
         add("moe-token-dispatcher-type", G::job, "str",

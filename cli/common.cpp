@@ -91,6 +91,12 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                  "Pad every expert's tokens to the capacity (Megatron "
                  "--moe-pad-expert-input-to-capacity): static shapes, no host sync; needs "
                  "--moe-capacity");
+    sub.add_option("--mtp-num-layers",
+                   f.mtp_num_layers,
+                   "Train multi-token prediction (Megatron --mtp-num-layers): N depths, the "
+                   "model's MTP modules, or its one module run N times "
+                   "(--mtp-use-repeated-layer); 0 = none (default: [job] mtp)")
+        ->check(CLI::NonNegativeNumber);
     sub.add_option("--moe-imbalance",
                    f.moe_imbalance,
                    "Busiest expert's tokens over the average (1 = the forced balance of "

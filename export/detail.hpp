@@ -26,7 +26,9 @@ inline std::string f(const char* spec, double v) {
 }
 
 /// The layer map in Megatron-LM's own flags (export/megatron.cpp).
-void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p);
+/// `mtp_depths` > 0: a hybrid model's MTP block joins its pattern, Megatron's unified form
+/// (arguments.py @d98e8a64: main + '/' + the MTP pattern once per depth).
+void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p, int64_t mtp_depths = 0);
 
 /// What Megatron's precision-aware optimizer must be told for the states the price assumed
 /// (megatron/core/optimizer/optimizer_config.py @d98e8a64: exp_avg_dtype, exp_avg_sq_dtype,

@@ -18,7 +18,7 @@ namespace exporters {
 /// stage is --account-for-embedding/loss-in-pipeline-split; first / last counts that split over
 /// the virtual chunks are --decoder-first/last-pipeline-num-layers; anything else is written as
 /// --pipeline-model-parallel-layout.
-void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
+void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p, int64_t mtp_depths) {
     const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;
     if (is_hybrid(m)) {
         // A hybrid model's layers and its stages in one flag: --hybrid-layer-pattern, one letter a
@@ -35,6 +35,12 @@ void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p) {
             }
             for (int64_t i = first; i < first + chunk_layers(m.layers, p, s, c); ++i) {
                 pattern += layer_kind_letter(m.layer_kinds[static_cast<std::size_t>(i)]);
+            }
+        }
+        for (int64_t k = 0; k < mtp_depths && !m.mtp_kinds.empty(); ++k) {
+            pattern += '/';
+            for (const LayerKind kind : m.mtp_kinds) {
+                pattern += layer_kind_letter(kind);
             }
         }
         arg(os, "--hybrid-layer-pattern", "'" + pattern + "'");
@@ -142,6 +148,9 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
         if (m.moe.shared_ffn_hidden > 0) {
             arg(os, "--moe-shared-expert-intermediate-size", std::to_string(m.moe.shared_ffn_hidden));
         }
+        if (m.moe.latent > 0) {  // LatentMoE (transformer_config.py moe_latent_size @d98e8a64)
+            arg(os, "--moe-latent-size", std::to_string(m.moe.latent));
+        }
         if (m.moe.layer_freq != 1) {
             arg(os, "--moe-layer-freq", std::to_string(m.moe.layer_freq));
         }
@@ -195,7 +204,16 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
         // Megatron-Core arguments.py: --expert-tensor-parallel-size (default: tp).
         arg(os, "--expert-tensor-parallel-size", std::to_string(expert_tp(p)));
     }
-    megatron_layout_args(os, m, p);
+    const int64_t mtp_depths = job.mtp ? m.mtp_layers * std::max<int64_t>(1, job.mtp_repeats) : 0;
+    megatron_layout_args(os, m, p, mtp_depths);
+    if (mtp_depths > 0) {
+        // Megatron --mtp-num-layers (transformer_config.py mtp_num_layers); one module run at
+        // every depth is mtp_use_repeated_layer.
+        arg(os, "--mtp-num-layers", std::to_string(mtp_depths));
+        if (job.mtp_repeats > 1) {
+            arg(os, "--mtp-use-repeated-layer");
+        }
+    }
     megatron_group_args(os, job, p);
     arg(os, "--micro-batch-size", std::to_string(p.mbs));
     arg(os, "--global-batch-size", std::to_string(job.global_batch));

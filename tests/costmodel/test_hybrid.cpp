@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <vector>
 
 using namespace cleave;
 
@@ -389,6 +390,49 @@ TEST_SUITE("costmodel") {
         CHECK(r.out.find("--mamba-num-heads 64") != std::string::npos);
         CHECK(r.out.find("--moe-shared-expert-intermediate-size 3712") != std::string::npos);
         CHECK(r.out.find("--pipeline-model-parallel-layout") == std::string::npos);  // not combined
+    }
+
+    TEST_CASE("hybrid: --mtp-num-layers trains the MTP block, priced and exported as Megatron") {
+        const std::string super_cfg =
+            std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/nemotron-3-super-120b-a12b.config.json";
+        const std::vector<std::string> base = {
+            "dgx-b200", "--gpus", "64", "--gbs", "512", "--seq", "8192", "--tp", "2", "--sp",
+            "--pp", "2", "--vpp", "1", "--ep", "32", "--etp", "1", "--mbs", "1", "--dtype", "mxfp8",
+            "--top", "1"};
+        const auto run = [&](const std::vector<std::string>& extra, const char* format) {
+            std::vector<std::string> a = {"plan", super_cfg};
+            a.insert(a.end(), base.begin(), base.end());
+            a.insert(a.end(), extra.begin(), extra.end());
+            a.push_back("--format");
+            a.push_back(format);
+            return test::run_cleave(a);
+        };
+        // Two depths of Super's one module (Megatron-Bridge's recipe): the unified pattern
+        // (arguments.py @d98e8a64: main + '/' + the MTP pattern per depth), the depth count, the
+        // repeated layer, the latent.
+        const test::CliRun r = run({"--mtp-num-layers", "2"}, "megatron");
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        CHECK(r.out.find("EME/*E/*E'") != std::string::npos);
+        CHECK(r.out.find("--mtp-num-layers 2") != std::string::npos);
+        CHECK(r.out.find("--mtp-use-repeated-layer") != std::string::npos);
+        CHECK(r.out.find("--moe-latent-size 1024") != std::string::npos);
+        // Priced: two MTP passes cost more than one, one more than none.
+        const auto step = [&](const std::vector<std::string>& extra) {
+            const test::CliRun j = run(extra, "json");
+            REQUIRE_MESSAGE(j.code == 0, j.err);
+            return nlohmann::json::parse(j.out)["plans"][0]["iteration_time_s"].get<double>();
+        };
+        const double none = step({});
+        const double one = step({"--mtp-num-layers", "1"});
+        const double two = step({"--mtp-num-layers", "2"});
+        CHECK(one > none);
+        CHECK(two - one == doctest::Approx(one - none).epsilon(0.05));
+        // A depth count the modules cannot make, and a model without MTP, are exit 2.
+        const test::CliRun bad = test::run_cleave(
+            {"plan", std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/nemotron-3-nano-30b-a3b.config.json",
+             "dgx-b200", "--gpus", "8", "--gbs", "64", "--mtp-num-layers", "1"});
+        CHECK(bad.code == 2);
+        CHECK(bad.err.find("the model has no MTP module") != std::string::npos);
     }
 
     TEST_CASE("hybrid: TP must split the Mamba-2 heads and groups, as Megatron asserts") {
