@@ -246,6 +246,7 @@ void read_moe(TableReader& r, ModelSpec& m) {
     set(m.moe.first_dense_layers, r.count("first_dense_layers", Need::optional, true));
     set(m.moe.shared_ffn_hidden, r.count("shared_ffn_hidden", Need::optional, true));
     set(m.moe.router_bias, r.flag("router_bias", Need::optional));
+    set(m.moe.latent, r.count("latent", Need::optional, true));  // LatentMoE; 0 = none
     // Group-limited routing (HF n_group / topk_group): both or neither, 0 < topk < groups.
     set(m.moe.router_groups, r.count("router_groups", Need::optional));
     set(m.moe.router_group_topk, r.count("router_group_topk", Need::optional));

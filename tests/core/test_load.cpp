@@ -259,6 +259,7 @@ groups = 2
 [model.moe]
 experts = 4
 top_k = 2
+latent = 32
 )",
                                              "h.toml");
         REQUIRE(m.layer_kinds.size() == 4);
@@ -275,6 +276,11 @@ top_k = 2
         CHECK(m.mamba.chunk == 128);
         CHECK(is_moe_layer(m, 3));
         CHECK_FALSE(is_moe_layer(m, 0));
+        CHECK(m.moe.latent == 32);
+        // The MoE layer: router 64 x 4; latent projections 2 x 64 x 32 = 4096; 4 experts of
+        // up + down on the latent, 2 x 32 x 128 = 8192 each (expert_ffn_hidden = ffn_hidden
+        // 128); its norm 64: 256 + 4096 + 32,768 + 64 = 37,184.
+        CHECK(params_layer(m, 3) == 37184);
     }
 
     TEST_CASE("load: hybrid pattern and Mamba-2 errors point at their keys") {
