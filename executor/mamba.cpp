@@ -10,16 +10,26 @@
 
 namespace cleave::executor {
 
-void Transformer::mamba_conv(View in, int64_t channels, int64_t w, int64_t b, View pre, View out) {
-    be_.causal_conv1d_fwd(in,
-                          d_.seq,
-                          d_.batch,
-                          channels,
-                          d_.ssm.conv_kernel,
-                          params_.ref(w).w,
-                          params_.ref(b).w,
-                          pre);
-    be_.silu_fwd(pre, out);
+Transformer::MambaConv Transformer::mamba_conv(const MambaHandles& m, const MambaCache& mc) {
+    const int64_t T = d_.tokens();
+    const int64_t di = d_.d_inner_local();
+    const int64_t bcw = d_.bc_local();
+    MambaConv out{buf(T * di), buf(T * di), buf(T * bcw), buf(T * bcw), buf(T * bcw), buf(T * bcw)};
+    const auto one = [&](View in, int64_t channels, int64_t w, int64_t b, View pre, View act) {
+        be_.causal_conv1d_fwd(in,
+                              d_.seq,
+                              d_.batch,
+                              channels,
+                              d_.ssm.conv_kernel,
+                              params_.ref(w).w,
+                              params_.ref(b).w,
+                              pre);
+        be_.silu_fwd(pre, act);
+    };
+    one(mc.xr, di, m.conv_x_w, m.conv_x_b, out.xc, out.xs);
+    one(mc.br, bcw, m.conv_b_w, m.conv_b_b, out.bc, out.bs);
+    one(mc.cr, bcw, m.conv_c_w, m.conv_c_b, out.cc, out.cs);
+    return out;
 }
 
 Buffer Transformer::mamba_fwd(const LayerHandles& l, Buffer x, LayerCache& lc) {
@@ -46,23 +56,15 @@ Buffer Transformer::mamba_fwd(const LayerHandles& l, Buffer x, LayerCache& lc) {
     linear(n1, T, h, bc, m.in_b, -1, mc.br);
     linear(n1, T, h, bc, m.in_c, -1, mc.cr);
     linear(n1, T, h, H, m.in_dt, -1, mc.dt);
-    Buffer xc = buf(T * di);
-    Buffer xs = buf(T * di);
-    Buffer bconv = buf(T * bc);
-    Buffer bs = buf(T * bc);
-    Buffer cconv = buf(T * bc);
-    Buffer cs = buf(T * bc);
-    mamba_conv(mc.xr, di, m.conv_x_w, m.conv_x_b, xc, xs);
-    mamba_conv(mc.br, bc, m.conv_b_w, m.conv_b_b, bconv, bs);
-    mamba_conv(mc.cr, bc, m.conv_c_w, m.conv_c_b, cconv, cs);
+    const MambaConv cv = mamba_conv(m, mc);
     mc.y = buf(T * di);
     be_.ssd_fwd(d_.ssd_shape(),
-                xs,
+                cv.xs,
                 mc.dt,
                 params_.ref(m.dt_bias).w,
                 params_.ref(m.a_log).w,
-                bs,
-                cs,
+                cv.bs,
+                cv.cs,
                 params_.ref(m.d).w,
                 mc.y);
     // RMSNormGated over d_inner / ngroups columns (mamba_mixer.py: group_size =
@@ -101,15 +103,7 @@ Buffer Transformer::mamba_bwd(const LayerHandles& l, View dy, LayerCache& lc) {
     be_.gated_rmsnorm_bwd(dg, mc.y, mc.z, T, di, di / groups, norm_g.w, mc.rstd, dscan, dz, norm_g.g);
     dg = Buffer();
     // The conv and its SiLU again, from the saved in_proj outputs.
-    Buffer xc = buf(T * di);
-    Buffer xs = buf(T * di);
-    Buffer bconv = buf(T * bc);
-    Buffer bs = buf(T * bc);
-    Buffer cconv = buf(T * bc);
-    Buffer cs = buf(T * bc);
-    mamba_conv(mc.xr, di, m.conv_x_w, m.conv_x_b, xc, xs);
-    mamba_conv(mc.br, bc, m.conv_b_w, m.conv_b_b, bconv, bs);
-    mamba_conv(mc.cr, bc, m.conv_c_w, m.conv_c_b, cconv, cs);
+    MambaConv cv = mamba_conv(m, mc);
     Buffer dxs = buf(T * di);
     Buffer ddt = buf(T * H);
     Buffer dbs = buf(T * bc);
@@ -118,12 +112,12 @@ Buffer Transformer::mamba_bwd(const LayerHandles& l, View dy, LayerCache& lc) {
     const ParamRef a_log = params_.ref(m.a_log);
     const ParamRef dskip = params_.ref(m.d);
     be_.ssd_bwd(d_.ssd_shape(),
-                xs,
+                cv.xs,
                 mc.dt,
                 dt_bias.w,
                 a_log.w,
-                bs,
-                cs,
+                cv.bs,
+                cv.cs,
                 dskip.w,
                 dscan,
                 dxs,
@@ -144,9 +138,10 @@ Buffer Transformer::mamba_bwd(const LayerHandles& l, View dy, LayerCache& lc) {
             in, dpre, d_.seq, d_.batch, ch, K, pw.w, din, pw.g, params_.ref(b).g);
         return din;
     };
-    const Buffer dxr = conv_bwd(mc.xr, xc, dxs, di, m.conv_x_w, m.conv_x_b);
-    const Buffer dbr = conv_bwd(mc.br, bconv, dbs, bc, m.conv_b_w, m.conv_b_b);
-    const Buffer dcr = conv_bwd(mc.cr, cconv, dcs, bc, m.conv_c_w, m.conv_c_b);
+    const Buffer dxr = conv_bwd(mc.xr, cv.xc, dxs, di, m.conv_x_w, m.conv_x_b);
+    const Buffer dbr = conv_bwd(mc.br, cv.bc, dbs, bc, m.conv_b_w, m.conv_b_b);
+    const Buffer dcr = conv_bwd(mc.cr, cv.cc, dcs, bc, m.conv_c_w, m.conv_c_b);
+    cv = MambaConv();
     const View n1 = d_.sp ? lc.n1_full.view() : lc.n1.view();
     Buffer dn1 = buf(T * h);
     linear_bwd(n1, dz, T, h, di, m.in_z, -1, dn1, 0.0f);

@@ -239,8 +239,12 @@ private:
     Buffer mamba_fwd(const LayerHandles& l, Buffer x, LayerCache& lc);
     // Gradient of the mixer branch only (the caller adds the residual's dy).
     Buffer mamba_bwd(const LayerHandles& l, View dy, LayerCache& lc);
-    // The conv + SiLU of one of x / B / C: out = silu(conv(in)), pre = conv(in).
-    void mamba_conv(View in, int64_t channels, int64_t w, int64_t b, View pre, View out);
+    // The conv + SiLU of x, B and C from the saved in_proj outputs: conv outputs (SiLU's
+    // inputs) and SiLU outputs (the scan's inputs).
+    struct MambaConv {
+        Buffer xc, xs, bc, bs, cc, cs;
+    };
+    MambaConv mamba_conv(const MambaHandles& m, const MambaCache& mc);
     // GeLU or squared ReLU (the ungated MLPs).
     void act_fwd(View a, View act);
     void act_bwd(View a, View dact, View da);
