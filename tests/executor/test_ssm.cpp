@@ -1,7 +1,9 @@
 // The Mamba-2 host kernels (executor/ssm_kernels.hpp): the chunked SSD scan against values worked
 // by hand and against the plain sequential recurrence; every backward against central finite
 // differences of its own forward.
+#include "executor/registry.hpp"
 #include "executor/ssm_kernels.hpp"
+#include "tests/mpi_once.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -337,5 +339,103 @@ TEST_SUITE("executor") {
         check_direction("y", y, dy, loss, 61, 1e-3);
         check_direction("z", z, dz, loss, 62, 1e-3);
         check_direction("gamma", gamma, dgamma, loss, 63, 1e-3);
+    }
+
+    TEST_CASE("Mamba-2 ops: Backend's host defaults (the CUDA backend's path) equal the CPU "
+              "backend's own") {
+        // The CPU backend overrides every op; a GPU backend runs Backend's defaults
+        // (executor/backend_host.cpp), which copy through host memory. Called non-virtually on
+        // the CPU backend, the defaults must give the same bits.
+        cleave::test::ensure_mpi();
+        const auto be = make_backend("cpu", BackendOptions{});
+        Backend& b = *be;
+        const auto dev = [&](const Vecf& v) {
+            Buffer x(b, static_cast<int64_t>(v.size()));
+            b.upload(x, v);
+            return x;
+        };
+        const auto host = [&](const Buffer& x) {
+            Vecf v(static_cast<size_t>(x.size()));
+            b.download(v, x);
+            return v;
+        };
+        const SsdShape s{.seq = 7, .batch = 2, .heads = 4, .head_dim = 2, .groups = 2,
+                         .state = 3, .chunk = 3};
+        const int64_t rows = s.rows();
+        const Buffer x = dev(filled(71, rows * 8));
+        const Buffer dt = dev(filled(72, rows * 4));
+        const Buffer dtb = dev(filled(73, 4, 0.5f));
+        const Buffer al = dev(filled(74, 4, 0.5f));
+        const Buffer bm = dev(filled(75, rows * 6));
+        const Buffer cm = dev(filled(76, rows * 6));
+        const Buffer dd = dev(filled(77, 4));
+        const Buffer dy = dev(filled(78, rows * 8));
+        Buffer y1(b, rows * 8);
+        Buffer y2(b, rows * 8);
+        b.ssd_fwd(s, x, dt, dtb, al, bm, cm, dd, y1);
+        b.Backend::ssd_fwd(s, x, dt, dtb, al, bm, cm, dd, y2);
+        CHECK(host(y1) == host(y2));
+        // Backward: overwritten outputs and accumulated ones (started from the same values).
+        std::vector<Buffer> g1;
+        std::vector<Buffer> g2;
+        for (const int64_t n : {rows * 8, rows * 4, rows * 6, rows * 6, int64_t{4}, int64_t{4},
+                                int64_t{4}}) {
+            g1.push_back(dev(filled(79, n)));
+            g2.push_back(dev(filled(79, n)));
+        }
+        b.ssd_bwd(s, x, dt, dtb, al, bm, cm, dd, dy, g1[0], g1[1], g1[2], g1[3], g1[4], g1[5],
+                  g1[6]);
+        b.Backend::ssd_bwd(s, x, dt, dtb, al, bm, cm, dd, dy, g2[0], g2[1], g2[2], g2[3], g2[4],
+                           g2[5], g2[6]);
+        for (size_t i = 0; i < g1.size(); ++i) {
+            CAPTURE(i);
+            CHECK(host(g1[i]) == host(g2[i]));
+        }
+        // Conv (x as 8 channels), SiLU, squared ReLU, the gated norm (groups of 4 columns).
+        const Buffer w = dev(filled(80, 4 * 8));
+        const Buffer wb = dev(filled(81, 8));
+        b.causal_conv1d_fwd(x, 7, 2, 8, 4, w, wb, y1);
+        b.Backend::causal_conv1d_fwd(x, 7, 2, 8, 4, w, wb, y2);
+        CHECK(host(y1) == host(y2));
+        Buffer dx1 = dev(filled(82, rows * 8));
+        Buffer dx2 = dev(filled(82, rows * 8));
+        Buffer dw1 = dev(filled(83, 32));
+        Buffer dw2 = dev(filled(83, 32));
+        Buffer db1 = dev(filled(84, 8));
+        Buffer db2 = dev(filled(84, 8));
+        b.causal_conv1d_bwd(x, dy, 7, 2, 8, 4, w, dx1, dw1, db1);
+        b.Backend::causal_conv1d_bwd(x, dy, 7, 2, 8, 4, w, dx2, dw2, db2);
+        CHECK(host(dx1) == host(dx2));
+        CHECK(host(dw1) == host(dw2));
+        CHECK(host(db1) == host(db2));
+        b.silu_fwd(x, y1);
+        b.Backend::silu_fwd(x, y2);
+        CHECK(host(y1) == host(y2));
+        b.silu_bwd(x, dy, y1);
+        b.Backend::silu_bwd(x, dy, y2);
+        CHECK(host(y1) == host(y2));
+        b.squared_relu_fwd(x, y1);
+        b.Backend::squared_relu_fwd(x, y2);
+        CHECK(host(y1) == host(y2));
+        b.squared_relu_bwd(x, dy, y1);
+        b.Backend::squared_relu_bwd(x, dy, y2);
+        CHECK(host(y1) == host(y2));
+        const Buffer gamma = dev(filled(85, 8, 0.5f, 1.0f));
+        Buffer r1(b, rows * 2);
+        Buffer r2(b, rows * 2);
+        b.gated_rmsnorm_fwd(x, dy, rows, 8, 4, gamma, 1e-5f, y1, r1);
+        b.Backend::gated_rmsnorm_fwd(x, dy, rows, 8, 4, gamma, 1e-5f, y2, r2);
+        CHECK(host(y1) == host(y2));
+        CHECK(host(r1) == host(r2));
+        Buffer dz1(b, rows * 8);
+        Buffer dz2(b, rows * 8);
+        Buffer dg1 = dev(filled(86, 8));
+        Buffer dg2 = dev(filled(86, 8));
+        b.gated_rmsnorm_bwd(dy, x, dy, rows, 8, 4, gamma, r1, dx1, dz1, dg1);
+        b.Backend::gated_rmsnorm_bwd(dy, x, dy, rows, 8, 4, gamma, r2, dx2, dz2, dg2);
+        CHECK(host(dx1) == host(dx2));
+        CHECK(host(dz1) == host(dz2));
+        CHECK(host(dg1) == host(dg2));
+        CHECK(host(dg1) != filled(86, 8));  // accumulated into
     }
 }
