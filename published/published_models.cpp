@@ -4,6 +4,7 @@
 #include "costmodel/flops.hpp"
 #include "published/published.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -79,7 +80,7 @@ namespace {
 // the forward: attention 4 h p (h + h g / a + s / 2) with p = d a / h and g query groups; Mamba
 // 2 h (2 d_in + 2 G N + H) + 7 d_in N + 2 d_in h with Bridge's d_in = 2 h (not heads x
 // head_dim); MLP 4 f h; MoE 4 h (k f_e + f_s) (squared ReLU: no gate factor); logits 2 h V.
-double bridge_hybrid_per_token(const ModelSpec& m, double s) {
+double bridge_hybrid_per_token(const ModelSpec& m, double s, double mtp_depths) {
     const double h = static_cast<double>(m.hidden);
     const double a = static_cast<double>(m.heads);
     const double p = static_cast<double>(head_dim(m)) * a / h;
@@ -87,18 +88,27 @@ double bridge_hybrid_per_token(const ModelSpec& m, double s) {
     const double din = 2.0 * h;
     const MambaSpec& x = m.mamba;
     const double gn = static_cast<double>(x.groups * x.state);
-    const auto n = [&m](LayerKind k) { return static_cast<double>(kind_count(m, k, 0, m.layers)); };
+    // calculate_layer_counts (@v0.4.0): the main pattern's layers, plus the MTP pattern's once
+    // per depth.
+    const auto n = [&m, mtp_depths](LayerKind k) {
+        const double mtp = static_cast<double>(std::count(m.mtp_kinds.begin(), m.mtp_kinds.end(), k));
+        return static_cast<double>(kind_count(m, k, 0, m.layers)) + mtp * mtp_depths;
+    };
     const double gate = m.mlp == MlpKind::swiglu ? 1.5 : 1.0;
     const double attn = 4.0 * h * p * (h + h * g / a + s / 2.0);
     const double mamba = 2.0 * h * (2.0 * din + 2.0 * gn + static_cast<double>(x.heads)) +
                          7.0 * din * static_cast<double>(x.state) + 2.0 * din * h;
     const double mlp = 4.0 * static_cast<double>(m.ffn_hidden) * h * gate;
-    const double moe = 4.0 * h *
-                       (static_cast<double>(m.moe.top_k * m.moe.expert_ffn_hidden) +
-                        static_cast<double>(m.moe.shared_ffn_hidden)) *
-                       gate;
+    // LatentMoE (moe_layer_flops @v0.4.0): the routed experts on the latent L, 4 L k f_e, plus
+    // the two projections 4 h L.
+    const double lat = static_cast<double>(m.moe.latent);
+    const double routed = static_cast<double>(m.moe.top_k * m.moe.expert_ffn_hidden);
+    const double moe = (m.moe.latent > 0 ? 4.0 * lat * routed * gate + 4.0 * h * lat
+                                         : 4.0 * h * routed * gate) +
+                       4.0 * h * static_cast<double>(m.moe.shared_ffn_hidden) * gate;
+    // Logits once, and once more per MTP depth (hybrid_flops' (1 + mtp_num_layers)).
     return n(LayerKind::attention) * attn + n(LayerKind::mamba) * mamba + n(LayerKind::mlp) * mlp +
-           n(LayerKind::moe) * moe + 2.0 * h * static_cast<double>(m.vocab);
+           n(LayerKind::moe) * moe + 2.0 * h * static_cast<double>(m.vocab) * (1.0 + mtp_depths);
 }
 
 }  // namespace
@@ -109,7 +119,10 @@ double bridge_flops(const ModelSpec& m, const JobSpec& job) {
     const double h = static_cast<double>(m.hidden);
     const double V = static_cast<double>(m.vocab);
     if (is_hybrid(m)) {
-        return 3.0 * B * s * bridge_hybrid_per_token(m, s);
+        const double depths =
+            job.mtp ? static_cast<double>(m.mtp_layers * std::max<int64_t>(1, job.mtp_repeats))
+                    : 0.0;
+        return 3.0 * B * s * bridge_hybrid_per_token(m, s, depths);
     }
     const int64_t n_moe = moe_layers_in(m, 0, m.layers);
     // MTP modules add layers of the last layer's kind, 3 norms + the 2h^2 projection, logits.

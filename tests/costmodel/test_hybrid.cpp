@@ -236,6 +236,21 @@ TEST_SUITE("costmodel") {
         const double per_token = bridge_flops(m, j) / (1024.0 * 8192.0);
         CHECK(per_token == doctest::Approx(22278094848.0));
         CHECK(per_token == doctest::Approx(323e12 / 14507.0).epsilon(0.002));
+        // Row 2030 (Nemotron 3 Super, 475 TFLOP/s at 5,606 tokens/s = 84.731e9 per token),
+        // with the recipe's 2 MTP depths of '*E' counted as Bridge counts the unified pattern
+        // (calculate_layer_counts @v0.4.0: the MTP layers once per depth; logits x (1 + 2)).
+        // h 4096, p = 128 x 32 / 4096 = 1, g 2: attention 4 x 4096 x (4096 + 256 + 4096) =
+        // 138,412,032, x (8 + 2); Mamba 2 x 4096 x (2 x 8192 + 2 x 8 x 128 + 128) + 7 x 8192 x
+        // 128 + 2 x 8192 x 4096 = 226,492,416, x 40; LatentMoE 4 x 1024 x 22 x 2688 + 4 x 4096
+        // x 1024 + 4 x 4096 x 5376 = 347,078,656, x (40 + 2); logits 2 x 4096 x 131072 x 3 =
+        // 3,221,225,472. Sum 28,242,345,984, x 3 = 84,727,037,952: 0.005 % from the table.
+        const ModelSpec sup = super_();
+        JobSpec js = test::job(64, 512, 8192);
+        js.mtp = true;
+        js.mtp_repeats = 2;
+        const double super_token = bridge_flops(sup, js) / (512.0 * 8192.0);
+        CHECK(super_token == doctest::Approx(84727037952.0));
+        CHECK(super_token == doctest::Approx(475e12 / 5606.0).epsilon(0.001));
     }
 
     TEST_CASE("hybrid: the Nemotron 3 rows of public_runs_2026h1.csv, priced or refused with why") {
