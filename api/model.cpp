@@ -58,15 +58,14 @@ nlohmann::json breakdown_json(const ModelSpec& m) {
                          m.moe.experts * params_expert(m);
     }
     if (is_hybrid(m)) {
-        // A hybrid layer is one block and its pre-norm (core params_layer).
+        // A hybrid layer is one block and its pre-norm (core params_hybrid_layer).
         b.erase("dense_layer");
         b["norms"] = params_norm(m, m.hidden);
-        const int64_t norm = params_norm(m, m.hidden);
-        b["mamba_layer"] = params_mamba_layer(m);
-        b["attention_layer"] = params_attention(m) + norm;
-        b["mlp_layer"] = params_mlp(m, m.ffn_hidden) + norm;
+        b["mamba_layer"] = params_hybrid_layer(m, LayerKind::mamba);
+        b["attention_layer"] = params_hybrid_layer(m, LayerKind::attention);
+        b["mlp_layer"] = params_hybrid_layer(m, LayerKind::mlp);
         if (m.moe.enabled()) {
-            b["moe_layer"] = params_moe_dense(m) + m.moe.experts * params_expert(m) + norm;
+            b["moe_layer"] = params_hybrid_layer(m, LayerKind::moe);
         }
     }
     if (m.mtp_layers > 0) {

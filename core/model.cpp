@@ -175,21 +175,26 @@ int64_t params_expert(const ModelSpec& m) {
     return 2 * w * f + (m.linear_bias ? f + w : 0);
 }
 
+// One block + its pre-norm (Megatron-Core MambaLayer / TransformerLayer with only the
+// self-attention or only the MLP submodule, as the hybrid stack builds them).
+int64_t params_hybrid_layer(const ModelSpec& m, LayerKind kind) {
+    const int64_t norm = params_norm(m, m.hidden);
+    switch (kind) {
+    case LayerKind::mamba:
+        return params_mamba_layer(m);
+    case LayerKind::attention:
+        return params_attention(m) + norm;
+    case LayerKind::mlp:
+        return params_mlp(m, m.ffn_hidden) + norm;
+    case LayerKind::moe:
+        return params_moe_dense(m) + m.moe.experts * params_expert(m) + norm;
+    }
+    return 0;
+}
+
 int64_t params_layer(const ModelSpec& m, int64_t index) {
     if (is_hybrid(m)) {
-        // One block + its pre-norm (Megatron-Core MambaLayer / TransformerLayer with only the
-        // self-attention or only the MLP submodule, as the hybrid stack builds them).
-        const int64_t norm = params_norm(m, m.hidden);
-        switch (m.layer_kinds[static_cast<size_t>(index)]) {
-        case LayerKind::mamba:
-            return params_mamba_layer(m);
-        case LayerKind::attention:
-            return params_attention(m) + norm;
-        case LayerKind::mlp:
-            return params_mlp(m, m.ffn_hidden) + norm;
-        case LayerKind::moe:
-            return params_moe_dense(m) + m.moe.experts * params_expert(m) + norm;
-        }
+        return params_hybrid_layer(m, m.layer_kinds[static_cast<size_t>(index)]);
     }
     const int64_t base = params_attention(m) + params_layer_norms(m);
     if (is_moe_layer(m, index)) {
@@ -265,12 +270,9 @@ int64_t params_mtp(const ModelSpec& m) {
     if (is_hybrid(m) && !m.mtp_kinds.empty()) {
         // Megatron-Bridge's hybrid MTP block (mtp_hybrid_override_pattern): those layers, each
         // one block with its pre-norm as in the main stack.
-        ModelSpec one = m;
-        one.layer_kinds.assign(1, LayerKind::attention);
         block = 0;
         for (const LayerKind k : m.mtp_kinds) {
-            one.layer_kinds[0] = k;
-            block += params_layer(one, 0);
+            block += params_hybrid_layer(m, k);
         }
     }
     return m.mtp_layers * (block + 2 * m.hidden * m.hidden + 3 * params_norm(m, m.hidden));

@@ -196,6 +196,9 @@ struct ModelSpec {
 [[nodiscard]] int64_t params_layer_norms(const ModelSpec& m);
 
 /// Parameters of layer `index`: attention + MLP (or router + all experts + shared expert) + norms.
+/// A hybrid model's layer of `kind`: its block and pre-norm.
+[[nodiscard]] int64_t params_hybrid_layer(const ModelSpec& m, LayerKind kind);
+
 [[nodiscard]] int64_t params_layer(const ModelSpec& m, int64_t index);
 
 /// Parameters of a dense layer (the per-layer figure reported for dense models).

@@ -418,12 +418,13 @@ void check_executable(const ModelSpec& model,
          "--schedule dualpipe is priced, not executed: the executor runs 1F1B, GPipe and the "
          "interleaved schedule");
     if (model.mamba.enabled()) {
+        // The planner's rule (core/plan_rules.cpp tp_mamba): TP splits heads and B/C groups.
+        for (const Violation& v : plan_violations(model, job, plan)) {
+            if (v.rule == Rule::tp_mamba) {
+                need(out, false, v.message + " (Megatron-Core splits the Mamba-2 heads and groups over TP)");
+            }
+        }
         const MambaSpec& mb = model.mamba;
-        need(out,
-             mb.heads % plan.tp == 0 && mb.groups % plan.tp == 0,
-             "tp=" + std::to_string(plan.tp) + " must divide the Mamba-2 heads (" +
-                 std::to_string(mb.heads) + ") and groups (" + std::to_string(mb.groups) +
-                 "): Megatron-Core splits both over TP");
         need(out, mb.groups > 0 && mb.heads % mb.groups == 0, "Mamba-2 groups must divide heads");
     }
     check_features(out, model, job);

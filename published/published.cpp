@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 
@@ -454,9 +455,10 @@ PublishedCase case_of(const Reader& r) {
         notes += c.job.mtp ? "MTP trained (row notes); " : "MTP not trained; ";
         // Megatron-Bridge's repeated MTP layer (nemotron_3_super.py @v0.4.0: mtp_num_layers = 2
         // over the config's one module, mtp_use_repeated_layer): the module runs that often.
-        for (int64_t n = 2; n <= 8 && c.job.mtp; ++n) {
-            if (n > c.model.mtp_layers &&
-                contains(row_notes, ("mtp_num_layers=" + std::to_string(n)).c_str())) {
+        const std::string key = "mtp_num_layers=";
+        if (const size_t at = row_notes.find(key); c.job.mtp && at != std::string::npos) {
+            const int64_t n = std::atoll(row_notes.c_str() + at + key.size());
+            if (n > c.model.mtp_layers && n % c.model.mtp_layers == 0) {
                 c.job.mtp_repeats = n / c.model.mtp_layers;
                 notes += "MTP module run " + std::to_string(c.job.mtp_repeats) +
                          " times (mtp_num_layers=" + std::to_string(n) + ", one shared module); ";

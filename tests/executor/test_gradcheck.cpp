@@ -419,8 +419,9 @@ TEST_SUITE("executor") {
             check_executable(m, job, p, 4);
             FAIL("expected a ConfigError");
         } catch (const ConfigError& e) {
-            CHECK(std::string(e.what()).find("tp=4 must divide the Mamba-2 heads (4) and groups "
-                                             "(2)") != std::string::npos);
+            CHECK(std::string(e.what()).find("tp=4 does not divide mamba_groups=2 (Megatron-Core "
+                                             "splits the Mamba-2 heads and groups over TP)") !=
+                  std::string::npos);
         }
         p.tp = 1;
         m.qk_norm = true;
