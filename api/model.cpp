@@ -61,7 +61,12 @@ nlohmann::json breakdown_json(const ModelSpec& m) {
         // A hybrid layer is one block and its pre-norm (core params_hybrid_layer).
         b.erase("dense_layer");
         b["norms"] = params_norm(m, m.hidden);
-        b["mamba_layer"] = params_hybrid_layer(m, LayerKind::mamba);
+        if (m.mamba.enabled()) {
+            b["mamba_layer"] = params_hybrid_layer(m, LayerKind::mamba);
+        }
+        if (m.gdn.enabled()) {
+            b["gdn_layer"] = params_hybrid_layer(m, LayerKind::gdn);
+        }
         b["attention_layer"] = params_hybrid_layer(m, LayerKind::attention);
         b["mlp_layer"] = params_hybrid_layer(m, LayerKind::mlp);
         if (m.moe.enabled()) {
@@ -87,8 +92,8 @@ std::string convention_of(const ModelSpec& m) {
              "(params_active_no_embedding leaves the input embedding out)";
     }
     if (is_hybrid(m)) {
-        c += "; a hybrid model's layers are one block each (Mamba-2, attention, MLP or MoE) with "
-             "its pre-norm, params_per_layer their mean";
+        c += "; a hybrid model's layers are one block each (Mamba-2, gated DeltaNet, attention, "
+             "MLP or MoE) with its pre-norm, params_per_layer their mean";
     }
     return c;
 }
@@ -98,6 +103,7 @@ nlohmann::json attention_json(const ModelSpec& m) {
     a["v_head_dim"] = v_head_dim(m);
     a["qk_norm"] = m.qk_norm;
     a["attention_sinks"] = m.attention_sinks;
+    a["output_gate"] = m.attn_output_gate;
     a["sliding_window"] = m.sliding_window;
     a["windowed_layers"] = windowed_layer_count(m);
     a["mla"] = nullptr;
@@ -152,6 +158,7 @@ nlohmann::json model_json_of(const ModelSpec& m, int64_t pp) {
                     {"first_dense_layers", m.moe.first_dense_layers},
                     {"shared_ffn_hidden", m.moe.shared_ffn_hidden},
                     {"router_bias", m.moe.router_bias},
+                    {"shared_gate", m.moe.shared_gate},
                     {"moe_layers", moe_layer_count(m)}};
         if (m.moe.latent > 0) {
             j["moe"]["latent"] = m.moe.latent;
@@ -165,16 +172,29 @@ nlohmann::json model_json_of(const ModelSpec& m, int64_t pp) {
         }
         j["hybrid"] = {{"pattern", pattern},
                        {"mamba_layers", kind_count(m, LayerKind::mamba, 0, m.layers)},
+                       {"gdn_layers", kind_count(m, LayerKind::gdn, 0, m.layers)},
                        {"attention_layers", kind_count(m, LayerKind::attention, 0, m.layers)},
                        {"mlp_layers", kind_count(m, LayerKind::mlp, 0, m.layers)},
-                       {"moe_layers", kind_count(m, LayerKind::moe, 0, m.layers)},
-                       {"mamba_heads", m.mamba.heads},
-                       {"mamba_head_dim", m.mamba.head_dim},
-                       {"mamba_d_inner", m.mamba.d_inner()},
-                       {"mamba_state", m.mamba.state},
-                       {"mamba_groups", m.mamba.groups},
-                       {"mamba_conv_kernel", m.mamba.conv_kernel},
-                       {"mamba_chunk", m.mamba.chunk}};
+                       {"moe_layers", kind_count(m, LayerKind::moe, 0, m.layers)}};
+        if (m.mamba.enabled()) {
+            nlohmann::json& h = j["hybrid"];
+            h["mamba_heads"] = m.mamba.heads;
+            h["mamba_head_dim"] = m.mamba.head_dim;
+            h["mamba_d_inner"] = m.mamba.d_inner();
+            h["mamba_state"] = m.mamba.state;
+            h["mamba_groups"] = m.mamba.groups;
+            h["mamba_conv_kernel"] = m.mamba.conv_kernel;
+            h["mamba_chunk"] = m.mamba.chunk;
+        }
+        if (m.gdn.enabled()) {  // Megatron's --linear-* names
+            nlohmann::json& h = j["hybrid"];
+            h["linear_num_key_heads"] = m.gdn.qk_heads;
+            h["linear_num_value_heads"] = m.gdn.v_heads;
+            h["linear_key_head_dim"] = m.gdn.qk_head_dim;
+            h["linear_value_head_dim"] = m.gdn.v_head_dim;
+            h["linear_conv_kernel_dim"] = m.gdn.conv_kernel;
+            h["linear_chunk"] = m.gdn.chunk;
+        }
         if (!m.mtp_kinds.empty()) {
             std::string mtp;
             for (const LayerKind k : m.mtp_kinds) {

@@ -640,35 +640,104 @@ void read_nemotron_h(JsonReader& r, ModelSpec& m) {
     }
 }
 
+// Qwen3NextConfig (transformers configuration_qwen3_next.py, modeling_qwen3_next.py): every
+// decoder layer is a token mixer, gated DeltaNet ("linear_attention") or gated full attention
+// ("full_attention": q_proj also emits the output gate, q/k RMSNorm over head_dim, partial
+// rotary), then a sparse MoE block with a sigmoid-gated shared expert; layer_types, or absent it
+// one full layer every full_attention_interval (default 4). cleave holds it as Megatron's hybrid
+// pattern writes it, two blocks a layer, "GEGEGE*E..." (Megatron-Bridge builds the same layers
+// in a GPTModel with experimental_attention_variant gated_delta_net and linear_attention_freq,
+// models/qwen/qwen3_next_bridge.py @067f987df).
+void read_qwen3_next(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    read_moe_base(r, m);
+    m.qk_norm = true;
+    m.attn_output_gate = true;
+    set(m.head_size, r.size("head_dim", Need::optional));
+    set(m.gdn.qk_heads, r.size("linear_num_key_heads", Need::required));
+    set(m.gdn.v_heads, r.size("linear_num_value_heads", Need::required));
+    set(m.gdn.qk_head_dim, r.size("linear_key_head_dim", Need::required));
+    set(m.gdn.v_head_dim, r.size("linear_value_head_dim", Need::required));
+    set(m.gdn.conv_kernel, r.size("linear_conv_kernel_dim", Need::optional));
+    if (m.gdn.qk_heads > 0 && m.gdn.v_heads % m.gdn.qk_heads != 0) {
+        r.error("linear_num_value_heads",
+                "'linear_num_value_heads' = " + std::to_string(m.gdn.v_heads) +
+                    " is not a multiple of 'linear_num_key_heads' = " +
+                    std::to_string(m.gdn.qk_heads));
+    }
+    set(m.moe.experts, r.size("num_experts", Need::required));
+    set(m.moe.top_k, r.size("num_experts_per_tok", Need::required));
+    set(m.moe.expert_ffn_hidden, r.size("moe_intermediate_size", Need::required));
+    if (const auto shared = r.size("shared_expert_intermediate_size", Need::optional);
+        shared && *shared > 0) {
+        m.moe.shared_ffn_hidden = *shared;
+        m.moe.shared_gate = true;  // Qwen3NextSparseMoeBlock.shared_expert_gate: h -> 1
+    }
+    if (const auto step = r.size("decoder_sparse_step", Need::optional); step && *step != 1) {
+        r.error("decoder_sparse_step",
+                "'decoder_sparse_step' = " + std::to_string(*step) +
+                    ": cleave reads a Qwen3-Next model whose every layer is MoE (1)");
+    }
+    if (const json* only = r.value("mlp_only_layers");
+        only != nullptr && (!only->is_array() || !only->empty())) {
+        r.error("mlp_only_layers", "'mlp_only_layers' must be an empty list for qwen3_next");
+    }
+    for (const char* key : {"attention_bias", "use_sliding_window"}) {
+        if (r.flag(key).value_or(false)) {
+            r.error(key, std::string("'") + key + "' = true is not supported for qwen3_next");
+        }
+    }
+    // The mixer of each layer.
+    std::vector<bool> linear;
+    const int64_t n = m.layers;
+    if (const json* types = r.value("layer_types"); types != nullptr) {
+        if (!types->is_array()) {
+            r.error("layer_types", "'layer_types' must be a list of strings");
+            return;
+        }
+        for (const json& t : *types) {
+            const std::string kind = t.is_string() ? t.get<std::string>() : "";
+            if (kind != "linear_attention" && kind != "full_attention") {
+                r.error("layer_types",
+                        "'layer_types' entries must be \"linear_attention\" or "
+                        "\"full_attention\", got " +
+                            t.dump());
+                return;
+            }
+            linear.push_back(kind == "linear_attention");
+        }
+    } else if (n > 0 && n <= detail::max_count / 1000000) {
+        const int64_t every = r.size("full_attention_interval", Need::optional).value_or(4);
+        for (int64_t i = 0; i < n; ++i) {
+            linear.push_back(every <= 0 || (i + 1) % every != 0);
+        }
+    }
+    if (n > 0 && static_cast<int64_t>(linear.size()) != n) {
+        r.error("layer_types",
+                "'layer_types' lists " + std::to_string(linear.size()) +
+                    " layers, 'num_hidden_layers' says " + std::to_string(n));
+        return;
+    }
+    for (const bool la : linear) {
+        m.layer_kinds.push_back(la ? LayerKind::gdn : LayerKind::attention);
+        m.layer_kinds.push_back(LayerKind::moe);
+    }
+    m.layers = 2 * n;  // two blocks a decoder layer
+    // MTP when the config states it (mtp_num_hidden_layers, as Qwen3.5's configs write it; the
+    // Qwen3-Next config.json states none, and transformers drops mtp.* tensors on load): a
+    // full-attention layer with its MoE, kept apart.
+    set(m.mtp_layers, r.size("mtp_num_hidden_layers", Need::optional));
+    if (m.mtp_layers > 0) {
+        m.mtp_kinds = {LayerKind::attention, LayerKind::moe};
+    }
+}
+
 // Families whose layers cleave has no price for: an error at the key that holds them.
 void refuse_unpriced(JsonReader& r, const std::string& type) {
-    if (type == "qwen3_next") {
-        // Qwen3NextConfig: "linear_attention" (gated DeltaNet) layers between "full_attention"
-        // ones, stated in layer_types or, when absent, one full layer per full_attention_interval.
-        const std::string tail = ": gated DeltaNet layers are not priced yet";
-        const json* types = r.value("layer_types");
-        const json* interval = r.value("full_attention_interval");
-        if (types != nullptr && types->is_array()) {
-            const auto linear = std::count(types->begin(), types->end(), json("linear_attention"));
-            r.error("layer_types",
-                    "'layer_types' lists " + std::to_string(linear) + " linear_attention layers" +
-                        tail);
-        } else if (interval != nullptr && interval->is_number_integer() &&
-                   interval->get<int64_t>() > 0) {
-            const auto n = interval->get<int64_t>();
-            r.error("full_attention_interval",
-                    "'full_attention_interval' = " + std::to_string(n) + " leaves " +
-                        std::to_string(n - 1) + " of every " + std::to_string(n) +
-                        " layers linear attention" + tail);
-        } else {
-            r.error("model_type",
-                    "model_type 'qwen3_next' mixes linear and full attention layers" + tail);
-        }
-    } else {
-        r.error("model_type",
-                "model_type '" + type +
-                    "' has no attention layers: Mamba (state-space) layers are not priced yet");
-    }
+    r.error("model_type",
+            "model_type '" + type +
+                "' has no attention layers: a model of Mamba (state-space) layers alone is not "
+                "priced yet");
 }
 
 void read_gpt_neox(JsonReader& r, ModelSpec& m) {
@@ -769,7 +838,7 @@ std::string hf_key_of(const std::string& field, const std::string& type) {
         {"moe.experts",
          type == "deepseek_v3" || type == "deepseek_v2" || type == "kimi_k2" || type == "glm4_moe"
              ? "n_routed_experts"
-         : type == "qwen3_moe" ? "num_experts"
+         : type == "qwen3_moe" || type == "qwen3_next" ? "num_experts"
                                : "num_local_experts"},
         {"moe.top_k", "num_experts_per_tok"},
         {"moe.expert_ffn_hidden",
@@ -824,7 +893,9 @@ bool read_family(JsonReader& r,
         read_nemotron(r, m);
     } else if (type == "nemotron_h") {
         read_nemotron_h(r, m);
-    } else if (type == "qwen3_next" || type == "mamba" || type == "mamba2") {
+    } else if (type == "qwen3_next") {
+        read_qwen3_next(r, m);
+    } else if (type == "mamba" || type == "mamba2") {
         refuse_unpriced(r, type);
     } else if (type == "gpt_neox") {
         read_gpt_neox(r, m);
@@ -871,7 +942,7 @@ ModelSpec parse_model_hf_json(std::string_view text, const std::string& source_n
                 "unsupported model_type '" + type +
                     "' (supported: llama, mistral, qwen2, qwen3, olmo2, mixtral, deepseek_v2, "
                     "deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, gemma3_text, "
-                    "nemotron, nemotron_h, gpt_neox, gpt2)");
+                    "nemotron, nemotron_h, qwen3_next, gpt_neox, gpt2)");
         sink.throw_if_any();
     }
     if (m.head_size == 0 && !m.mla.enabled()) {

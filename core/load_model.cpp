@@ -1,4 +1,4 @@
-// Model TOML ([model], [model.moe], [model.mla], [model.mamba]) and the value checks every model loader shares.
+// Model TOML ([model], [model.moe], [model.mla], [model.mamba], [model.gdn]) and the value checks every model loader shares.
 #include "core/load.hpp"
 #include "core/load_detail.hpp"
 
@@ -127,8 +127,13 @@ std::vector<ModelProblem> model_problems(const ModelSpec& m) {
                           static_cast<double>(std::max({head_dim(m), v_head_dim(m), int64_t{0}}));
     const double latents = static_cast<double>(m.mla.q_lora_rank + m.mla.kv_lora_rank);
     const double attn = 8.0 * (h + widest) * (h + widest + latents + 1.0);
-    const double layer =
-        attn + 3.0 * h * ffn * (experts + 1.0) + 2.0 * h * experts + 8.0 * h + 6.0 * ffn;
+    // A hybrid model's sequence mixers: in and out projections, conv and per-head vectors.
+    const auto dd = [](int64_t v) { return static_cast<double>(std::max<int64_t>(v, 0)); };
+    const double gdn = (h + dd(m.gdn.conv_kernel) + 4.0) *
+                       (2.0 * dd(m.gdn.qk_heads) * dd(m.gdn.qk_head_dim) +
+                        3.0 * dd(m.gdn.v_heads) * dd(m.gdn.v_head_dim) + 2.0 * dd(m.gdn.v_heads));
+    const double layer = attn + gdn + 3.0 * h * ffn * (experts + 1.0) + 2.0 * h * experts +
+                         8.0 * h + 6.0 * ffn;
     const double total =
         static_cast<double>(m.layers + std::max<int64_t>(0, m.mtp_layers)) * layer +
         (2.0 * static_cast<double>(m.vocab) + static_cast<double>(m.seq_len) + 2.0) * h;
@@ -215,6 +220,7 @@ void read_attention(TableReader& r, ModelSpec& m) {
     set(m.head_size, r.count("head_dim", Need::optional));
     set(m.qk_norm, r.flag("qk_norm", Need::optional));
     set(m.attention_sinks, r.flag("attention_sinks", Need::optional));
+    set(m.attn_output_gate, r.flag("attn_output_gate", Need::optional));
     set(m.clamped_glu, r.flag("clamped_glu", Need::optional));
     set(m.mtp_layers, r.count("mtp_layers", Need::optional, true));
     set(m.sliding_window, r.count("sliding_window", Need::optional, true));
@@ -247,6 +253,10 @@ void read_moe(TableReader& r, ModelSpec& m) {
     set(m.moe.shared_ffn_hidden, r.count("shared_ffn_hidden", Need::optional, true));
     set(m.moe.router_bias, r.flag("router_bias", Need::optional));
     set(m.moe.latent, r.count("latent", Need::optional, true));  // LatentMoE; 0 = none
+    set(m.moe.shared_gate, r.flag("shared_gate", Need::optional));
+    if (m.moe.shared_gate && m.moe.shared_ffn_hidden == 0) {
+        r.bad_value("shared_gate", "= true needs a shared expert ('shared_ffn_hidden' > 0)");
+    }
     // Group-limited routing (HF n_group / topk_group): both or neither, 0 < topk < groups.
     set(m.moe.router_groups, r.count("router_groups", Need::optional));
     set(m.moe.router_group_topk, r.count("router_group_topk", Need::optional));
@@ -276,16 +286,36 @@ void read_mamba(TableReader& r, ModelSpec& m) {
     r.finish();
 }
 
+// [model.gdn]: the gated DeltaNet mixer of a hybrid model (core/model.hpp GdnSpec; the names of
+// Megatron's --linear-* flags without the prefix).
+void read_gdn(TableReader& r, ModelSpec& m) {
+    set(m.gdn.qk_heads, r.count("qk_heads", Need::required));
+    set(m.gdn.v_heads, r.count("v_heads", Need::required));
+    set(m.gdn.qk_head_dim, r.count("qk_head_dim", Need::required));
+    set(m.gdn.v_head_dim, r.count("v_head_dim", Need::required));
+    set(m.gdn.conv_kernel, r.count("conv_kernel", Need::optional));
+    set(m.gdn.chunk, r.count("chunk", Need::optional));
+    if (m.gdn.qk_heads > 0 && m.gdn.v_heads % m.gdn.qk_heads != 0) {
+        r.bad_value("v_heads",
+                    "= " + std::to_string(m.gdn.v_heads) + " is not a multiple of 'qk_heads' = " +
+                        std::to_string(m.gdn.qk_heads) +
+                        " (transformer_config.py @d98e8a64 asserts it: q and k repeat over the "
+                        "value heads)");
+    }
+    r.finish();
+}
+
 // hybrid_layer_pattern: one letter a layer, as Megatron's --hybrid-layer-pattern writes it
-// (M Mamba-2, * attention, - MLP, E MoE). Stage boundaries ('|') belong to the plan, not the
-// model, and are refused here.
-void read_pattern(TableReader& r, ModelSpec& m, bool has_mamba, bool has_moe) {
+// (M Mamba-2, * attention, - MLP, E MoE, G gated DeltaNet). Stage boundaries ('|') belong to the
+// plan, not the model, and are refused here.
+void read_pattern(TableReader& r, ModelSpec& m, bool has_mamba, bool has_moe, bool has_gdn) {
     const auto text = r.text("hybrid_layer_pattern", Need::optional);
     if (!text) {
-        if (has_mamba) {
+        if (has_mamba || has_gdn) {
             r.bad_value("hybrid_layer_pattern",
-                        "is missing: [model.mamba] is set, so the model needs the kind of each "
-                        "layer (M Mamba-2, * attention, - MLP, E MoE)");
+                        std::string("is missing: [model.") + (has_mamba ? "mamba" : "gdn") +
+                            "] is set, so the model needs the kind of each layer (M Mamba-2, * "
+                            "attention, - MLP, E MoE, G gated DeltaNet)");
         }
         return;
     }
@@ -304,10 +334,14 @@ void read_pattern(TableReader& r, ModelSpec& m, bool has_mamba, bool has_moe) {
         case 'E':
             kinds.push_back(LayerKind::moe);
             break;
+        case 'G':
+            kinds.push_back(LayerKind::gdn);
+            break;
         default:
             r.bad_value("hybrid_layer_pattern",
                         std::string("has '") + c +
-                            "': cleave reads M (Mamba-2), * (attention), - (MLP) and E (MoE)" +
+                            "': cleave reads M (Mamba-2), * (attention), - (MLP), E (MoE) and G "
+                            "(gated DeltaNet)" +
                             (c == '|' ? "; a stage boundary '|' belongs to the plan's layer map"
                                       : ""));
             return;
@@ -322,6 +356,10 @@ void read_pattern(TableReader& r, ModelSpec& m, bool has_mamba, bool has_moe) {
     const auto has = [&](LayerKind k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
     if (has(LayerKind::mamba) && !has_mamba) {
         r.bad_value("hybrid_layer_pattern", "has Mamba-2 layers (M) but no [model.mamba] table");
+        return;
+    }
+    if (has(LayerKind::gdn) && !has_gdn) {
+        r.bad_value("hybrid_layer_pattern", "has gated DeltaNet layers (G) but no [model.gdn] table");
         return;
     }
     if (has(LayerKind::moe) && !has_moe) {
@@ -376,7 +414,12 @@ ModelSpec parse_model_toml(std::string_view text, const std::string& source_name
             TableReader mr(*mamba_table, "model.mamba", sink);
             read_mamba(mr, m);
         }
-        read_pattern(r, m, mamba_table != nullptr, moe.has_value());
+        const toml::table* gdn_table = r.table("gdn", Need::optional);
+        if (gdn_table != nullptr) {
+            TableReader gr(*gdn_table, "model.gdn", sink);
+            read_gdn(gr, m);
+        }
+        read_pattern(r, m, mamba_table != nullptr, moe.has_value(), gdn_table != nullptr);
         r.finish();
         check_values(m, r, moe ? &*moe : nullptr, sink);
     }

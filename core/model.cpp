@@ -58,8 +58,21 @@ char layer_kind_letter(LayerKind kind) {
         return '-';
     case LayerKind::moe:
         return 'E';
+    case LayerKind::gdn:
+        return 'G';
     }
     return '?';
+}
+
+// gdn.py / common.py _GDNBase: in_proj h x (2 qk + 2 v + 2 v_heads), conv1d (2 qk + v) x kernel
+// (conv_bias False), dt_bias and A_log v_heads each, out_norm RMSNorm(v_head_dim), out_proj
+// v x h; no linear biases (Qwen3-Next). HF Qwen3NextGatedDeltaNet holds the same tensors
+// (in_proj_qkvz, in_proj_ba, conv1d, dt_bias, A_log, norm, out_proj).
+int64_t params_gdn_layer(const ModelSpec& m) {
+    const GdnSpec& g = m.gdn;
+    const int64_t h = m.hidden;
+    return h * g.in_proj_dim() + g.conv_dim() * g.conv_kernel + 2 * g.v_heads + g.v_head_dim +
+           g.v_dim() * h + params_norm(m, h);
 }
 
 // in_proj h x (2 d_inner + 2 groups state + heads) (mamba_mixer.py: z x B C dt), conv1d over
@@ -122,7 +135,8 @@ int64_t params_attention(const ModelSpec& m) {
     const int64_t h = m.hidden;
     const int64_t q = m.heads * head_dim(m);
     const int64_t kv = m.kv_heads * head_dim(m);
-    const int64_t weights = 2 * h * q + 2 * h * kv;
+    const int64_t gate = m.attn_output_gate ? h * q : 0;  // q_proj emits q and its gate
+    const int64_t weights = 2 * h * q + 2 * h * kv + gate;
     const int64_t qkv_biases = (m.linear_bias || m.qkv_bias) ? q + 2 * kv : 0;
     const int64_t biases = qkv_biases + (m.linear_bias ? h : 0);
     const int64_t norms = m.qk_norm ? 2 * params_norm(m, head_dim(m)) : 0;
@@ -147,7 +161,9 @@ int64_t params_router(const ModelSpec& m) {
 }
 
 int64_t params_shared_expert(const ModelSpec& m) {
-    return m.moe.shared_ffn_hidden > 0 ? params_mlp(m, m.moe.shared_ffn_hidden) : 0;
+    return m.moe.shared_ffn_hidden > 0
+               ? params_mlp(m, m.moe.shared_ffn_hidden) + (m.moe.shared_gate ? m.hidden : 0)
+               : 0;
 }
 
 // Megatron-Core moe_layer.py: fc1_latent_proj TELinear(hidden, latent), fc2_latent_proj
@@ -188,6 +204,8 @@ int64_t params_hybrid_layer(const ModelSpec& m, LayerKind kind) {
         return params_mlp(m, m.ffn_hidden) + norm;
     case LayerKind::moe:
         return params_moe_dense(m) + m.moe.experts * params_expert(m) + norm;
+    case LayerKind::gdn:
+        return params_gdn_layer(m);
     }
     return 0;
 }

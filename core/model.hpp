@@ -3,6 +3,7 @@
 // multi-head latent attention (DeepSeek-V2/V3), sliding-window layers (GPT-OSS) and multi-token
 // prediction layers kept apart.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -36,6 +37,9 @@ struct MoeSpec {
     /// fc2_latent_proj @d98e8a64, parallel_mode "duplicated": whole on every TP rank), so the
     /// all-to-all and the experts' inputs and outputs are latent wide. 0 = none.
     int64_t latent = 0;
+    /// A sigmoid gate on the shared expert's output (Qwen2-MoE / Qwen3-Next shared_expert_gate,
+    /// Megatron --moe-shared-expert-gate): one h -> 1 linear per MoE layer.
+    bool shared_gate = false;
 
     [[nodiscard]] bool enabled() const { return experts > 0; }
 
@@ -75,11 +79,40 @@ struct MambaSpec {
     bool operator==(const MambaSpec&) const = default;
 };
 
+/// Gated DeltaNet mixer (Yang, Kautz & Hatamizadeh 2024, "Gated Delta Networks", arXiv:2412.06464;
+/// Megatron-Core megatron/core/ssm/gated_delta_net/gdn.py @d98e8a64, transformers
+/// modeling_qwen3_next.py Qwen3NextGatedDeltaNet): in_proj h -> [q, k, v, z, beta, alpha] =
+/// 2 qk_dim + 2 v_dim + 2 v_heads, a depthwise causal conv (no bias) over [q, k, v], L2-normed q
+/// and k (repeated to the value heads), the chunked gated delta rule over chunks of 64 tokens
+/// (flash-linear-attention chunk_gated_delta_rule), an RMSNorm over each head's value width gated
+/// by SiLU(z), out_proj v_dim -> h. qk_dim = qk_heads x qk_head_dim, v_dim = v_heads x v_head_dim.
+struct GdnSpec {
+    int64_t qk_heads = 0;     // linear_num_key_heads
+    int64_t v_heads = 0;      // linear_num_value_heads (a multiple of qk_heads); 0 = no GDN layer
+    int64_t qk_head_dim = 0;  // linear_key_head_dim
+    int64_t v_head_dim = 0;   // linear_value_head_dim
+    int64_t conv_kernel = 4;  // linear_conv_kernel_dim
+    int64_t chunk = 64;       // chunk size of the chunked delta rule (gdn.py: self.chunk_size = 64)
+
+    [[nodiscard]] bool enabled() const { return v_heads > 0; }
+    [[nodiscard]] int64_t qk_dim() const { return qk_heads * qk_head_dim; }
+    [[nodiscard]] int64_t v_dim() const { return v_heads * v_head_dim; }
+    /// Width of in_proj's output: q, k, v, the output gate z, beta and alpha per value head.
+    [[nodiscard]] int64_t in_proj_dim() const { return 2 * qk_dim() + 2 * v_dim() + 2 * v_heads; }
+    /// Channels of the causal conv: q, k and v.
+    [[nodiscard]] int64_t conv_dim() const { return 2 * qk_dim() + v_dim(); }
+
+    bool operator==(const GdnSpec&) const = default;
+};
+
 /// What one layer of a hybrid model holds, as Megatron-Core's --hybrid-layer-pattern writes it
-/// (megatron/core/ssm/mamba_hybrid_layer_allocation.py @d98e8a64: M Mamba-2, * attention,
-/// - MLP, E MoE), each with its own pre-norm. A model with no layer_kinds is a transformer: every
-/// layer attention + an MLP (or MoE, is_moe_layer).
-enum class LayerKind : uint8_t { mamba, attention, mlp, moe };
+/// (megatron/core/models/hybrid/hybrid_layer_allocation.py @d98e8a64: M Mamba-2, * attention,
+/// - MLP, E MoE, G gated DeltaNet), each with its own pre-norm. A model with no layer_kinds is a
+/// transformer: every layer attention + an MLP (or MoE, is_moe_layer).
+enum class LayerKind : uint8_t { mamba, attention, mlp, moe, gdn };
+
+/// Number of LayerKind values (arrays indexed by kind).
+inline constexpr std::size_t layer_kind_count = 5;
 
 struct ModelSpec {
     std::string name;
@@ -101,6 +134,10 @@ struct ModelSpec {
     int64_t head_size = 0;
     bool qk_norm = false;          // RMSNorm over each head's q and k (Qwen3): 2 x head_dim params
     bool attention_sinks = false;  // one learned softmax logit per head (GPT-OSS): heads params
+    /// Gated attention (Qwen3-Next, Megatron --attention-output-gate): the query projection also
+    /// emits a gate of heads x head_dim, and the attention output is multiplied by its sigmoid
+    /// before the output projection (h x heads head_dim more weights).
+    bool attn_output_gate = false;
     /// GPT-OSS's GLU: x sigma(1.702 x) (x_up + 1), clamped at 7 (Megatron quick_gelu +
     /// activation_func_clamp_value). Same FLOPs as SwiGLU; Megatron-Bridge counts it ungated.
     bool clamped_glu = false;
@@ -119,6 +156,7 @@ struct ModelSpec {
     MlaSpec mla;
     MoeSpec moe;
     MambaSpec mamba;
+    GdnSpec gdn;
     /// One entry per layer for a hybrid model (Nemotron-H); empty for a transformer.
     std::vector<LayerKind> layer_kinds;
     /// A hybrid model's MTP block, layer by layer (Nemotron 3 Super mtp_hybrid_override_pattern
@@ -134,13 +172,18 @@ struct ModelSpec {
 /// Layers of `kind` among [first, last) of a hybrid model (0 for a transformer).
 [[nodiscard]] int64_t kind_count(const ModelSpec& m, LayerKind kind, int64_t first, int64_t last);
 
-/// The letter Megatron's --hybrid-layer-pattern writes for `kind` (M, *, -, E).
+/// The letter Megatron's --hybrid-layer-pattern writes for `kind` (M, *, -, E, G).
 [[nodiscard]] char layer_kind_letter(LayerKind kind);
 
 /// One Mamba-2 layer: in_proj, conv1d (weight + bias), dt_bias, A_log, D (one per head), the
 /// gated RMSNorm over d_inner, out_proj, and the layer's pre-norm (Megatron-Core MambaLayer;
 /// transformers modeling_nemotron_h.py NemotronHMamba2Mixer + NemotronHBlock.norm).
 [[nodiscard]] int64_t params_mamba_layer(const ModelSpec& m);
+
+/// One gated DeltaNet layer: in_proj, the conv1d weight (no bias), dt_bias and A_log (one per
+/// value head), the gated RMSNorm's weight (v_head_dim, shared by the heads), out_proj, and the
+/// layer's pre-norm.
+[[nodiscard]] int64_t params_gdn_layer(const ModelSpec& m);
 
 /// Width of one head's query and key: MLA nope + rope, else head_size or hidden / heads.
 [[nodiscard]] int64_t head_dim(const ModelSpec& m);

@@ -192,6 +192,7 @@ enum class Rule : uint8_t {
     sp_seq,                   // tp * cp divides seq under sequence parallelism
     cp_seq,                   // 2 cp divides seq
     tp_mamba,                 // tp divides a hybrid model's Mamba-2 heads and groups
+    tp_gdn,                   // tp x cp divides a hybrid model's gated DeltaNet heads
     muon_sharding,            // Muon not with ZeRO-2/3 (Megatron-FSDP, FSDP2)
     count
 };

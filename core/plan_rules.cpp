@@ -245,6 +245,16 @@ const std::array<Entry, rule_count> table{{
                 (divides(x.p.tp, x.m.mamba.heads) ? n("mamba_groups", x.m.mamba.groups)
                                                   : n("mamba_heads", x.m.mamba.heads));
      }},
+    {Rule::tp_gdn, {"tp_gdn", "TP and CP split a gated DeltaNet by heads (Megatron-Core transformer_config.py @d98e8a64 asserts linear_num_key_heads and linear_num_value_heads are multiples of tp x cp)"},
+     [](const Ctx& x) {
+         const int64_t tc = x.p.tp * x.p.cp;
+         return !x.m.gdn.enabled() || (divides(tc, x.m.gdn.qk_heads) && divides(tc, x.m.gdn.v_heads));
+     },
+     [](const Ctx& x) {
+         return n("tp x cp", x.p.tp * x.p.cp) + " does not divide " +
+                (divides(x.p.tp * x.p.cp, x.m.gdn.qk_heads) ? n("linear_num_value_heads", x.m.gdn.v_heads)
+                                                            : n("linear_num_key_heads", x.m.gdn.qk_heads));
+     }},
     {Rule::muon_sharding, {"muon_sharding", "Muon orthogonalises whole weight matrices: Megatron runs it with the DDP or its layer-wise distributed optimizer, raises for Megatron-FSDP and for fp16 (megatron/core/optimizer/__init__.py _get_megatron_emerging_optimizer @d98e8a64), and FSDP2 shards the matrices too"},
      [](const Ctx& x) {
          return x.job.optimizer != Optimizer::muon || (x.p.zero <= 1 && x.job.compute != Dtype::fp16);

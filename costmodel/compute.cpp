@@ -728,6 +728,37 @@ LayerCost layer_cost(const ModelSpec& m,
     return lc;
 }
 
+namespace {
+
+// Context parallelism of a hybrid model's sequence mixer (Mamba-2, gated DeltaNet): the whole
+// sequence of a head shard is needed, so the mixer's input (pre_width elements a token, TP-split)
+// goes from sequence- to head-sharded by an all-to-all and its output (post_width) back, in
+// forward and again in backward (and in the recomputed forward); not overlapped.
+void add_mixer_cp(LayerCost& lc,
+                  const JobSpec& job,
+                  const Plan& p,
+                  const PlanLinks& links,
+                  double pre_width,
+                  double post_width) {
+    if (p.cp <= 1) {
+        return;
+    }
+    const double ab = activation_bytes(job);
+    const double tok = tokens_per_gpu(job, p);
+    const Bytes pre = bytes(ab * tok * pre_width / d(p.tp));
+    const Bytes post = bytes(ab * tok * post_width / d(p.tp));
+    const Seconds a2a = collective(Collective::all_to_all, pre, p.cp, links.cp) +
+                        collective(Collective::all_to_all, post, p.cp, links.cp);
+    const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
+    lc.cp_fwd = a2a;
+    lc.cp_bwd = a2a * (1.0 + redo);
+    lc.cp_bytes = (collective_bytes_sent(Collective::all_to_all, pre, p.cp) +
+                   collective_bytes_sent(Collective::all_to_all, post, p.cp)) *
+                  (2.0 + redo);
+}
+
+}  // namespace
+
 // Bytes of the Mamba-2 layer's non-GEMM kernels, per micro-batch on one GPU (T tokens, t TP),
 // derived from each kernel's inputs and outputs in Megatron-Core's memory-efficient path
 // (mamba_mixer.py _ssm_training -> mamba_ssm mamba_split_conv1d_scan_combined) and the SSD
@@ -798,24 +829,104 @@ LayerCost mamba_layer_cost(const ModelSpec& m,
                    gemm_flops(g.scan_x) + gemm_flops(g.states) + gemm_flops(g.state_out);
     const Seconds gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
     add_tp(lc, m, job, p, links, gemms, 1);
-    if (p.cp > 1) {
-        // MambaContextParallel: all-to-all of the in_proj output before the conv and scan and of
-        // the scan output after (forward), the same two in backward; not overlapped.
-        const MambaSpec& a = m.mamba;
-        const double ab = activation_bytes(job);
-        const double tok = tokens_per_gpu(job, p);
-        const Bytes pre = bytes(ab * tok * d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) /
-                                d(p.tp));
-        const Bytes post = bytes(ab * tok * d(a.d_inner()) / d(p.tp));
-        const Seconds a2a = collective(Collective::all_to_all, pre, p.cp, links.cp) +
-                            collective(Collective::all_to_all, post, p.cp, links.cp);
-        const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
-        lc.cp_fwd = a2a;
-        lc.cp_bwd = a2a * (1.0 + redo);
-        lc.cp_bytes = (collective_bytes_sent(Collective::all_to_all, pre, p.cp) +
-                       collective_bytes_sent(Collective::all_to_all, post, p.cp)) *
-                      (2.0 + redo);
+    // MambaContextParallel: all-to-all of the in_proj output before the conv and scan and of the
+    // scan output after (forward), the same two in backward; not overlapped.
+    const MambaSpec& a = m.mamba;
+    add_mixer_cp(lc, job, p, links, d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads),
+                 d(a.d_inner()));
+    return lc;
+}
+
+// Bytes of the gated DeltaNet layer's non-GEMM kernels, per micro-batch on one GPU (T tokens, t
+// TP), from each kernel's inputs and outputs in gdn.py @d98e8a64 and flash-linear-attention's
+// chunk_gated_delta_rule (kkt + solve_tril + recompute_w_u, chunk_fwd_h, chunk_fwd_o); the pass
+// counts are this reading, not a measurement. Per token, with q_e and k_e the query and key
+// repeated to the Hv value heads (Hv d_k each), v the value width, S the d_k x d_v chunk state
+// (16-bit between the kernels) over C tokens, g the fp32 decay:
+//   forward  pre-norm 2h (fused into in_proj's LayerNormColumnParallelLinear); conv 2 (2qk + v);
+//            L2 norm of q and k 2 x 2qk, and the repeat to the value heads 2 Hv d_k when
+//            Hv > Hk; the gates read beta and alpha and write beta and g; the WY kernel reads
+//            k_e, v, beta, g and writes A (C per head) and W, U (Hv d_k + v); the state kernel
+//            reads k_e, W, U, g and writes U - W S and the states; the output kernel reads q_e,
+//            k_e, U - W S, the states and g and writes o; the gated norm reads o and z, writes
+//            its output; the residual add 3h;
+//   backward the norms 3h + 5v; the conv 3 (2qk + v); the L2 norm 3 x 2qk; the chunk kernels
+//            twice their forward bytes (W, U and the states recomputed, then the gradients of
+//            every input) and the state gradients (2 S).
+LayerTraffic gdn_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    const GdnSpec& a = m.gdn;
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden) / (p.sp ? t : 1.0);
+    const double qk2 = 2.0 * d(a.qk_dim()) / t;
+    const double v = d(a.v_dim()) / t;
+    const double heads = d(a.v_heads) / t;
+    const double ke = heads * d(a.qk_head_dim);  // one of q_e, k_e
+    const double repeat = a.v_heads > a.qk_heads ? 2.0 * ke : 0.0;
+    const double states = ab * heads * d(a.qk_head_dim) * d(a.v_head_dim) / d(a.chunk);
+    const double g32 = 4.0 * heads;
+    const double wy = ab * (ke + v) + g32 + ab * heads + ab * heads * d(a.chunk) + ab * (ke + v);
+    const double h_pass = ab * (2.0 * ke + v) + g32 + ab * v + states;
+    const double o_pass = ab * (2.0 * ke + 2.0 * v) + states + g32;
+    const double chunk = wy + h_pass + o_pass;
+    LayerTraffic tr;
+    KernelBytes& f = tr.fwd_by_class;
+    f.norm = bytes(tok * (2.0 * ab * h + 3.0 * ab * v));
+    f.elementwise = bytes(tok * (2.0 * ab * (qk2 + v) + 2.0 * ab * qk2 + ab * repeat +
+                                 (2.0 * ab * heads + ab * heads + g32) + chunk + 3.0 * ab * h));
+    KernelBytes& b = tr.bwd_by_class;
+    b.norm = bytes(tok * (3.0 * ab * h + 5.0 * ab * v));
+    b.elementwise = bytes(tok * (3.0 * ab * (qk2 + v) + 3.0 * ab * qk2 + 2.0 * chunk +
+                                 2.0 * states + 2.0 * ab * h));
+    tr.fwd = f.total();
+    tr.bwd = b.total();
+    return tr;
+}
+
+LayerCost gdn_layer_cost(const ModelSpec& m,
+                         const ClusterSpec& c,
+                         const JobSpec& job,
+                         const Plan& p,
+                         const PlanLinks& links) {
+    const GpuSpec& gpu = c.gpu;
+    const GdnGemms g = gdn_gemms(m, job, p);
+    const Seconds t_in = gemm_time(gpu, job.compute, g.in_proj);
+    const Seconds t_out = gemm_time(gpu, job.compute, g.out_proj);
+    // The delta rule's products run in 16 bits whatever the recipe (like the attention core).
+    const Dtype cd = core_dtype(job.compute);
+    const Seconds t_wu = gemm_time(gpu, cd, g.wu);
+    const Seconds t_state = gemm_time(gpu, cd, g.state);
+    const Seconds scan = gemm_time(gpu, cd, g.kk) + t_wu + gemm_time(gpu, cd, g.qk) +
+                         gemm_time(gpu, cd, g.attn_v) + t_state;
+    // Backward: W, U and two of the three state products (W S and the update) recomputed, then
+    // the gradients of every product (twice its forward).
+    const Seconds scan_bwd = 2.0 * scan + t_wu + t_state * (2.0 / 3.0);
+    const LayerTraffic tr = gdn_traffic(m, job, p);
+    LayerGemms lg;  // for the quantisation casts of in_proj / out_proj
+    lg.mlp_in = g.in_proj;
+    lg.mlp_out = g.out_proj;
+    const QuantiseBytes q = layer_quantise_bytes(gpu, job, lg);
+    LayerCost lc;
+    const Seconds linear = t_in + t_out;
+    lc.fwd = linear + scan + memory_time(gpu, tr.fwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.fwd);
+    lc.bwd = 2.0 * linear + scan_bwd + memory_time(gpu, tr.bwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.bwd);
+    lc.gemm = 3.0 * linear;
+    lc.attention = scan + scan_bwd;  // the sequence mixer's core, reported beside attention's
+    lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
+    if (p.recompute == Recompute::full) {
+        lc.recompute = lc.fwd;
     }
+    lc.flops_fwd = gemm_flops(g.in_proj) + gemm_flops(g.out_proj) + gemm_flops(g.kk) +
+                   gemm_flops(g.wu) + gemm_flops(g.qk) + gemm_flops(g.attn_v) +
+                   gemm_flops(g.state);
+    const Seconds gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
+    add_tp(lc, m, job, p, links, gemms, 1);
+    // gdn.py: a2a_cp_to_hp of the in_proj output before the conv and the delta rule, a2a_hp_to_cp
+    // of the gated norm's output after (forward); the same two in backward.
+    add_mixer_cp(lc, job, p, links, d(m.gdn.in_proj_dim()), d(m.gdn.v_dim()));
     return lc;
 }
 
@@ -948,7 +1059,8 @@ MuonCost muon_layer_cost(const ModelSpec& m,
                          const PlanLinks& links,
                          bool moe,
                          LayerShape shape,
-                         bool mamba) {
+                         bool mamba,
+                         bool gdn) {
     MuonCost mc;
     if (job.optimizer != Optimizer::muon) {
         return mc;
@@ -979,6 +1091,11 @@ MuonCost muon_layer_cost(const ModelSpec& m,
         add(mc.dense, mc.dense_gather, h, d(m.mamba.d_inner()), 1.0, t, links.tp);
         return mc;
     }
+    if (gdn) {  // gdn.py leaves both projections to Muon (no use_muon = False, unlike Mamba's)
+        add(mc.dense, mc.dense_gather, d(m.gdn.in_proj_dim()), h, 1.0, t, links.tp);
+        add(mc.dense, mc.dense_gather, h, d(m.gdn.v_dim()), 1.0, t, links.tp);
+        return mc;
+    }
     if (shape != LayerShape::ffn) {
         if (m.mla.enabled()) {
             const MlaSpec& a = m.mla;
@@ -995,7 +1112,8 @@ MuonCost muon_layer_cost(const ModelSpec& m,
             add(mc.dense, mc.dense_gather, h, d(m.heads) * d(a.v_dim), 1.0, t, links.tp);
         } else {
             const double hd = d(head_dim(m));
-            add(mc.dense, mc.dense_gather, d(m.heads) * hd, h, 1.0, t, links.tp);         // q
+            const double q_rows = (m.attn_output_gate ? 2.0 : 1.0) * d(m.heads) * hd;  // + gate
+            add(mc.dense, mc.dense_gather, q_rows, h, 1.0, t, links.tp);                 // q
             add(mc.dense, mc.dense_gather, d(m.kv_heads) * hd, h, 2.0, t, links.tp);      // k, v
             add(mc.dense, mc.dense_gather, h, d(m.heads) * d(v_head_dim(m)), 1.0, t, links.tp);  // o
         }

@@ -169,6 +169,23 @@ nic_copy_ratio(const AllToAllLinks& l, double top_k, int64_t groups, int64_t gro
                                          const Plan& p,
                                          const PlanLinks& links);
 
+/// Memory traffic of one gated DeltaNet layer's non-GEMM kernels per micro-batch on one GPU
+/// (bytes by kernel class; see gdn_layer_cost).
+[[nodiscard]] LayerTraffic gdn_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// One gated DeltaNet layer (a hybrid model's G layer) on one GPU for one micro-batch, priced as
+/// mamba_layer_cost prices Mamba-2: in_proj and out_proj at the GEMM curve, the chunked delta
+/// rule's products at the GEMM curve of their batched shapes and its kernels' traffic at HBM
+/// speed; the backward recomputes W, U and the chunk states before its gradients
+/// (flash-linear-attention chunk_gated_delta_rule_bwd); TP as one column/row-parallel pair, CP
+/// as gdn.py's head-parallel all-to-alls (a2a_cp_to_hp of the in_proj output, a2a_hp_to_cp of
+/// the gated norm's output). Full recomputation re-runs the forward.
+[[nodiscard]] LayerCost gdn_layer_cost(const ModelSpec& m,
+                                       const ClusterSpec& c,
+                                       const JobSpec& job,
+                                       const Plan& p,
+                                       const PlanLinks& links);
+
 /// Tokens of the busiest expert over the average: job.moe_imbalance, capped by the capacity
 /// factor when one is set (tokens beyond capacity are dropped, Megatron moe_utils.py
 /// get_capacity: capacity = tokens * top_k / experts * factor).
@@ -253,7 +270,7 @@ mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job
 /// all-gather of each TP-sharded gradient over TP. Dense: the attention (q, k, v apart, as
 /// --muon-split-qkv does; MLA's five projections), MLP, router and shared expert; expert: this
 /// GPU's routed experts (experts / ep, each split by etp). A hybrid M layer's out_proj (its
-/// in_proj is Adam's: mamba_mixer.py sets use_muon False).
+/// in_proj is Adam's: mamba_mixer.py sets use_muon False); a G layer's in_proj and out_proj.
 struct MuonCost {
     Seconds dense;
     Seconds expert;
@@ -263,7 +280,8 @@ struct MuonCost {
     bool operator==(const MuonCost&) const = default;
 };
 
-/// One layer's Muon cost; `mamba` for a hybrid model's Mamba-2 layer (shape ignored).
+/// One layer's Muon cost; `mamba` for a hybrid model's Mamba-2 layer, `gdn` for its gated
+/// DeltaNet layer (shape ignored).
 [[nodiscard]] MuonCost muon_layer_cost(const ModelSpec& m,
                                        const GpuSpec& gpu,
                                        const JobSpec& job,
@@ -271,7 +289,8 @@ struct MuonCost {
                                        const PlanLinks& links,
                                        bool moe,
                                        LayerShape shape,
-                                       bool mamba = false);
+                                       bool mamba = false,
+                                       bool gdn = false);
 
 /// Forward FLOPs of one quintic Newton-Schulz step on an r x c matrix: 4 m^2 n + 2 m^3 with
 /// m = min(r, c), n = max(r, c).

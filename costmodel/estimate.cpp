@@ -88,15 +88,15 @@ struct StageParams {
     double dense = 0.0;   // per GPU after the TP split
     double expert = 0.0;  // per GPU after the TP and EP split
     int64_t moe_layers = 0;
-    std::array<int64_t, 4> kinds{};  // a hybrid model's layers by LayerKind (zero otherwise)
+    std::array<int64_t, layer_kind_count> kinds{};  // a hybrid model's layers by LayerKind (zero otherwise)
 };
 
 constexpr std::size_t kind_index(LayerKind k) {
     return static_cast<std::size_t>(k);
 }
 
-constexpr std::array<LayerKind, 4> all_kinds = {LayerKind::mamba, LayerKind::attention,
-                                                LayerKind::mlp, LayerKind::moe};
+constexpr std::array<LayerKind, layer_kind_count> all_kinds = {
+    LayerKind::mamba, LayerKind::attention, LayerKind::mlp, LayerKind::moe, LayerKind::gdn};
 
 /// Megatron's full recomputation over a stage of `layers` layers (transformer_block.py
 /// _checkpointed_forward at d98e8a6): block N checkpoints the first N layers of each of the v
@@ -851,6 +851,13 @@ LayerParts layer_parts(const ModelSpec& m,
         hp.act_kind[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, p.recompute);
         hp.act_kind_none[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, Recompute::none);
         hp.params_kind[i(LayerKind::mamba)] = d(params_mamba_layer(m));
+        if (m.gdn.enabled()) {
+            hp.kind[i(LayerKind::gdn)] = gdn_layer_cost(m, c, job, p, links);
+            hp.act_kind[i(LayerKind::gdn)] = gdn_activation_per_layer(m, job, p, p.recompute);
+            hp.act_kind_none[i(LayerKind::gdn)] =
+                gdn_activation_per_layer(m, job, p, Recompute::none);
+            hp.params_kind[i(LayerKind::gdn)] = d(params_gdn_layer(m));
+        }
         hp.kind[i(LayerKind::attention)] = layer_cost(m, c, job, p, links, false, LayerShape::attention);
         hp.act_kind[i(LayerKind::attention)] =
             activation_per_layer(m, job, p, false, p.recompute, LayerShape::attention);
@@ -944,6 +951,8 @@ LayerParts layer_parts(const ModelSpec& m,
                 muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::ffn);
             hybrid->muon_kind[i(LayerKind::moe)] =
                 muon_layer_cost(m, c.gpu, job, p, links, true, LayerShape::ffn);
+            hybrid->muon_kind[i(LayerKind::gdn)] =
+                muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::full, false, true);
         }
     }
     lp.hybrid = std::move(hybrid);

@@ -176,11 +176,11 @@ estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job,
 /// indexed by it. Their params include the layer's pre-norm; an E layer's experts are
 /// LayerParts::params_experts.
 struct HybridParts {
-    std::array<LayerCost, 4> kind;
-    std::array<Bytes, 4> act_kind;       // kept per layer under the plan's recompute
-    std::array<Bytes, 4> act_kind_none;  // ... without recomputation
-    std::array<double, 4> params_kind{};
-    std::array<MuonCost, 4> muon_kind;  // --optimizer muon: each kind's Newton-Schulz work
+    std::array<LayerCost, layer_kind_count> kind;
+    std::array<Bytes, layer_kind_count> act_kind;       // kept per layer under the plan's recompute
+    std::array<Bytes, layer_kind_count> act_kind_none;  // ... without recomputation
+    std::array<double, layer_kind_count> params_kind{};
+    std::array<MuonCost, layer_kind_count> muon_kind;  // --optimizer muon: each kind's Newton-Schulz work
 };
 
 /// Per-layer and per-edge costs of one micro-batch on one GPU: what estimate() derives from the

@@ -28,7 +28,8 @@ void attention_gemms(const ModelSpec& m, double tok, double t, LayerGemms& g) {
     const double a = d(m.heads);
     if (!m.mla.enabled()) {
         const double hd = d(head_dim(m));
-        g.qkv = {tok, (a * hd + 2.0 * d(m.kv_heads) * hd) / t, h, 1.0};
+        const double q = m.attn_output_gate ? 2.0 : 1.0;  // the gate beside each query
+        g.qkv = {tok, (q * a * hd + 2.0 * d(m.kv_heads) * hd) / t, h, 1.0};
         return;
     }
     // Megatron-Core MLASelfAttention (multi_latent_attention.py): linear_q_down_proj and
@@ -125,6 +126,38 @@ double mamba_gemm_params(const ModelSpec& m) {
            d(a.d_inner()) * d(m.hidden);
 }
 
+GdnGemms gdn_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    const GdnSpec& a = m.gdn;
+    const double t = d(p.tp);
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    const double c = d(a.chunk);
+    const double dk = d(a.qk_head_dim);
+    const double dv = d(a.v_head_dim);
+    const double batch = tok / c * d(a.v_heads) / t;  // chunks x this GPU's value heads
+    GdnGemms g;
+    g.in_proj = {tok, d(a.in_proj_dim()) / t, h, 1.0};
+    g.out_proj = {tok, h, d(a.v_dim()) / t, 1.0};
+    g.kk = {c, c, dk, batch};
+    g.wu = {c, dk + dv, c, batch};
+    g.qk = {c, c, dk, batch};
+    g.attn_v = {c, dv, c, batch};
+    g.state = {c, dv, dk, 3.0 * batch};
+    return g;
+}
+
+double gdn_scan_flops_per_token(const ModelSpec& m) {
+    const GdnSpec& a = m.gdn;
+    const double c = d(a.chunk);
+    const double dk = d(a.qk_head_dim);
+    const double dv = d(a.v_head_dim);
+    return d(a.v_heads) * (2.0 * c * (3.0 * dk + 2.0 * dv) + 6.0 * dk * dv);
+}
+
+double gdn_gemm_params(const ModelSpec& m) {
+    return d(m.hidden) * d(m.gdn.in_proj_dim()) + d(m.gdn.v_dim()) * d(m.hidden);
+}
+
 Flops forward_flops(const LayerGemms& g) {
     return gemm_flops(g.qkv) + gemm_flops(g.q_up) + gemm_flops(g.kv_up) + gemm_flops(g.score) +
            gemm_flops(g.attn_v) + gemm_flops(g.proj) + gemm_flops(g.mlp_in) +
@@ -141,7 +174,8 @@ double attention_gemm_params(const ModelSpec& m) {
     const double a = d(m.heads);
     if (!m.mla.enabled()) {
         const double hd = d(head_dim(m));
-        return 2.0 * h * a * hd + 2.0 * h * d(m.kv_heads) * hd;
+        const double q = m.attn_output_gate ? 2.0 : 1.0;  // the gate beside each query
+        return (q + 1.0) * h * a * hd + 2.0 * h * d(m.kv_heads) * hd;
     }
     const MlaSpec& mla = m.mla;
     const double q_out = a * d(mla.qk_nope_dim + mla.qk_rope_dim);
@@ -165,7 +199,7 @@ double gemm_params_active(const ModelSpec& m, bool moe, LayerShape shape) {
                d(m.moe.top_k) * mlp_matrices(m) * d(moe_token_width(m)) *
                    d(m.moe.expert_ffn_hidden) +
                mlp_matrices(m) * h * d(m.moe.shared_ffn_hidden) + h * d(m.moe.experts) +
-               2.0 * h * d(m.moe.latent);
+               2.0 * h * d(m.moe.latent) + (m.moe.shared_gate ? h : 0.0);
     }
     return attn + mlp_matrices(m) * h * d(m.ffn_hidden);
 }
@@ -206,6 +240,7 @@ double layers_forward_per_sequence(const ModelSpec& m, double s) {
         const auto n = [&m](LayerKind k) { return d(kind_count(m, k, 0, m.layers)); };
         return n(LayerKind::mamba) * s *
                    (2.0 * mamba_gemm_params(m) + mamba_scan_flops_per_token(m)) +
+               n(LayerKind::gdn) * s * (2.0 * gdn_gemm_params(m) + gdn_scan_flops_per_token(m)) +
                n(LayerKind::attention) * 2.0 * s * gemm_params_active(m, false, LayerShape::attention) +
                n(LayerKind::mlp) * 2.0 * s * gemm_params_active(m, false, LayerShape::ffn) +
                n(LayerKind::moe) * 2.0 * s * gemm_params_active(m, true, LayerShape::ffn) +

@@ -90,6 +90,36 @@ struct MambaGemms {
 /// 2 Q N G + H (2 Q P + 4 N P) (the four products above divided by T).
 [[nodiscard]] double mamba_scan_flops_per_token(const ModelSpec& m);
 
+/// Forward GEMMs of one gated DeltaNet layer on one GPU for one micro-batch (Megatron-Core
+/// ssm/gated_delta_net/gdn.py @d98e8a64: in_proj column-parallel over heads, out_proj
+/// row-parallel) and the tensor-core work of the chunked gated delta rule (the WY form of Yang et
+/// al. 2024, arXiv:2406.06484 Sec. 3.2, with the decay of Gated DeltaNet, arXiv:2412.06464
+/// Sec. 3.3; flash-linear-attention chunk_gated_delta_rule): per chunk of C tokens and value head
+/// (q and k repeated to the value heads), A = K K^T, the inverse (I + A)^-1 applied to beta K and
+/// beta V (W, U), Q K^T and its product with the new values U - W S, and three products of a chunk
+/// with the d_k x d_v state (W S, Q S, and the update K^T (U - W S)). The triangular solve
+/// (C^3 / 3 per chunk and head: 0.7% of the rest at C = 64, d_k = d_v = 128) is left out.
+struct GdnGemms {
+    GemmShape in_proj;   // T x h -> in_proj_dim / t
+    GemmShape out_proj;  // T x v_dim / t -> h
+    GemmShape kk;        // (C x d_k)(d_k x C): T/C chunks x Hv/t heads
+    GemmShape wu;        // (C x C)(C x (d_k + d_v))
+    GemmShape qk;        // (C x d_k)(d_k x C)
+    GemmShape attn_v;    // (C x C)(C x d_v)
+    GemmShape state;     // (C x d_k)(d_k x d_v): three per chunk and head
+
+    bool operator==(const GdnGemms&) const = default;
+};
+
+[[nodiscard]] GdnGemms gdn_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+/// Forward FLOPs of the chunked gated delta rule per token, all heads on one GPU (t = 1):
+/// Hv (2 C (3 d_k + 2 d_v) + 6 d_k d_v) (the five products above divided by T).
+[[nodiscard]] double gdn_scan_flops_per_token(const ModelSpec& m);
+
+/// GEMM weights of one gated DeltaNet layer (in_proj + out_proj).
+[[nodiscard]] double gdn_gemm_params(const ModelSpec& m);
+
 /// Forward FLOPs of the whole list.
 [[nodiscard]] Flops forward_flops(const LayerGemms& g);
 

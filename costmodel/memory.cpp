@@ -122,6 +122,30 @@ Bytes mamba_activation_per_layer(const ModelSpec& m, const JobSpec& job, const P
     return bytes(tok * ((ab + qb) * h / sp + ab * zxbcdt + 2.0 * ab * di + qb * di + rstd));
 }
 
+Bytes gdn_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r) {
+    const GdnSpec& a = m.gdn;
+    const double ab = activation_bytes(job);
+    const double t = d(p.tp);
+    const double sp = p.sp ? t : 1.0;
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    if (r == Recompute::full) {
+        return bytes(ab * tok * h / sp);  // the layer input only
+    }
+    const double qb = saved_input_bytes(job);
+    const double heads = d(a.v_heads) / t;
+    const double qk2 = 2.0 * d(a.qk_dim()) / t;
+    const double v = d(a.v_dim()) / t;
+    const double repeat = a.v_heads > a.qk_heads ? 2.0 * heads * d(a.qk_head_dim) : 0.0;
+    const double per_token =
+        (ab + qb) * h / sp + ab * d(a.in_proj_dim()) / t  // pre-norm and in_proj inputs, output
+        + ab * (qk2 + v)                                  // the conv's output
+        + ab * (qk2 + repeat)                             // q, k L2-normed, repeated
+        + (4.0 + ab) * heads + ab * heads * d(a.chunk)    // g (fp32), beta, A
+        + 2.0 * ab * v + 4.0 * heads + qb * v;            // o, the norm's output, rstd, out_proj in
+    return bytes(tok * per_token);
+}
+
 double module_recompute_saving(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
     const uint16_t mods = p.recompute_modules;
     const double ab = activation_bytes(job);
@@ -152,8 +176,11 @@ double attention_activation_elements(const ModelSpec& m, const Plan& p) {
     const double t = d(p.tp);
     // Q (a d_qk), K and V as the kernel reads them (kv_width), the projection input (a d_v):
     // split by TP. GQA: 2 a d + 2 a_kv d (Korthikanti Table 2's 4 s b h for a d = h).
+    // Gated attention (attn_output_gate): the gate and the gated product beside the core output
+    // (a d_v each), kept for the sigmoid-multiply's backward.
+    const double gate = m.attn_output_gate ? 2.0 * d(m.heads) * d(v_head_dim(m)) : 0.0;
     const double split =
-        (d(m.heads) * d(head_dim(m)) + d(kv_width(m)) + d(m.heads) * d(v_head_dim(m))) / t;
+        (d(m.heads) * d(head_dim(m)) + d(kv_width(m)) + d(m.heads) * d(v_head_dim(m)) + gate) / t;
     if (!m.mla.enabled()) {
         return split;
     }
@@ -226,12 +253,14 @@ double largest_layer_matrix(const ModelSpec& m, const Plan& p) {
     const double t = d(p.tp);
     const double proj = d(m.heads) * d(v_head_dim(m)) * h / t;
     const double mlp = gate * h * ffn / t;  // MLP in; MLP out (f x h) is no larger
-    if (m.mamba.enabled()) {
-        // A hybrid model's Mamba in_proj (column-split) may be its largest matrix.
+    const double q_rows = m.attn_output_gate ? 2.0 : 1.0;  // gated attention: q and its gate
+    const double qkv = h * (q_rows * d(m.heads) + 2.0 * d(m.kv_heads)) * hd / t;
+    if (m.mamba.enabled() || m.gdn.enabled()) {
+        // A hybrid model's sequence mixer's in_proj (column-split) may be its largest matrix.
         const MambaSpec& a = m.mamba;
-        const double in_proj = h * d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) / t;
-        return std::max({in_proj, mlp, d(m.heads) * d(v_head_dim(m)) * h / t,
-                         h * (d(m.heads) + 2.0 * d(m.kv_heads)) * hd / t});
+        const double mamba = h * d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) / t;
+        const double gdn = h * d(m.gdn.in_proj_dim()) / t;
+        return std::max({mamba, gdn, mlp, proj, qkv});
     }
     if (m.mla.enabled()) {
         // Down projections whole on every TP rank, up projections column-split.
@@ -242,7 +271,6 @@ double largest_layer_matrix(const ModelSpec& m, const Plan& p) {
         const double kv_up = d(a.kv_lora_rank) * d(m.heads) * d(a.qk_nope_dim + a.v_dim) / t;
         return std::max({down, q_up, kv_up, proj, mlp});
     }
-    const double qkv = h * (d(m.heads) + 2.0 * d(m.kv_heads)) * hd / t;
     return std::max({qkv, proj, mlp});
 }
 

@@ -51,6 +51,17 @@ struct StateBytes {
 [[nodiscard]] Bytes
 mamba_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r);
 
+/// Activation bytes one gated DeltaNet layer keeps for one micro-batch on one GPU (gdn.py
+/// @d98e8a64 and flash-linear-attention's ChunkGatedDeltaRuleFunction, which saves q, k, v, g,
+/// beta and A and recomputes W, U and the states in backward): per token ab h / sp + qb h / sp
+/// (the pre-norm's and in_proj's inputs) + ab in_proj_dim / t (in_proj's output: the conv's input
+/// and the gate z) + ab (2qk + v) / t (the conv output) + ab 2qk / t (q and k L2-normed) + ab
+/// 2 Hv d_k / t when Hv > Hk (repeated to the value heads) + (4 + ab) Hv / t (g in fp32, beta) +
+/// ab Hv C / t (A) + 2 ab v / t (o, the gated norm's output) + 4 Hv / t (its rstd) + qb v / t
+/// (out_proj's input). Full recompute keeps the layer input.
+[[nodiscard]] Bytes
+gdn_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r);
+
 /// Bytes of one layer's MLP / MoE activations that Megatron's selective recompute modules
 /// (Plan::recompute_modules) free, for one micro-batch on one GPU (transformer_config.py
 /// recompute_modules @d98e8a64; what each keeps, shared/reference/memory-overheads.md F31):

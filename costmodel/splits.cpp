@@ -93,6 +93,8 @@ SplitWeights split_weights(const ModelSpec& m, const JobSpec& job) {
                 return 2.0 * gemm_params_active(m, true, LayerShape::ffn);
             case LayerKind::mamba:
                 return 2.0 * mamba_gemm_params(m) + mamba_scan_flops_per_token(m);
+            case LayerKind::gdn:
+                return 2.0 * gdn_gemm_params(m) + gdn_scan_flops_per_token(m);
             }
             return 0.0;
         };

@@ -17,7 +17,8 @@ namespace cleave {
 /// With job.mtp each MTP module adds 1 + 4 h^2 / layer + the output's share to the output side.
 /// A hybrid model's layers differ by kind, so each layer carries its own work (`layer`, the
 /// same unit: the mean layer is 1): attention 2 G_attn + 4 s a d, MLP 2 G_mlp, MoE 2 G_moe
-/// (active), Mamba-2 2 G_mamba + the SSD scan (flops.hpp mamba_scan_flops_per_token); the output
+/// (active), Mamba-2 2 G_mamba + the SSD scan (flops.hpp mamba_scan_flops_per_token), gated
+/// DeltaNet 2 G_gdn + the chunked delta rule (gdn_scan_flops_per_token); the output
 /// is then 2 h V over that mean. A transformer mixing dense and MoE layers (DeepSeek-V3's first
 /// three dense) weighs each layer 2 G_l + 4 s a d over the mean layer. Empty otherwise: every
 /// layer weighs 1.

@@ -361,6 +361,9 @@ void check_features(std::vector<Diagnostic>& out, const ModelSpec& model, const 
     priced_only(model.mla.enabled(), "multi-head latent attention ([model.mla], DeepSeek)");
     priced_only(model.qk_norm, "qk_norm (Qwen3's q / k RMSNorm)");
     priced_only(model.attention_sinks, "attention_sinks (GPT-OSS)");
+    priced_only(model.attn_output_gate, "gated attention (attn_output_gate, Qwen3-Next)");
+    priced_only(kind_count(model, LayerKind::gdn, 0, model.layers) > 0,
+                "gated DeltaNet layers (G, Qwen3-Next's linear attention)");
     priced_only(model.clamped_glu, "clamped_glu (GPT-OSS's clamped GLU)");
     priced_only(model.sliding_window > 0, "sliding-window attention (sliding_window)");
     priced_only(model.head_size > 0 && model.heads > 0 &&

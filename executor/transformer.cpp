@@ -1,6 +1,7 @@
 #include "executor/transformer.hpp"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 namespace cleave::executor {
@@ -201,6 +202,8 @@ LayerHandles register_layer(Registrar& r, const ModelSpec& model, int64_t index)
         l.block = Block::mamba;
         register_mamba(r, p, l);
         break;
+    case LayerKind::gdn:  // check_executable refuses these models before any layer is built
+        throw std::logic_error("gated DeltaNet layers are not executed");
     }
     return l;
 }

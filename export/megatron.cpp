@@ -22,7 +22,7 @@ void megatron_layout_args(Args& os, const ModelSpec& m, const Plan& p, int64_t m
     const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;
     if (is_hybrid(m)) {
         // A hybrid model's layers and its stages in one flag: --hybrid-layer-pattern, one letter a
-        // layer (M * - E), '|' between pipeline stages (virtual ones in model order); Megatron does
+        // layer (M * - E G), '|' between pipeline stages (virtual ones in model order); Megatron does
         // not combine it with --pipeline-model-parallel-layout.
         std::string pattern;
         const int64_t v = interleaved ? p.vpp : 1;
@@ -133,7 +133,13 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
     if (m.head_size > 0 && !m.mla.enabled() && m.head_size * m.heads != m.hidden) {
         arg(os, "--kv-channels", std::to_string(m.head_size));
     }
-    if (is_hybrid(m)) {
+    if (m.qk_norm) {
+        arg(os, "--qk-layernorm");
+    }
+    if (m.attn_output_gate) {  // gated attention (transformer_config.py attention_output_gate)
+        arg(os, "--attention-output-gate");
+    }
+    if (is_hybrid(m) && m.mamba.enabled()) {
         // The Mamba-2 mixer's shape (Megatron-LM arguments.py @d98e8a64); the layer pattern is
         // the layout (megatron_layout_args).
         arg(os, "--mamba-num-heads", std::to_string(m.mamba.heads));
@@ -141,12 +147,25 @@ void megatron_model_args(Args& os, const ModelSpec& m, const JobSpec& job) {
         arg(os, "--mamba-state-dim", std::to_string(m.mamba.state));
         arg(os, "--mamba-num-groups", std::to_string(m.mamba.groups));
     }
+    if (is_hybrid(m) && m.gdn.enabled()) {
+        // The gated DeltaNet's shape (transformer_config.py linear_* @d98e8a64, the flags of
+        // tests/functional_tests/test_cases/gpt/gpt3_mcore_te_tp2_pp1_gdn); its layers are the
+        // pattern's G letters.
+        arg(os, "--linear-conv-kernel-dim", std::to_string(m.gdn.conv_kernel));
+        arg(os, "--linear-key-head-dim", std::to_string(m.gdn.qk_head_dim));
+        arg(os, "--linear-value-head-dim", std::to_string(m.gdn.v_head_dim));
+        arg(os, "--linear-num-key-heads", std::to_string(m.gdn.qk_heads));
+        arg(os, "--linear-num-value-heads", std::to_string(m.gdn.v_heads));
+    }
     if (m.moe.enabled()) {
         arg(os, "--num-experts", std::to_string(m.moe.experts));
         arg(os, "--moe-router-topk", std::to_string(m.moe.top_k));
         arg(os, "--moe-ffn-hidden-size", std::to_string(m.moe.expert_ffn_hidden));
         if (m.moe.shared_ffn_hidden > 0) {
             arg(os, "--moe-shared-expert-intermediate-size", std::to_string(m.moe.shared_ffn_hidden));
+            if (m.moe.shared_gate) {
+                arg(os, "--moe-shared-expert-gate");
+            }
         }
         if (m.moe.latent > 0) {  // LatentMoE (transformer_config.py moe_latent_size @d98e8a64)
             arg(os, "--moe-latent-size", std::to_string(m.moe.latent));

@@ -424,7 +424,7 @@ private:
         if (over(p.tp, o_.max_tp) || over(p.pp, o_.max_pp) || over(p.cp, o_.max_cp)) {
             return RejectReason::limit;
         }
-        if (!keeps_all({Rule::tp_heads, Rule::tp_kv_heads, Rule::tp_ffn, Rule::tp_mamba}, p)) {
+        if (!keeps_all({Rule::tp_heads, Rule::tp_kv_heads, Rule::tp_ffn, Rule::tp_mamba, Rule::tp_gdn}, p)) {
             return RejectReason::tp_split;
         }
         if (splits(p.pp, 1).empty()) {

@@ -304,7 +304,8 @@ seq_len = 16
             {{9,
               24,
               "'model.hybrid_layer_pattern' has '|': cleave reads M (Mamba-2), * (attention), - "
-              "(MLP) and E (MoE); a stage boundary '|' belongs to the plan's layer map"}});
+              "(MLP), E (MoE) and G (gated DeltaNet); a stage boundary '|' belongs to the plan's "
+              "layer map"}});
         expect_diagnostics(
             [&] {
                 (void)parse_model_toml(head + "hybrid_layer_pattern = \"M*M\"\n[model.mamba]\n"
@@ -333,7 +334,7 @@ seq_len = 16
             {{1,
               1,
               "'model.hybrid_layer_pattern' is missing: [model.mamba] is set, so the model needs "
-              "the kind of each layer (M Mamba-2, * attention, - MLP, E MoE)"}});
+              "the kind of each layer (M Mamba-2, * attention, - MLP, E MoE, G gated DeltaNet)"}});
         expect_diagnostics(
             [&] { (void)parse_model_toml(head + "squared_relu = true\n", "h.toml"); },
             {{9, 16, "'model.squared_relu' = true needs an ungated MLP (mlp = \"gelu\" shapes: up + "

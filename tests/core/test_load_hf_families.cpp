@@ -342,32 +342,42 @@ TEST_SUITE("core") {
                                           "nh.json");
             },
             {{7, 3, "the layer pattern has 3 layers, 'num_hidden_layers' says 4"}});
-        // Qwen/Qwen3-Next-80B-A3B states full_attention_interval = 4 and no layer_types.
+        // Qwen3-Next loads (tests/costmodel/test_gdn.cpp); what its loader cannot place is
+        // refused at the key: a layer type other than linear / full attention, value heads that
+        // are not a multiple of the key heads.
+        const std::string qn = R"({
+  "model_type": "qwen3_next", "num_hidden_layers": 4, "hidden_size": 64,
+  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+  "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 64,
+  "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+  "linear_num_key_heads": 2, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+)";
         expect_diagnostics(
-            [] {
-                (void)parse_model_hf_json(R"({
-  "model_type": "qwen3_next",
-  "full_attention_interval": 4,
-  "num_hidden_layers": 48
+            [&qn] {
+                (void)parse_model_hf_json(qn + R"(  "linear_num_value_heads": 4,
+  "layer_types": ["linear_attention", "sliding_attention", "linear_attention", "full_attention"]
 })",
                                           "qn.json");
             },
-            {{3,
+            {{8,
               3,
-              "'full_attention_interval' = 4 leaves 3 of every 4 layers linear attention: gated "
-              "DeltaNet layers are not priced yet"}});
+              "'layer_types' entries must be \"linear_attention\" or \"full_attention\", got "
+              "\"sliding_attention\""}});
         expect_diagnostics(
-            [] {
-                (void)parse_model_hf_json(R"({
-  "architectures": ["Qwen3NextForCausalLM"],
-  "layer_types": ["linear_attention", "linear_attention", "linear_attention", "full_attention"]
+            [&qn] {
+                (void)parse_model_hf_json(qn + R"(  "linear_num_value_heads": 3
 })",
                                           "qn.json");
             },
-            {{3,
-              3,
-              "'layer_types' lists 3 linear_attention layers: gated DeltaNet layers are not priced "
-              "yet"}});
+            {{7, 3, "'linear_num_value_heads' = 3 is not a multiple of 'linear_num_key_heads' = 2"}});
+        expect_diagnostics(
+            [&qn] {
+                (void)parse_model_hf_json(qn + R"(  "linear_num_value_heads": 4,
+  "layer_types": ["linear_attention", "full_attention"]
+})",
+                                          "qn.json");
+            },
+            {{8, 3, "'layer_types' lists 2 layers, 'num_hidden_layers' says 4"}});
         for (const char* type : {"mamba2", "mamba"}) {
             CAPTURE(type);
             expect_diagnostics(
@@ -378,8 +388,8 @@ TEST_SUITE("core") {
                 {{1,
                   2,
                   std::string("model_type '") + type +
-                      "' has no attention layers: Mamba (state-space) layers are not priced "
-                      "yet"}});
+                      "' has no attention layers: a model of Mamba (state-space) layers alone "
+                      "is not priced yet"}});
         }
     }
 
@@ -433,7 +443,7 @@ TEST_SUITE("core") {
               2,
               "unsupported model_type 'bert' (supported: llama, mistral, qwen2, qwen3, olmo2, "
               "mixtral, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, "
-              "gemma3_text, nemotron, nemotron_h, gpt_neox, gpt2)"}});
+              "gemma3_text, nemotron, nemotron_h, qwen3_next, gpt_neox, gpt2)"}});
         expect_diagnostics(
             [] { (void)parse_model_hf_json(R"({"model_type": "gemma3"})", "g.json"); },
             {{1, 1, "missing required key 'text_config' (a Gemma3TextConfig)"}});
