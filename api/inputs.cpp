@@ -279,6 +279,10 @@ Inputs load_inputs(const JobOptions& f,
         in.job.global_batch = f.gbs;
     }
     in.job.seq_len = f.seq > 0 ? f.seq : (in.job.seq_len > 0 ? in.job.seq_len : in.model.seq_len);
+    if (in.job.seq_len <= 0) {  // a Mamba-2 stack's config states no context length
+        throw ConfigError("--seq is required: model '" + in.model.name +
+                          "' states no sequence length (a Mamba-2 config has none)");
+    }
     const Dtype d = parse_dtype(f.dtype);
     in.job.compute = d;
     // Quantised training keeps bf16 weights (Transformer Engine casts them per step) unless they

@@ -60,7 +60,12 @@ void apply_overrides(const RunOptions& o, ModelSpec& m) {
     if (o.vocab > 0) {
         m.vocab = o.vocab;
     }
-    if (m.heads <= 0 || m.hidden % m.heads != 0) {
+    if (m.heads == 0) {
+        throw ConfigError("--heads: model '" + m.name +
+                          "' states no attention heads (a Mamba-2 stack); the executor sizes "
+                          "its attention by them: give --heads (and --kv-heads)");
+    }
+    if (m.heads < 0 || m.hidden % m.heads != 0) {
         throw ConfigError("--hidden/--heads: heads=" + std::to_string(m.heads) +
                           " must divide hidden=" + std::to_string(m.hidden));
     }

@@ -732,12 +732,58 @@ void read_qwen3_next(JsonReader& r, ModelSpec& m) {
     }
 }
 
+// Mamba2Config (transformers configuration_mamba2.py, modeling_mamba2.py): a stack of Mamba-2
+// blocks alone (Mamba2Block: an RMSNorm, then Mamba2Mixer with its gated RMSNorm), no attention
+// and no MLP; the embedding tied unless the config says otherwise. cleave holds it as a hybrid
+// model of M layers ("MMMM...", Megatron's --hybrid-layer-pattern), with no attention heads.
+void read_mamba2(JsonReader& r, ModelSpec& m) {
+    using detail::Need;
+    m.norm = NormKind::rmsnorm;
+    m.positions = PositionKind::rope;  // no positional parameters
+    m.linear_bias = false;
+    m.mlp = MlpKind::swiglu;  // unused: no MLP layer
+    set(m.layers, r.count("num_hidden_layers", Need::required));
+    set(m.hidden, r.count("hidden_size", Need::required));
+    set(m.vocab, r.count("vocab_size", Need::required));
+    // No context length: Mamba2Config states none, so a job gives --seq (seq_len stays 0).
+    m.tied_embeddings = r.flag("tie_word_embeddings").value_or(false);  // Mamba2Config default
+    set(m.mamba.heads, r.size("num_heads", Need::required));
+    set(m.mamba.head_dim, r.size("head_dim", Need::required));
+    set(m.mamba.state, r.size("state_size", Need::required));
+    set(m.mamba.groups, r.size("n_groups", Need::optional));
+    set(m.mamba.conv_kernel, r.size("conv_kernel", Need::optional));
+    set(m.mamba.chunk, r.size("chunk_size", Need::optional));
+    if (const auto expand = r.size("expand", Need::optional);
+        expand && m.hidden > 0 && m.mamba.d_inner() != *expand * m.hidden) {
+        r.error("expand",
+                "'expand' = " + std::to_string(*expand) + " gives d_inner " +
+                    std::to_string(*expand * m.hidden) + ", but 'num_heads' x 'head_dim' = " +
+                    std::to_string(m.mamba.d_inner()) +
+                    " (Mamba2Mixer splits in_proj by the heads)");
+    }
+    if (r.flag("use_bias").value_or(false)) {
+        r.error("use_bias", "'use_bias' = true: cleave prices Mamba-2 projections without biases");
+    }
+    if (!r.flag("use_conv_bias").value_or(true)) {
+        r.error("use_conv_bias", "'use_conv_bias' = false: cleave counts the conv1d bias");
+    }
+    if (!r.flag("rms_norm").value_or(true)) {
+        r.error("rms_norm", "'rms_norm' = false: cleave reads Mamba-2 stacks with RMSNorm");
+    }
+    if (m.mamba.heads > 0 && m.mamba.groups > 0 && m.mamba.heads % m.mamba.groups != 0) {
+        r.error("n_groups", "'n_groups' = " + std::to_string(m.mamba.groups) +
+                                " does not divide 'num_heads' = " + std::to_string(m.mamba.heads));
+    }
+    if (m.layers > 0 && m.layers <= detail::max_count / 1000000) {
+        m.layer_kinds.assign(static_cast<std::size_t>(m.layers), LayerKind::mamba);
+    }
+}
+
 // Families whose layers cleave has no price for: an error at the key that holds them.
 void refuse_unpriced(JsonReader& r, const std::string& type) {
     r.error("model_type",
             "model_type '" + type +
-                "' has no attention layers: a model of Mamba (state-space) layers alone is not "
-                "priced yet");
+                "' is Mamba-1 (selective scan, no heads): cleave prices Mamba-2 (mamba2) layers");
 }
 
 void read_gpt_neox(JsonReader& r, ModelSpec& m) {
@@ -895,7 +941,9 @@ bool read_family(JsonReader& r,
         read_nemotron_h(r, m);
     } else if (type == "qwen3_next") {
         read_qwen3_next(r, m);
-    } else if (type == "mamba" || type == "mamba2") {
+    } else if (type == "mamba2") {
+        read_mamba2(r, m);
+    } else if (type == "mamba") {
         refuse_unpriced(r, type);
     } else if (type == "gpt_neox") {
         read_gpt_neox(r, m);
@@ -942,7 +990,7 @@ ModelSpec parse_model_hf_json(std::string_view text, const std::string& source_n
                 "unsupported model_type '" + type +
                     "' (supported: llama, mistral, qwen2, qwen3, olmo2, mixtral, deepseek_v2, "
                     "deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, gemma3_text, "
-                    "nemotron, nemotron_h, qwen3_next, gpt_neox, gpt2)");
+                    "nemotron, nemotron_h, qwen3_next, mamba2, gpt_neox, gpt2)");
         sink.throw_if_any();
     }
     if (m.head_size == 0 && !m.mla.enabled()) {

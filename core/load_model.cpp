@@ -100,11 +100,26 @@ std::vector<ModelProblem> model_problems(const ModelSpec& m) {
     std::vector<ModelProblem> out;
     positive(out, "layers", m.layers);
     positive(out, "hidden", m.hidden);
-    positive(out, "heads", m.heads);
-    positive(out, "kv_heads", m.kv_heads);
-    positive(out, "ffn_hidden", m.ffn_hidden);
+    // A hybrid model without attention (or MLP) layers, a pure Mamba-2 stack, may state none of
+    // their sizes (0); a negative one is still an error.
+    const auto has = [&m](LayerKind k) {
+        return kind_count(m, k, 0, m.layers) > 0 ||
+               std::find(m.mtp_kinds.begin(), m.mtp_kinds.end(), k) != m.mtp_kinds.end();
+    };
+    const bool attends = !is_hybrid(m) || has(LayerKind::attention);
+    const bool dense_mlp = !is_hybrid(m) || has(LayerKind::mlp);
+    const auto size = [&out](bool needed, const char* field, int64_t v) {
+        if (needed || v < 0) {
+            positive(out, field, v);
+        }
+    };
+    size(attends, "heads", m.heads);
+    size(attends, "kv_heads", m.kv_heads);
+    size(dense_mlp, "ffn_hidden", m.ffn_hidden);
     positive(out, "vocab", m.vocab);
-    positive(out, "seq_len", m.seq_len);
+    // A model of Mamba-2 layers alone states no context length (Mamba2Config has none): the
+    // job's --seq gives it.
+    size(attends || m.positions == PositionKind::learned, "seq_len", m.seq_len);
     if (m.heads > 0 && m.hidden > 0 && m.hidden % m.heads != 0 && m.head_size == 0 &&
         !m.mla.enabled()) {
         out.push_back(

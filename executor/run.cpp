@@ -438,7 +438,11 @@ void check_executable(const ModelSpec& model,
     need(out,
          plan.recompute_layers <= 1 && plan.recompute_method == RecomputeMethod::uniform,
          "--recompute-num-layers above 1 and --recompute-method block are priced, not executed");
-    need(out, model.heads > 0 && model.hidden % model.heads == 0, "heads must divide hidden");
+    need(out,
+         model.heads > 0 && model.hidden % model.heads == 0,
+         model.heads == 0 ? std::string("the executor sizes attention by heads, which this model "
+                                        "states none of (a Mamba-2 config.json): give --heads")
+                          : std::string("heads must divide hidden"));
     const int64_t kv = model.kv_heads > 0 ? model.kv_heads : model.heads;
     need(out,
          kv % plan.tp == 0,

@@ -119,7 +119,7 @@ TEST_SUITE("core") {
               2,
               "unsupported model_type 'bert' (supported: llama, mistral, qwen2, qwen3, olmo2, "
               "mixtral, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, "
-              "gemma3_text, nemotron, nemotron_h, qwen3_next, gpt_neox, gpt2)"}});
+              "gemma3_text, nemotron, nemotron_h, qwen3_next, mamba2, gpt_neox, gpt2)"}});
     }
 
     TEST_CASE("hf: invalid JSON is reported at its line and column") {

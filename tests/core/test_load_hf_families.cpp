@@ -378,19 +378,25 @@ TEST_SUITE("core") {
                                           "qn.json");
             },
             {{8, 3, "'layer_types' lists 2 layers, 'num_hidden_layers' says 4"}});
-        for (const char* type : {"mamba2", "mamba"}) {
-            CAPTURE(type);
-            expect_diagnostics(
-                [type] {
-                    (void)parse_model_hf_json(std::string("{\"model_type\": \"") + type + "\"}",
-                                              "m.json");
-                },
-                {{1,
-                  2,
-                  std::string("model_type '") + type +
-                      "' has no attention layers: a model of Mamba (state-space) layers alone "
-                      "is not priced yet"}});
-        }
+        // Mamba-1 (selective scan, no heads) is not Mamba-2: refused at model_type.
+        expect_diagnostics(
+            [] { (void)parse_model_hf_json("{\"model_type\": \"mamba\"}", "m.json"); },
+            {{1,
+              2,
+              "model_type 'mamba' is Mamba-1 (selective scan, no heads): cleave prices Mamba-2 "
+              "(mamba2) layers"}});
+        // A mamba2 config whose heads do not make expand x hidden.
+        expect_diagnostics(
+            [] {
+                (void)parse_model_hf_json(R"({"model_type": "mamba2", "num_hidden_layers": 2,
+  "hidden_size": 64, "vocab_size": 100, "num_heads": 4, "head_dim": 16, "state_size": 16,
+  "expand": 2})",
+                                          "m2.json");
+            },
+            {{3,
+              3,
+              "'expand' = 2 gives d_inner 128, but 'num_heads' x 'head_dim' = 64 (Mamba2Mixer "
+              "splits in_proj by the heads)"}});
     }
 
     TEST_CASE("hf families: Nemotron 3 Super (LatentMoE, MTP block *E) matches its checkpoint") {
@@ -443,7 +449,7 @@ TEST_SUITE("core") {
               2,
               "unsupported model_type 'bert' (supported: llama, mistral, qwen2, qwen3, olmo2, "
               "mixtral, deepseek_v2, deepseek_v3, kimi_k2, glm4_moe, qwen3_moe, gpt_oss, gemma3, "
-              "gemma3_text, nemotron, nemotron_h, qwen3_next, gpt_neox, gpt2)"}});
+              "gemma3_text, nemotron, nemotron_h, qwen3_next, mamba2, gpt_neox, gpt2)"}});
         expect_diagnostics(
             [] { (void)parse_model_hf_json(R"({"model_type": "gemma3"})", "g.json"); },
             {{1, 1, "missing required key 'text_config' (a Gemma3TextConfig)"}});

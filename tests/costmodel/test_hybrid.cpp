@@ -492,6 +492,39 @@ TEST_SUITE("costmodel") {
         CHECK(params_total(a) == params_total(b));
     }
 
+    TEST_CASE("hybrid: a Mamba-2 stack alone (mamba2 780M) loads and is priced without attention") {
+        const ModelSpec m = load_model(std::string(CLEAVE_TEST_DATA_DIR) +
+                                       "/examples/hf/mamba2-780m.config.json");
+        REQUIRE(is_hybrid(m));
+        CHECK(kind_count(m, LayerKind::mamba, 0, 48) == 48);
+        CHECK(m.heads == 0);
+        CHECK(m.seq_len == 0);  // Mamba2Config states none: the job's --seq
+        // Per layer: in_proj 1536 x (2 x 3072 + 2 x 1 x 128 + 48) = 9,904,128; conv (3072 + 256)
+        // x 5 = 16,640; dt_bias, A_log, D 144; gated norm 3072; out_proj 3072 x 1536 = 4,718,592;
+        // pre-norm 1536: 14,644,112. 48 of them + the tied embedding 50,288 x 1536 = 77,242,368 +
+        // the final norm 1536 = 780,161,280: the release's "780m".
+        CHECK(params_mamba_layer(m) == 14644112);
+        CHECK(params_total(m) == 780161280);
+        // Model FLOPs per token: 48 x (2 x 14,622,720 GEMM weights + the scan 2 x 256 x 128 x 1 +
+        // 48 x (2 x 256 x 64 + 4 x 128 x 64) = 3,211,264) = 1,557,921,792, + logits 2 x 1536 x
+        // 50,288 = 154,484,736: 1,712,406,528; no attention core. x 3 x 64 x 4096 tokens.
+        CHECK(mamba_scan_flops_per_token(m) == doctest::Approx(3211264.0));
+        JobSpec j = test::job(8, 64, 4096);
+        j.stack = load_stack("megatron-core");
+        Plan p = test::plan(8, 1, 1);
+        p.zero = 1;
+        const Estimate e = estimate(m, load_cluster("dgx-h100"), j, p);
+        CHECK(e.model_flops.value() == doctest::Approx(3.0 * 64.0 * 4096.0 * 1712406528.0));
+        CHECK(e.iteration_time.value() > 0.0);
+        CHECK(e.stage[0].memory.activations.value() > 0.0);
+        // Without --seq the job has no sequence length: exit 2 with why.
+        const test::CliRun r = test::run_cleave(
+            {"plan", std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/mamba2-780m.config.json",
+             "dgx-h100", "--gpus", "8", "--gbs", "64"});
+        CHECK(r.code == 2);
+        CHECK(r.err.find("--seq is required") != std::string::npos);
+    }
+
     TEST_CASE("published: every row not priced is listed with why, in every public CSV") {
         // What cleave does not model is refused, not priced (issue 26): the whole list, by file.
         const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
