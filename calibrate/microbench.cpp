@@ -1,5 +1,7 @@
 #include "calibrate/microbench.hpp"
 
+#include "calibrate/profile.hpp"
+
 #include "executor/collect.hpp"
 
 #include <algorithm>
@@ -339,7 +341,7 @@ std::vector<StreamSample> bench_kernels(Backend& be, const BenchOptions& options
     const double target_s = options.quick ? 0.02 : 0.1;
     const int trials = options.quick ? 3 : 5;
     const auto ln = executor::NormType::layernorm;
-    constexpr int64_t total = 11;
+    constexpr int64_t total = 12;
     std::vector<StreamSample> out;
     const auto add = [&](const char* name, double bytes_per_elem, int64_t elems, auto&& f) {
         report(options, "kernels", static_cast<int64_t>(out.size()), total);
@@ -389,6 +391,76 @@ std::vector<StreamSample> bench_kernels(Backend& be, const BenchOptions& options
     // Adam per fp32 parameter: w, g read + w written, m and v read + written (32 B).
     int64_t step = 0;
     add("adam", 32.0, n, [&] { be.adam(y, dy, m, v, 1e-6f, 0.9f, 0.95f, 1e-8f, 0.0f, ++step); });
+    // A Mamba-2 layer's own kernels (executor/mamba.cpp's order), their bytes as the cost model
+    // counts the ssm class (profile.hpp ssm_bench_bytes_per_token; summarize() subtracts the
+    // price of the scan's products).
+    const SsmShape sh = ssm_bench_shape;
+    const int64_t T = sh.tokens();
+    const int64_t di = sh.d_inner();
+    const int64_t bc = sh.bc();
+    const int64_t K = sh.conv_kernel;
+    const executor::SsdShape ssd{sh.seq, sh.batch, sh.heads, sh.head_dim, sh.groups, sh.state, sh.chunk};
+    struct Stream {
+        int64_t ch;
+        Buffer raw, pre, act, w, bias, dact, dpre, draw, dw, dbias;
+    };
+    std::vector<Stream> streams;
+    for (const int64_t ch : {di, bc, bc}) {
+        streams.push_back({ch, Buffer(be, T * ch), Buffer(be, T * ch), Buffer(be, T * ch),
+                           Buffer(be, K * ch), Buffer(be, ch), Buffer(be, T * ch),
+                           Buffer(be, T * ch), Buffer(be, T * ch), Buffer(be, K * ch),
+                           Buffer(be, ch)});
+        fill_pattern(be, streams.back().raw);
+        fill_pattern(be, streams.back().w);
+        fill_pattern(be, streams.back().dact);
+    }
+    Buffer dt(be, T * sh.heads);
+    Buffer dt_bias(be, sh.heads);
+    Buffer a_log(be, sh.heads);
+    Buffer dskip(be, sh.heads);
+    Buffer yscan(be, T * di);
+    Buffer zgate(be, T * di);
+    Buffer gout(be, T * di);
+    Buffer grstd(be, T * sh.groups);
+    Buffer ggamma(be, di);
+    Buffer dgout(be, T * di);
+    Buffer dscan(be, T * di);
+    Buffer dz(be, T * di);
+    Buffer dgamma_g(be, di);
+    Buffer ddt(be, T * sh.heads);
+    Buffer ddt_bias(be, sh.heads);
+    Buffer da_log(be, sh.heads);
+    Buffer dd(be, sh.heads);
+    fill_pattern(be, dt);
+    fill_pattern(be, zgate);
+    fill_pattern(be, dgout);
+    be.fill(dt_bias, 0.1f);
+    be.fill(a_log, 0.0f);
+    be.fill(dskip, 1.0f);
+    be.fill(ggamma, 1.0f);
+    const auto conv_silu = [&] {
+        for (Stream& st : streams) {
+            be.causal_conv1d_fwd(st.raw, sh.seq, sh.batch, st.ch, K, st.w, st.bias, st.pre);
+            be.silu_fwd(st.pre, st.act);
+        }
+    };
+    add("ssm", ssm_bench_bytes_per_token(), T, [&] {
+        conv_silu();
+        be.ssd_fwd(ssd, streams[0].act, dt, dt_bias, a_log, streams[1].act, streams[2].act, dskip,
+                   yscan);
+        be.gated_rmsnorm_fwd(yscan, zgate, T, di, di / sh.groups, ggamma, 1e-5f, gout, grstd);
+        be.gated_rmsnorm_bwd(dgout, yscan, zgate, T, di, di / sh.groups, ggamma, grstd, dscan, dz,
+                             dgamma_g);
+        conv_silu();  // recomputed in backward from the in_proj outputs
+        be.ssd_bwd(ssd, streams[0].act, dt, dt_bias, a_log, streams[1].act, streams[2].act, dskip,
+                   dscan, streams[0].dact, ddt, streams[1].dact, streams[2].dact, ddt_bias, da_log,
+                   dd);
+        for (Stream& st : streams) {
+            be.silu_bwd(st.pre, st.dact, st.dpre);
+            be.causal_conv1d_bwd(st.raw, st.dpre, sh.seq, sh.batch, st.ch, K, st.w, st.draw, st.dw,
+                                 st.dbias);
+        }
+    });
     report(options, "kernels", total, total);
     return out;
 }

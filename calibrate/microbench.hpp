@@ -100,11 +100,33 @@ struct AttentionShape {
 
 inline constexpr AttentionShape attention_bench_shape{};
 
+/// The Mamba-2 mixer bench_kernels times (a small hybrid model's: 256 tokens, 8 heads of 16,
+/// 2 groups of state 16, chunk 32, conv kernel 4).
+struct SsmShape {
+    int64_t seq = 64;
+    int64_t batch = 4;
+    int64_t heads = 8;
+    int64_t head_dim = 16;
+    int64_t groups = 2;
+    int64_t state = 16;
+    int64_t chunk = 32;
+    int64_t conv_kernel = 4;
+
+    [[nodiscard]] constexpr int64_t tokens() const { return seq * batch; }
+    [[nodiscard]] constexpr int64_t d_inner() const { return heads * head_dim; }
+    [[nodiscard]] constexpr int64_t bc() const { return groups * state; }
+};
+
+inline constexpr SsmShape ssm_bench_shape{};
+
 /// Times the executor's memory-bound kernels, one or more per kernel class the cost model
 /// prices (costmodel/compute.hpp KernelClass): norm_fwd / norm_bwd, bias_residual_fwd / _bwd
 /// (add_bias or bias_grad + the residual axpy), gelu_fwd / _bwd, swiglu_fwd / _bwd, attention
 /// (attention_fwd + attention_bwd on attention_bench_shape, GEMMs included), cross_entropy
-/// (xent_row_max + xent_partial + xent_bwd) and adam; on 1 Mi elements (attention: its scores),
+/// (xent_row_max + xent_partial + xent_bwd), adam, and ssm (a Mamba-2 layer's own kernels on
+/// ssm_bench_shape, as the executor runs them: conv + SiLU of x, B and C, the SSD scan, the gated
+/// RMSNorm, then their backward with the conv recomputed; the scan's products included); on
+/// 1 Mi elements (attention: its scores; ssm: its tokens),
 /// each with the bytes per element the cost model charges it (costmodel/compute.cpp, 4-byte
 /// activations), so that bytes / time is the bandwidth these kernels reach in the cost model's
 /// accounting.

@@ -40,7 +40,7 @@ struct Calibration {
 /// The memory-bound kernel class a bench_kernels sample measures: norm_* -> norm,
 /// bias_residual_* -> elementwise, gelu_* -> activation, swiglu_* -> gated_activation,
 /// attention -> softmax,
-/// cross_entropy -> cross_entropy, adam -> optimizer; nullopt for any other name.
+/// cross_entropy -> cross_entropy, adam -> optimizer, ssm -> ssm; nullopt for any other name.
 [[nodiscard]] std::optional<KernelClass> kernel_class_of(std::string_view kernel);
 
 /// One measured kernel class: the bytes the cost model charges its samples over their time.
@@ -59,6 +59,18 @@ struct ClassBandwidth {
                                       FlopsPerSecond peak,
                                       const std::vector<GemmEfficiencyPoint>& curve);
 
+/// Bytes per token the cost model charges the ssm class (costmodel/compute.cpp mamba_traffic,
+/// forward + backward) for a Mamba-2 layer of ssm_bench_shape at 4-byte activations, t = 1: the
+/// bytes of bench_kernels' "ssm" sample.
+[[nodiscard]] double ssm_bench_bytes_per_token();
+
+/// Seconds the cost model charges the SSD scan's products of that sample (mamba_gemms' four
+/// products at the measured peak and curve, forward once and backward twice, as
+/// mamba_layer_cost prices them).
+[[nodiscard]] double ssm_gemm_s(const std::string& backend,
+                                FlopsPerSecond peak,
+                                const std::vector<GemmEfficiencyPoint>& curve);
+
 struct CollectiveFit {
     Collective op = Collective::all_reduce;
     AlphaBetaFit fit;
@@ -75,6 +87,8 @@ struct Summary {
     std::vector<ClassBandwidth> classes;     // per kernel class, in KernelClass order
     double attention_s = 0.0;                // the "attention" sample, and the cost model's
     double attention_gemm_s = 0.0;           // price of its GEMMs (its softmax: the rest)
+    double ssm_s = 0.0;                      // the "ssm" sample, and the cost model's price of
+    double ssm_gemm_s = 0.0;                 // the scan's products (the ssm class: the rest)
     std::vector<CollectiveFit> per_collective;
     Seconds sync_wait;  // sync.wait_s(): NodeSpec::sync_wait
     AlphaBetaFit link;  // one fit over every collective sample: the profile's intra-node link

@@ -26,7 +26,8 @@ double* efficiency_field(GpuSpec& g, std::string_view key) {
         {"gated_activation_efficiency", &GpuSpec::gated_activation_efficiency},
         {"softmax_efficiency", &GpuSpec::softmax_efficiency},
         {"cross_entropy_efficiency", &GpuSpec::cross_entropy_efficiency},
-        {"optimizer_efficiency", &GpuSpec::optimizer_efficiency}};
+        {"optimizer_efficiency", &GpuSpec::optimizer_efficiency},
+        {"ssm_efficiency", &GpuSpec::ssm_efficiency}};
     for (const auto& [name, field] : fields) {
         if (key == name) {
             return &(g.*field);

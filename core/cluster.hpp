@@ -80,6 +80,7 @@ struct GpuSpec {
     double softmax_efficiency = 0.0;           // attention scale-mask-softmax + attention dropout
     double cross_entropy_efficiency = 0.0;     // fp32 cross-entropy over the logits
     double optimizer_efficiency = 0.0;         // Adam step
+    double ssm_efficiency = 0.0;  // a hybrid model's sequence mixer kernels (Mamba-2, gated DeltaNet)
     /// true: the attention GEMMs of all batch elements and heads run as one batched kernel
     /// (cuBLAS strided-batched), at the efficiency of the whole batch's FLOPs; false: one GEMM
     /// per batch element and head (a loop, as the CPU executor runs them), each at its own size.

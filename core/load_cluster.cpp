@@ -88,6 +88,7 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
     set(g.softmax_efficiency, r.fraction("softmax_efficiency", Need::optional));
     set(g.cross_entropy_efficiency, r.fraction("cross_entropy_efficiency", Need::optional));
     set(g.optimizer_efficiency, r.fraction("optimizer_efficiency", Need::optional));
+    set(g.ssm_efficiency, r.fraction("ssm_efficiency", Need::optional));
     set(g.batched_gemm_fused, r.flag("batched_gemm_fused", Need::optional));
     g.peak_fp32 = peak(r, "peak_tflops_fp32", Need::required);
     g.peak_tf32 = peak(r, "peak_tflops_tf32", Need::optional);

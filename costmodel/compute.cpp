@@ -190,6 +190,8 @@ const char* to_string(KernelClass k) {
         return "cross_entropy";
     case KernelClass::optimizer:
         return "optimizer";
+    case KernelClass::ssm:
+        return "ssm";
     }
     return "";
 }
@@ -210,6 +212,8 @@ double& kernel_efficiency_field(GpuSpec& gpu, KernelClass k) {
         return gpu.cross_entropy_efficiency;
     case KernelClass::optimizer:
         return gpu.optimizer_efficiency;
+    case KernelClass::ssm:
+        return gpu.ssm_efficiency;
     }
     CLEAVE_ASSERT(false, "kernel_efficiency_field: unknown kernel class");
     return gpu.hbm_efficiency;
@@ -234,7 +238,8 @@ Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b) {
            memory_time(gpu, KernelClass::gated_activation, b.gated_activation) +
            memory_time(gpu, KernelClass::softmax, b.softmax) +
            memory_time(gpu, KernelClass::cross_entropy, b.cross_entropy) +
-           memory_time(gpu, KernelClass::optimizer, b.optimizer);
+           memory_time(gpu, KernelClass::optimizer, b.optimizer) +
+           memory_time(gpu, KernelClass::ssm, b.ssm);
 }
 
 LayerTraffic layer_traffic(
@@ -770,7 +775,10 @@ void add_mixer_cp(LayerCost& lc,
 // Backward: the norm 3 h; the conv reads x B C and its output gradient, writes d(x B C); the scan
 // reads x B C dt and dy twice over (states recomputed, then the gradients) and passes the fp32
 // states and their gradients (6 x 4 B x H P N / Q); the gated norm reads y, z, dy and writes dy,
-// dz; the residual 2 h.
+// dz; the residual 2 h. The backward recomputes the conv + SiLU from the saved in_proj output
+// (Megatron's memory-efficient path, and the executor, read x B C and write its output again:
+// 2 (x B C)). The mixer's own kernels (conv, scan, gated norm) are KernelClass::ssm; the
+// pre-norm is norm, the residual elementwise.
 LayerTraffic mamba_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     const MambaSpec& a = m.mamba;
     const double ab = activation_bytes(job);
@@ -783,13 +791,14 @@ LayerTraffic mamba_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     const double states = 4.0 * heads * d(a.head_dim) * d(a.state) / d(a.chunk);
     LayerTraffic tr;
     KernelBytes& f = tr.fwd_by_class;
-    f.norm = bytes(tok * (2.0 * ab * h + 3.0 * ab * di));
-    f.elementwise = bytes(tok * (2.0 * ab * xbc + ab * (xbc + heads + di) + 4.0 * states +
-                                 3.0 * ab * h));
+    f.norm = bytes(tok * 2.0 * ab * h);
+    f.ssm = bytes(tok * (3.0 * ab * di + 2.0 * ab * xbc + ab * (xbc + heads + di) + 4.0 * states));
+    f.elementwise = bytes(tok * 3.0 * ab * h);
     KernelBytes& b = tr.bwd_by_class;
-    b.norm = bytes(tok * (3.0 * ab * h + 5.0 * ab * di));
-    b.elementwise = bytes(tok * (3.0 * ab * xbc + 2.0 * ab * (xbc + heads + di) + 6.0 * states +
-                                 2.0 * ab * h));
+    b.norm = bytes(tok * 3.0 * ab * h);
+    b.ssm = bytes(tok * (5.0 * ab * di + 2.0 * ab * xbc + 3.0 * ab * xbc +
+                         2.0 * ab * (xbc + heads + di) + 6.0 * states));
+    b.elementwise = bytes(tok * 2.0 * ab * h);
     tr.fwd = f.total();
     tr.bwd = b.total();
     return tr;
@@ -853,6 +862,7 @@ LayerCost mamba_layer_cost(const ModelSpec& m,
 //   backward the norms 3h + 5v; the conv 3 (2qk + v); the L2 norm 3 x 2qk; the chunk kernels
 //            twice their forward bytes (W, U and the states recomputed, then the gradients of
 //            every input) and the state gradients (2 S).
+// The mixer's own kernels (all but the pre-norm and the residual) are KernelClass::ssm.
 LayerTraffic gdn_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     const GdnSpec& a = m.gdn;
     const double ab = activation_bytes(job);
@@ -872,13 +882,15 @@ LayerTraffic gdn_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p) 
     const double chunk = wy + h_pass + o_pass;
     LayerTraffic tr;
     KernelBytes& f = tr.fwd_by_class;
-    f.norm = bytes(tok * (2.0 * ab * h + 3.0 * ab * v));
-    f.elementwise = bytes(tok * (2.0 * ab * (qk2 + v) + 2.0 * ab * qk2 + ab * repeat +
-                                 (2.0 * ab * heads + ab * heads + g32) + chunk + 3.0 * ab * h));
+    f.norm = bytes(tok * 2.0 * ab * h);
+    f.ssm = bytes(tok * (3.0 * ab * v + 2.0 * ab * (qk2 + v) + 2.0 * ab * qk2 + ab * repeat +
+                         (2.0 * ab * heads + ab * heads + g32) + chunk));
+    f.elementwise = bytes(tok * 3.0 * ab * h);
     KernelBytes& b = tr.bwd_by_class;
-    b.norm = bytes(tok * (3.0 * ab * h + 5.0 * ab * v));
-    b.elementwise = bytes(tok * (3.0 * ab * (qk2 + v) + 3.0 * ab * qk2 + 2.0 * chunk +
-                                 2.0 * states + 2.0 * ab * h));
+    b.norm = bytes(tok * 3.0 * ab * h);
+    b.ssm = bytes(tok * (5.0 * ab * v + 3.0 * ab * (qk2 + v) + 3.0 * ab * qk2 + 2.0 * chunk +
+                         2.0 * states));
+    b.elementwise = bytes(tok * 2.0 * ab * h);
     tr.fwd = f.total();
     tr.bwd = b.total();
     return tr;

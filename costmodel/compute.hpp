@@ -31,11 +31,12 @@ enum class KernelClass {
     gated_activation,  // SwiGLU
     softmax,
     cross_entropy,
-    optimizer
+    optimizer,
+    ssm  // a sequence mixer's own kernels: Mamba-2's conv + SiLU, SSD scan and gated norm; GDN's
 };
 
 /// "norm", "elementwise", "activation", "gated_activation", "softmax", "cross_entropy",
-/// "optimizer" (the profile key is this + "_efficiency").
+/// "optimizer", "ssm" (the profile key is this + "_efficiency").
 [[nodiscard]] const char* to_string(KernelClass k);
 
 /// The profile field that holds class k's efficiency (0 when the profile has none).
@@ -57,10 +58,11 @@ struct KernelBytes {
     Bytes softmax;
     Bytes cross_entropy;
     Bytes optimizer;
+    Bytes ssm;
 
     [[nodiscard]] Bytes total() const {
         return norm + elementwise + activation + gated_activation + softmax + cross_entropy +
-               optimizer;
+               optimizer + ssm;
     }
 
     bool operator==(const KernelBytes&) const = default;

@@ -248,6 +248,36 @@ TEST_SUITE("calibrate") {
         CHECK(s.memory_efficiency == doctest::Approx(0.5).epsilon(1e-12));  // norm alone
     }
 
+    TEST_CASE("summarize: the ssm sample less its scan products, kept out of the mix") {
+        // ssm_bench_shape (256 tokens, 8 heads of 16, 2 groups of state 16, chunk 32; fp32), the
+        // cost model's ssm bytes per token (compute.cpp mamba_traffic): d_inner 128, x B C 192,
+        // states 4 x 8 x 16 x 16 / 32 = 256. Forward: gated norm 3 x 4 x 128 = 1536, conv 2 x 4
+        // x 192 = 1536, scan reads 4 x (192 + 8 + 128) = 1312, states 4 x 256 = 1024: 5,408.
+        // Backward: gated norm 5 x 4 x 128 = 2560, the conv recomputed 2 x 4 x 192 = 1536, its
+        // gradient 3 x 4 x 192 = 2304, the scan 2 x 4 x 328 = 2624, states 6 x 256 = 1536:
+        // 10,560. 15,968 B a token.
+        CHECK(ssm_bench_bytes_per_token() == doctest::Approx(15968.0));
+        // The scan's products: C B^T 16 of 2 x 32 x 32 x 16 = 32,768 FLOP, (C B^T o L) X 64 of
+        // 32,768, B^T X and C h 64 each of 16,384: 4,718,592 FLOP, every one below the curve's
+        // first point (65,536 FLOP at 0.25): 10 GFLOP/s, 471.8592 us; forward + twice backward
+        // 1.4155776 ms.
+        Calibration c = synthetic();
+        const Summary s0 = summarize(c);
+        CHECK(ssm_gemm_s("cpu", s0.peak, s0.curve) == doctest::Approx(1.4155776e-3).epsilon(1e-12));
+        // 15,968 x 256 = 4,087,808 B at 1 GB/s = 4.087808 ms + the products: 5.5033856 ms.
+        c.kernels.push_back({"ssm", 15968.0, 256, 5.5033856e-3});
+        const Summary s = summarize(c);
+        REQUIRE(s.classes.size() == 3);  // norm, optimizer, ssm
+        CHECK(s.classes[2].cls == KernelClass::ssm);
+        CHECK(s.classes[2].bw.value() == doctest::Approx(1e9).epsilon(1e-9));
+        CHECK(s.classes[2].efficiency == doctest::Approx(0.125).epsilon(1e-9));
+        CHECK(s.memory_efficiency == doctest::Approx(s0.memory_efficiency).epsilon(1e-12));
+        const ClusterSpec k = to_cluster(c, s, "ssm");
+        const ClusterSpec back = parse_cluster_toml(profile_toml(c, s, k, {"d", "c"}), "x.toml");
+        CHECK(back.gpu.ssm_efficiency == doctest::Approx(0.125).epsilon(1e-3));
+        CHECK(kernel_efficiency(back.gpu, KernelClass::ssm) == doctest::Approx(0.125).epsilon(1e-3));
+    }
+
     TEST_CASE("kernel_class_of: the class each bench_kernels sample measures") {
         CHECK(kernel_class_of("norm_bwd") == KernelClass::norm);
         CHECK(kernel_class_of("bias_residual_fwd") == KernelClass::elementwise);
@@ -256,6 +286,7 @@ TEST_SUITE("calibrate") {
         CHECK(kernel_class_of("attention") == KernelClass::softmax);
         CHECK(kernel_class_of("cross_entropy") == KernelClass::cross_entropy);
         CHECK(kernel_class_of("adam") == KernelClass::optimizer);
+        CHECK(kernel_class_of("ssm") == KernelClass::ssm);
         CHECK_FALSE(kernel_class_of("copy").has_value());
     }
 

@@ -129,16 +129,19 @@ TEST_SUITE("costmodel") {
         // Kernel bytes per token (compute.cpp gdn_traffic): q_e = k_e = 4 x 16 = 64, states
         // 2 x 4 x 16 x 16 / 8 = 256, g 4 x 4 = 16. WY 2 (64 + 64) + 16 + 2 x 4 + 2 x 4 x 8 +
         // 2 (64 + 64) = 600; state pass 2 (128 + 64) + 16 + 2 x 64 + 256 = 784; output pass
-        // 2 (128 + 128) + 256 + 16 = 784: chunk 2,168. Forward norms 2 x 2 x 64 + 3 x 2 x 64 =
-        // 640; elementwise conv 2 x 2 x 128 = 512, L2 norm 2 x 2 x 64 = 256, repeat 2 x 128 =
-        // 256, gates 2 x 2 x 4 + 2 x 4 + 16 = 40, chunk 2,168, residual 3 x 2 x 64 = 384: 3,616.
-        // Backward norms 3 x 2 x 64 + 5 x 2 x 64 = 1,024; elementwise 3 x 2 x 128 + 3 x 2 x 64 +
-        // 2 x 2,168 + 2 x 256 + 2 x 2 x 64 = 6,256.
+        // 2 (128 + 128) + 256 + 16 = 784: chunk 2,168. Forward: the pre-norm 2 x 2 x 64 = 256
+        // (norm); the mixer's own kernels (ssm): gated norm 3 x 2 x 64 = 384, conv 2 x 2 x 128 =
+        // 512, L2 norm 2 x 2 x 64 = 256, repeat 2 x 128 = 256, gates 2 x 2 x 4 + 2 x 4 + 16 = 40,
+        // chunk 2,168: 3,616; the residual 3 x 2 x 64 = 384 (elementwise). Backward: pre-norm
+        // 3 x 2 x 64 = 384; ssm 5 x 2 x 64 + 3 x 2 x 128 + 3 x 2 x 64 + 2 x 2,168 + 2 x 256 =
+        // 6,640; residual 2 x 2 x 64 = 256.
         const LayerTraffic tr = gdn_traffic(m, j, p);
-        CHECK(tr.fwd_by_class.norm.value() == doctest::Approx(640.0 * 64.0));
-        CHECK(tr.fwd_by_class.elementwise.value() == doctest::Approx(3616.0 * 64.0));
-        CHECK(tr.bwd_by_class.norm.value() == doctest::Approx(1024.0 * 64.0));
-        CHECK(tr.bwd_by_class.elementwise.value() == doctest::Approx(6256.0 * 64.0));
+        CHECK(tr.fwd_by_class.norm.value() == doctest::Approx(256.0 * 64.0));
+        CHECK(tr.fwd_by_class.ssm.value() == doctest::Approx(3616.0 * 64.0));
+        CHECK(tr.fwd_by_class.elementwise.value() == doctest::Approx(384.0 * 64.0));
+        CHECK(tr.bwd_by_class.norm.value() == doctest::Approx(384.0 * 64.0));
+        CHECK(tr.bwd_by_class.ssm.value() == doctest::Approx(6640.0 * 64.0));
+        CHECK(tr.bwd_by_class.elementwise.value() == doctest::Approx(256.0 * 64.0));
         // Scan FLOPs: 4 x (2 x 8 x (48 + 32) + 6 x 256) = 4 x 2,816 = 11,264 per token.
         CHECK(gdn_scan_flops_per_token(m) == doctest::Approx(11264.0));
     }

@@ -92,6 +92,21 @@ TEST_SUITE("costmodel") {
         // Full recomputation keeps the layer input: 2 x 2688 x 8192 = 44,040,192.
         CHECK(mamba_activation_per_layer(m, j, p, Recompute::full).value() ==
               doctest::Approx(44040192.0));
+        // Kernel bytes per token (compute.cpp mamba_traffic), bf16, t 1: x B C = 4096 + 2 x 8 x
+        // 128 = 6144, fp32 states 4 x 64 x 64 x 128 / 128 = 16,384. Forward: pre-norm 2 x 2 x
+        // 2688 = 10,752 (norm); gated norm 3 x 2 x 4096 = 24,576, conv 2 x 2 x 6144 = 24,576,
+        // the scan's reads 2 x (6144 + 64 + 4096) = 20,608, states 4 x 16,384 = 65,536: 135,296
+        // (ssm); residual 3 x 2 x 2688 = 16,128. Backward: pre-norm 3 x 2 x 2688 = 16,128; gated
+        // norm 5 x 2 x 4096 = 40,960, the conv recomputed 2 x 2 x 6144 = 24,576 and its gradient
+        // 3 x 2 x 6144 = 36,864, the scan 2 x 2 x 10,304 = 41,216, states 6 x 16,384 = 98,304:
+        // 241,920; residual 2 x 2 x 2688 = 10,752.
+        const LayerTraffic tr = mamba_traffic(m, j, p);
+        CHECK(tr.fwd_by_class.norm.value() == doctest::Approx(10752.0 * 8192.0));
+        CHECK(tr.fwd_by_class.ssm.value() == doctest::Approx(135296.0 * 8192.0));
+        CHECK(tr.fwd_by_class.elementwise.value() == doctest::Approx(16128.0 * 8192.0));
+        CHECK(tr.bwd_by_class.norm.value() == doctest::Approx(16128.0 * 8192.0));
+        CHECK(tr.bwd_by_class.ssm.value() == doctest::Approx(241920.0 * 8192.0));
+        CHECK(tr.bwd_by_class.elementwise.value() == doctest::Approx(10752.0 * 8192.0));
         // TP 2: in_proj / out_proj / the scan split by heads.
         p.tp = 2;
         p.dp = 4;
