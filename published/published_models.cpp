@@ -18,6 +18,7 @@ const char* shipped_model_config(const std::string& name) {
         {"DeepSeek-V3", "deepseek-v3.config.json"},
         {"Qwen3-235B-A22B", "qwen3-235b-a22b.config.json"},
         {"Qwen3-30B-A3B", "qwen3-30b-a3b.config.json"},
+        {"Qwen3-Next-80B", "qwen3-next-80b-a3b-instruct.config.json"},
         {"GPT-OSS 120B", "gpt-oss-120b.config.json"},
         {"GPT-OSS-120B", "gpt-oss-120b.config.json"},
         {"GPT-OSS 20B", "gpt-oss-20b.config.json"},
@@ -80,6 +81,9 @@ namespace {
 // the forward: attention 4 h p (h + h g / a + s / 2) with p = d a / h and g query groups; Mamba
 // 2 h (2 d_in + 2 G N + H) + 7 d_in N + 2 d_in h with Bridge's d_in = 2 h (not heads x
 // head_dim); MLP 4 f h; MoE 4 h (k f_e + f_s) (squared ReLU: no gate factor); logits 2 h V.
+// Qwen3-Next, which Bridge counts on its GPT path (linear_attention_freq), comes to the same
+// terms: per layer h (q + k + v + gate) + q h + q s for its attention, the GDN term below, and
+// 3 h (k f_e + f_s) for its MoE, doubled.
 double bridge_hybrid_per_token(const ModelSpec& m, double s, double mtp_depths) {
     const double h = static_cast<double>(m.hidden);
     const double a = static_cast<double>(m.heads);
@@ -95,7 +99,18 @@ double bridge_hybrid_per_token(const ModelSpec& m, double s, double mtp_depths) 
         return static_cast<double>(kind_count(m, k, 0, m.layers)) + mtp * mtp_depths;
     };
     const double gate = m.mlp == MlpKind::swiglu ? 1.5 : 1.0;
-    const double attn = 4.0 * h * p * (h + h * g / a + s / 2.0);
+    // Gated attention (Qwen3-Next): the gate's h x a d more (flop_utils.py @067f987df
+    // gate_projection_size).
+    const double gate_q = m.attn_output_gate ? 2.0 * h * static_cast<double>(head_dim(m)) * a : 0.0;
+    const double attn = 4.0 * h * p * (h + h * g / a + s / 2.0) + gate_q;
+    // Gated DeltaNet (gdn_layer_flops / the GPT path's gdn_self_attn_per_layer @067f987df, as
+    // Megatron's training.py): 2 (h in_proj + K (2 qk + v) + 4 Hv d_v^2 + h v) per token.
+    const GdnSpec& gd = m.gdn;
+    const double gdn =
+        2.0 * (h * static_cast<double>(gd.in_proj_dim()) +
+               static_cast<double>(gd.conv_kernel * gd.conv_dim()) +
+               4.0 * static_cast<double>(gd.v_heads) * static_cast<double>(gd.v_head_dim * gd.v_head_dim) +
+               h * static_cast<double>(gd.v_dim()));
     const double mamba = 2.0 * h * (2.0 * din + 2.0 * gn + static_cast<double>(x.heads)) +
                          7.0 * din * static_cast<double>(x.state) + 2.0 * din * h;
     const double mlp = 4.0 * static_cast<double>(m.ffn_hidden) * h * gate;
@@ -107,7 +122,8 @@ double bridge_hybrid_per_token(const ModelSpec& m, double s, double mtp_depths) 
                                          : 4.0 * h * routed * gate) +
                        4.0 * h * static_cast<double>(m.moe.shared_ffn_hidden) * gate;
     // Logits once, and once more per MTP depth (hybrid_flops' (1 + mtp_num_layers)).
-    return n(LayerKind::attention) * attn + n(LayerKind::mamba) * mamba + n(LayerKind::mlp) * mlp +
+    return n(LayerKind::attention) * attn + n(LayerKind::mamba) * mamba + n(LayerKind::gdn) * gdn +
+           n(LayerKind::mlp) * mlp +
            n(LayerKind::moe) * moe + 2.0 * h * static_cast<double>(m.vocab) * (1.0 + mtp_depths);
 }
 

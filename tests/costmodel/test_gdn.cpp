@@ -10,6 +10,7 @@
 #include "costmodel/flops.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/splits.hpp"
+#include "published/published.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
@@ -186,6 +187,21 @@ TEST_SUITE("costmodel") {
                                                      bytes(2.0 * 2048.0 * 4096.0), 2))
                                   .value() *
                               2.0));
+    }
+
+    TEST_CASE("gdn: Megatron-Bridge's FLOP count of Qwen3-Next") {
+        // Per token forward, s = 4096 (flop_utils.py @067f987df, the GPT path Bridge takes for
+        // Qwen3-Next; its hybrid path gives the same terms): 12 gated attention layers x
+        // (2048 x (4096 + 512 + 512 + 4096) + 4096 x 2048 + 4096 x 4096 = 44,040,192); 36 GDN x
+        // (2048 x 12,352 + 4 x 8192 + 4 x 32 x 128^2 + 2048 x 4096 = 35,815,424); 48 MoE x
+        // 3 x 2048 x (10 x 512 + 512) = 34,603,008; all doubled: 6,957,563,904; logits 2 x 2048
+        // x 151,936 = 622,329,856: 7,579,893,760; x 3 x B x s.
+        const ModelSpec m = qwen3_next();
+        JobSpec j = test::job(32, 256, 4096);
+        CHECK(bridge_flops(m, j) == doctest::Approx(3.0 * 256.0 * 4096.0 * 7579893760.0));
+        // A published row naming the model is priced with the shipped config.
+        CHECK(std::string(shipped_model_config("Qwen3-Next-80B-A3B (Qwen3_Next)")) ==
+              "qwen3-next-80b-a3b-instruct.config.json");
     }
 
     TEST_CASE("gdn: TP x CP must split the key and value heads, as Megatron asserts") {
