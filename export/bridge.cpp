@@ -117,6 +117,32 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
             kv("model.num_layers_in_last_pipeline_stage", val);
         } else if (flag == "--pipeline-model-parallel-layout") {
             kv("model.pipeline_model_parallel_layout", "'" + val + "'");
+        } else if (flag == "--hybrid-layer-pattern" && m.gdn.enabled()) {
+            // Bridge builds Qwen3-Next as a GPTModel (qwen3_next_bridge.py @067f987df:
+            // experimental_attention_variant gated_delta_net, linear_attention_freq), whose
+            // layers are decoder layers of two of cleave's blocks (mixer, MoE): the stages as a
+            // pipeline layout of decoder layers, when every boundary falls between two.
+            std::string decoder;
+            bool whole = true;
+            const int64_t v = interleaved ? p.vpp : 1;
+            for (int64_t c = 0; c < v; ++c) {
+                for (int64_t st = 0; st < p.pp; ++st) {
+                    const int64_t first = chunk_first_layer(m.layers, p, st, c);
+                    const int64_t n = chunk_layers(m.layers, p, st, c);
+                    whole = whole && first % 2 == 0 && n % 2 == 0;
+                    decoder += (decoder.empty() ? "E" : "|") + std::string("t*") + std::to_string(n / 2);
+                }
+            }
+            if (p.pp == 1) {
+                // one stage: no layout
+            } else if (whole) {
+                kv("model.pipeline_model_parallel_layout", "'" + decoder + "L'");
+            } else {
+                notes.push_back("a stage boundary of this plan falls inside a decoder layer (between "
+                                "its token mixer and its MoE): Megatron-LM's hybrid pattern runs it "
+                                "(--format megatron), Megatron-Bridge's GPT recipe for this model "
+                                "cannot; no layout written");
+            }
         } else if (flag == "--hybrid-layer-pattern") {
             kv("model.hybrid_layer_pattern", val);  // already quoted
         }  // --num-layers-per-virtual-pipeline-stage / --num-virtual-stages-per-pipeline-rank:

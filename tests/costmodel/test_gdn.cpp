@@ -241,6 +241,27 @@ TEST_SUITE("costmodel") {
         CHECK(r.out.find("--mamba-num-heads") == std::string::npos);  // no Mamba layer
     }
 
+    TEST_CASE("gdn: the Bridge export writes Qwen3-Next's stages in decoder layers") {
+        const std::string cfg =
+            std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/qwen3-next-80b-a3b-instruct.config.json";
+        // Stages of 26, 26, 26, 18 blocks: 13, 13, 13, 9 decoder layers of Bridge's GPTModel.
+        const test::CliRun r = test::run_cleave(
+            {"plan", cfg, "dgx-h100", "--gpus", "32", "--gbs", "256", "--seq", "4096", "--tp", "1",
+             "--pp", "4", "--cp", "1", "--ep", "8", "--vpp", "1", "--top", "1", "--format", "bridge"});
+        REQUIRE_MESSAGE(r.code == 0, r.err);
+        CHECK(r.out.find("model.pipeline_model_parallel_layout='Et*13|t*13|t*13|t*9L'") !=
+              std::string::npos);
+        CHECK(r.out.find("hybrid_layer_pattern") == std::string::npos);
+        // 25 / 23 / 24 / 24 blocks: boundaries inside decoder layers, said, not written.
+        const test::CliRun odd = test::run_cleave(
+            {"plan", cfg, "dgx-h100", "--gpus", "32", "--gbs", "256", "--seq", "4096", "--tp", "1",
+             "--pp", "4", "--cp", "1", "--ep", "8", "--vpp", "1", "--first-stage-layers", "25",
+             "--last-stage-layers", "23", "--top", "1", "--format", "bridge"});
+        REQUIRE_MESSAGE(odd.code == 0, odd.err);
+        CHECK(odd.out.find("falls inside a decoder layer") != std::string::npos);
+        CHECK(odd.out.find("pipeline_model_parallel_layout") == std::string::npos);
+    }
+
     TEST_CASE("gdn: a model TOML names what a G layer needs") {
         // A G layer without its table, at the pattern key.
         try {
