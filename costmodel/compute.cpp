@@ -762,6 +762,74 @@ void add_mixer_cp(LayerCost& lc,
                   (2.0 + redo);
 }
 
+// A sequence-mixer layer's bytes by kernel class: the pre-norm (read and write one T x h
+// activation forward, three in backward: x, dy, dx), the mixer's own kernels (ssm, given) and
+// the residual add (read two, write one; backward two); th is T x h x bytes per element.
+LayerTraffic mixer_traffic(double th, Bytes ssm_fwd, Bytes ssm_bwd) {
+    LayerTraffic tr;
+    KernelBytes& f = tr.fwd_by_class;
+    f.norm = bytes(2.0 * th);
+    f.ssm = ssm_fwd;
+    f.elementwise = bytes(3.0 * th);
+    KernelBytes& b = tr.bwd_by_class;
+    b.norm = bytes(3.0 * th);
+    b.ssm = ssm_bwd;
+    b.elementwise = bytes(2.0 * th);
+    tr.fwd = f.total();
+    tr.bwd = b.total();
+    return tr;
+}
+
+// The sequence mixer's core (Mamba-2's SSD scan, gated DeltaNet's chunked delta rule): its
+// 16-bit products' time forward and backward and their forward FLOPs.
+struct MixerCore {
+    Seconds fwd;
+    Seconds bwd;
+    Flops flops_fwd;
+};
+
+// A sequence-mixer layer (Mamba-2, gated DeltaNet) priced as its parts: in_proj and out_proj
+// at the GEMM curve (backward twice the forward: dX and dW), the core as given, the non-GEMM
+// kernels' bytes by class and the in_proj / out_proj quantisation casts; TP as one row-parallel
+// all-reduce (Megatron's mixers, like an MLP); CP as add_mixer_cp's two all-to-alls of
+// cp_in / cp_out features per token.
+LayerCost mixer_layer_cost(const ModelSpec& m,
+                           const ClusterSpec& c,
+                           const JobSpec& job,
+                           const Plan& p,
+                           const PlanLinks& links,
+                           const GemmShape& in_proj,
+                           const GemmShape& out_proj,
+                           const MixerCore& core,
+                           const LayerTraffic& tr,
+                           double cp_in,
+                           double cp_out) {
+    const GpuSpec& gpu = c.gpu;
+    const Seconds t_in = gemm_time(gpu, job.compute, in_proj);
+    const Seconds t_out = gemm_time(gpu, job.compute, out_proj);
+    LayerGemms lg;  // for the quantisation casts of in_proj / out_proj
+    lg.mlp_in = in_proj;
+    lg.mlp_out = out_proj;
+    const QuantiseBytes q = layer_quantise_bytes(gpu, job, lg);
+    LayerCost lc;
+    const Seconds linear = t_in + t_out;
+    lc.fwd = linear + core.fwd + memory_time(gpu, tr.fwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.fwd);
+    lc.bwd = 2.0 * linear + core.bwd + memory_time(gpu, tr.bwd_by_class) +
+             memory_time(gpu, KernelClass::elementwise, q.bwd);
+    lc.gemm = 3.0 * linear;
+    lc.attention = core.fwd + core.bwd;  // the sequence mixer's core, reported beside attention's
+    lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
+    if (p.recompute == Recompute::full) {
+        lc.recompute = lc.fwd;
+    }
+    lc.flops_fwd = gemm_flops(in_proj) + gemm_flops(out_proj) + core.flops_fwd;
+    const Seconds gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
+    add_tp(lc, m, job, p, links, gemms, 1);
+    add_mixer_cp(lc, job, p, links, cp_in, cp_out);
+    return lc;
+}
+
 }  // namespace
 
 // Bytes of the Mamba-2 layer's non-GEMM kernels, per micro-batch on one GPU (T tokens, t TP),
@@ -789,19 +857,11 @@ LayerTraffic mamba_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p
     const double xbc = di + d(2 * a.groups * a.state) / t;
     const double heads = d(a.heads) / t;
     const double states = 4.0 * heads * d(a.head_dim) * d(a.state) / d(a.chunk);
-    LayerTraffic tr;
-    KernelBytes& f = tr.fwd_by_class;
-    f.norm = bytes(tok * 2.0 * ab * h);
-    f.ssm = bytes(tok * (3.0 * ab * di + 2.0 * ab * xbc + ab * (xbc + heads + di) + 4.0 * states));
-    f.elementwise = bytes(tok * 3.0 * ab * h);
-    KernelBytes& b = tr.bwd_by_class;
-    b.norm = bytes(tok * 3.0 * ab * h);
-    b.ssm = bytes(tok * (5.0 * ab * di + 2.0 * ab * xbc + 3.0 * ab * xbc +
-                         2.0 * ab * (xbc + heads + di) + 6.0 * states));
-    b.elementwise = bytes(tok * 2.0 * ab * h);
-    tr.fwd = f.total();
-    tr.bwd = b.total();
-    return tr;
+    return mixer_traffic(
+        tok * ab * h,
+        bytes(tok * (3.0 * ab * di + 2.0 * ab * xbc + ab * (xbc + heads + di) + 4.0 * states)),
+        bytes(tok * (5.0 * ab * di + 2.0 * ab * xbc + 3.0 * ab * xbc +
+                     2.0 * ab * (xbc + heads + di) + 6.0 * states)));
 }
 
 LayerCost mamba_layer_cost(const ModelSpec& m,
@@ -811,39 +871,22 @@ LayerCost mamba_layer_cost(const ModelSpec& m,
                            const PlanLinks& links) {
     const GpuSpec& gpu = c.gpu;
     const MambaGemms g = mamba_gemms(m, job, p);
-    const Seconds t_in = gemm_time(gpu, job.compute, g.in_proj);
-    const Seconds t_out = gemm_time(gpu, job.compute, g.out_proj);
-    // The scan's products run in 16 bits whatever the recipe (like the attention core).
+    // The scan's products run in 16 bits whatever the recipe (like the attention core); the
+    // backward is twice the forward (the gradients of each product's two inputs).
     const Dtype cd = core_dtype(job.compute);
-    const Seconds scan = gemm_time(gpu, cd, g.cb) + gemm_time(gpu, cd, g.scan_x) +
-                         gemm_time(gpu, cd, g.states) + gemm_time(gpu, cd, g.state_out);
-    const LayerTraffic tr = mamba_traffic(m, job, p);
-    LayerGemms lg;  // for the quantisation casts of in_proj / out_proj
-    lg.mlp_in = g.in_proj;
-    lg.mlp_out = g.out_proj;
-    const QuantiseBytes q = layer_quantise_bytes(gpu, job, lg);
-    LayerCost lc;
-    const Seconds linear = t_in + t_out;
-    lc.fwd = linear + scan + memory_time(gpu, tr.fwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.fwd);
-    lc.bwd = 2.0 * linear + 2.0 * scan + memory_time(gpu, tr.bwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.bwd);
-    lc.gemm = 3.0 * linear;
-    lc.attention = 3.0 * scan;  // the sequence mixer's core, reported beside attention's
-    lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
-    if (p.recompute == Recompute::full) {
-        lc.recompute = lc.fwd;
-    }
-    lc.flops_fwd = gemm_flops(g.in_proj) + gemm_flops(g.out_proj) + gemm_flops(g.cb) +
-                   gemm_flops(g.scan_x) + gemm_flops(g.states) + gemm_flops(g.state_out);
-    const Seconds gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
-    add_tp(lc, m, job, p, links, gemms, 1);
+    MixerCore core;
+    core.fwd = gemm_time(gpu, cd, g.cb) + gemm_time(gpu, cd, g.scan_x) +
+               gemm_time(gpu, cd, g.states) + gemm_time(gpu, cd, g.state_out);
+    core.bwd = 2.0 * core.fwd;
+    core.flops_fwd = gemm_flops(g.cb) + gemm_flops(g.scan_x) + gemm_flops(g.states) +
+                     gemm_flops(g.state_out);
     // MambaContextParallel: all-to-all of the in_proj output before the conv and scan and of the
     // scan output after (forward), the same two in backward; not overlapped.
     const MambaSpec& a = m.mamba;
-    add_mixer_cp(lc, job, p, links, d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads),
-                 d(a.d_inner()));
-    return lc;
+    return mixer_layer_cost(m, c, job, p, links, g.in_proj, g.out_proj, core,
+                            mamba_traffic(m, job, p),
+                            d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads),
+                            d(a.d_inner()));
 }
 
 // Bytes of the gated DeltaNet layer's non-GEMM kernels, per micro-batch on one GPU (T tokens, t
@@ -880,20 +923,11 @@ LayerTraffic gdn_traffic(const ModelSpec& m, const JobSpec& job, const Plan& p) 
     const double h_pass = ab * (2.0 * ke + v) + g32 + ab * v + states;
     const double o_pass = ab * (2.0 * ke + 2.0 * v) + states + g32;
     const double chunk = wy + h_pass + o_pass;
-    LayerTraffic tr;
-    KernelBytes& f = tr.fwd_by_class;
-    f.norm = bytes(tok * 2.0 * ab * h);
-    f.ssm = bytes(tok * (3.0 * ab * v + 2.0 * ab * (qk2 + v) + 2.0 * ab * qk2 + ab * repeat +
-                         (2.0 * ab * heads + ab * heads + g32) + chunk));
-    f.elementwise = bytes(tok * 3.0 * ab * h);
-    KernelBytes& b = tr.bwd_by_class;
-    b.norm = bytes(tok * 3.0 * ab * h);
-    b.ssm = bytes(tok * (5.0 * ab * v + 3.0 * ab * (qk2 + v) + 3.0 * ab * qk2 + 2.0 * chunk +
-                         2.0 * states));
-    b.elementwise = bytes(tok * 2.0 * ab * h);
-    tr.fwd = f.total();
-    tr.bwd = b.total();
-    return tr;
+    return mixer_traffic(tok * ab * h,
+                         bytes(tok * (3.0 * ab * v + 2.0 * ab * (qk2 + v) + 2.0 * ab * qk2 +
+                                      ab * repeat + (2.0 * ab * heads + ab * heads + g32) + chunk)),
+                         bytes(tok * (5.0 * ab * v + 3.0 * ab * (qk2 + v) + 3.0 * ab * qk2 +
+                                      2.0 * chunk + 2.0 * states)));
 }
 
 LayerCost gdn_layer_cost(const ModelSpec& m,
@@ -903,43 +937,22 @@ LayerCost gdn_layer_cost(const ModelSpec& m,
                          const PlanLinks& links) {
     const GpuSpec& gpu = c.gpu;
     const GdnGemms g = gdn_gemms(m, job, p);
-    const Seconds t_in = gemm_time(gpu, job.compute, g.in_proj);
-    const Seconds t_out = gemm_time(gpu, job.compute, g.out_proj);
     // The delta rule's products run in 16 bits whatever the recipe (like the attention core).
     const Dtype cd = core_dtype(job.compute);
     const Seconds t_wu = gemm_time(gpu, cd, g.wu);
     const Seconds t_state = gemm_time(gpu, cd, g.state);
-    const Seconds scan = gemm_time(gpu, cd, g.kk) + t_wu + gemm_time(gpu, cd, g.qk) +
-                         gemm_time(gpu, cd, g.attn_v) + t_state;
+    MixerCore core;
+    core.fwd = gemm_time(gpu, cd, g.kk) + t_wu + gemm_time(gpu, cd, g.qk) +
+               gemm_time(gpu, cd, g.attn_v) + t_state;
     // Backward: W, U and two of the three state products (W S and the update) recomputed, then
     // the gradients of every product (twice its forward).
-    const Seconds scan_bwd = 2.0 * scan + t_wu + t_state * (2.0 / 3.0);
-    const LayerTraffic tr = gdn_traffic(m, job, p);
-    LayerGemms lg;  // for the quantisation casts of in_proj / out_proj
-    lg.mlp_in = g.in_proj;
-    lg.mlp_out = g.out_proj;
-    const QuantiseBytes q = layer_quantise_bytes(gpu, job, lg);
-    LayerCost lc;
-    const Seconds linear = t_in + t_out;
-    lc.fwd = linear + scan + memory_time(gpu, tr.fwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.fwd);
-    lc.bwd = 2.0 * linear + scan_bwd + memory_time(gpu, tr.bwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.bwd);
-    lc.gemm = 3.0 * linear;
-    lc.attention = scan + scan_bwd;  // the sequence mixer's core, reported beside attention's
-    lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
-    if (p.recompute == Recompute::full) {
-        lc.recompute = lc.fwd;
-    }
-    lc.flops_fwd = gemm_flops(g.in_proj) + gemm_flops(g.out_proj) + gemm_flops(g.kk) +
-                   gemm_flops(g.wu) + gemm_flops(g.qk) + gemm_flops(g.attn_v) +
-                   gemm_flops(g.state);
-    const Seconds gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
-    add_tp(lc, m, job, p, links, gemms, 1);
+    core.bwd = 2.0 * core.fwd + t_wu + t_state * (2.0 / 3.0);
+    core.flops_fwd = gemm_flops(g.kk) + gemm_flops(g.wu) + gemm_flops(g.qk) +
+                     gemm_flops(g.attn_v) + gemm_flops(g.state);
     // gdn.py: a2a_cp_to_hp of the in_proj output before the conv and the delta rule, a2a_hp_to_cp
     // of the gated norm's output after (forward); the same two in backward.
-    add_mixer_cp(lc, job, p, links, d(m.gdn.in_proj_dim()), d(m.gdn.v_dim()));
-    return lc;
+    return mixer_layer_cost(m, c, job, p, links, g.in_proj, g.out_proj, core,
+                            gdn_traffic(m, job, p), d(m.gdn.in_proj_dim()), d(m.gdn.v_dim()));
 }
 
 EdgeCost embedding_cost(const ModelSpec& m,

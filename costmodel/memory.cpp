@@ -105,45 +105,54 @@ Bytes activation_per_layer(const ModelSpec& m,
     return bytes(total);
 }
 
+namespace {
+
+// A sequence-mixer layer's saved activations (Mamba-2, gated DeltaNet) per micro-batch on one
+// GPU: under full recomputation the layer input only; otherwise the pre-norm's input (16-bit)
+// and in_proj's saved input (saved_input_bytes: FP8 under an FP8 recipe), both T x h (/t with
+// SP), plus the mixer's own tensors, `mixer` bytes per token (already split by TP).
+Bytes mixer_activation(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r,
+                       double mixer) {
+    const double ab = activation_bytes(job);
+    const double sp = p.sp ? d(p.tp) : 1.0;
+    const double tok = tokens_per_gpu(job, p);
+    const double h = d(m.hidden);
+    if (r == Recompute::full) {
+        return bytes(ab * tok * h / sp);
+    }
+    return bytes(tok * ((ab + saved_input_bytes(job)) * h / sp + mixer));
+}
+
+}  // namespace
+
+// The tensors each keeps are listed in memory.hpp.
 Bytes mamba_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r) {
     const MambaSpec& a = m.mamba;
     const double ab = activation_bytes(job);
     const double t = d(p.tp);
-    const double sp = p.sp ? t : 1.0;
-    const double tok = tokens_per_gpu(job, p);
-    const double h = d(m.hidden);
-    if (r == Recompute::full) {
-        return bytes(ab * tok * h / sp);  // the layer input only
-    }
     const double qb = saved_input_bytes(job);
     const double di = d(a.d_inner()) / t;
     const double zxbcdt = d(2 * a.d_inner() + 2 * a.groups * a.state + a.heads) / t;
     const double rstd = 4.0 * d(a.groups) / t;
-    return bytes(tok * ((ab + qb) * h / sp + ab * zxbcdt + 2.0 * ab * di + qb * di + rstd));
+    return mixer_activation(m, job, p, r, ab * zxbcdt + 2.0 * ab * di + qb * di + rstd);
 }
 
 Bytes gdn_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r) {
     const GdnSpec& a = m.gdn;
     const double ab = activation_bytes(job);
     const double t = d(p.tp);
-    const double sp = p.sp ? t : 1.0;
-    const double tok = tokens_per_gpu(job, p);
-    const double h = d(m.hidden);
-    if (r == Recompute::full) {
-        return bytes(ab * tok * h / sp);  // the layer input only
-    }
     const double qb = saved_input_bytes(job);
     const double heads = d(a.v_heads) / t;
     const double qk2 = 2.0 * d(a.qk_dim()) / t;
     const double v = d(a.v_dim()) / t;
     const double repeat = a.v_heads > a.qk_heads ? 2.0 * heads * d(a.qk_head_dim) : 0.0;
-    const double per_token =
-        (ab + qb) * h / sp + ab * d(a.in_proj_dim()) / t  // pre-norm and in_proj inputs, output
-        + ab * (qk2 + v)                                  // the conv's output
-        + ab * (qk2 + repeat)                             // q, k L2-normed, repeated
-        + (4.0 + ab) * heads + ab * heads * d(a.chunk)    // g (fp32), beta, A
-        + 2.0 * ab * v + 4.0 * heads + qb * v;            // o, the norm's output, rstd, out_proj in
-    return bytes(tok * per_token);
+    const double mixer = ab * d(a.in_proj_dim()) / t           // in_proj's output
+                         + ab * (qk2 + v)                      // the conv's output
+                         + ab * (qk2 + repeat)                 // q, k L2-normed, repeated
+                         + (4.0 + ab) * heads + ab * heads * d(a.chunk)  // g (fp32), beta, A
+                         + 2.0 * ab * v + 4.0 * heads + qb * v;  // o, the norm's output, rstd,
+                                                                 // out_proj's input
+    return mixer_activation(m, job, p, r, mixer);
 }
 
 double module_recompute_saving(const ModelSpec& m, const JobSpec& job, const Plan& p, bool moe) {
