@@ -153,22 +153,8 @@ std::vector<std::string> cautions(const Inputs& in) {
             "docs/costmodel.md section 4.2): the time may be optimistic");
     }
     // A release the stack has no data for is priced as the nearest earlier one it knows.
-    const auto& known = in.job.stack.known_releases;
-    const std::string& rel = in.job.stack.release;
-    if (!rel.empty() && !known.empty() &&
-        std::find(known.begin(), known.end(), rel) == known.end()) {
-        std::string list;
-        std::string nearest;
-        for (const auto& k : known) {
-            list += (list.empty() ? "" : ", ") + k;
-            if (k < rel) {
-                nearest = k;
-            }
-        }
-        out.push_back("release " + rel + " is not one the stack '" + in.job.stack.name +
-                      "' knows (" + list + "): priced as " +
-                      (nearest.empty() ? known.front() + ", the oldest" : nearest + ", the nearest earlier") +
-                      "; what changed since is not in the model (docs/stacks.md)");
+    if (std::string why = unknown_release_caution(in.job.stack); !why.empty()) {
+        out.push_back(std::move(why));
     }
     const std::string& fitted = in.cluster.node.quantised_expert_recipe;
     if (in.model.moe.enabled() && is_quantised(in.job.compute) &&

@@ -260,6 +260,26 @@ bool valid_release(const std::string& r) {
     return r.size() == 5 && digit(r[0]) && digit(r[1]) && r[2] == '.' && digit(r[3]) && digit(r[4]);
 }
 
+std::string unknown_release_caution(const SoftwareStack& s) {
+    const auto& known = s.known_releases;
+    const std::string& rel = s.release;
+    if (rel.empty() || known.empty() || std::find(known.begin(), known.end(), rel) != known.end()) {
+        return "";
+    }
+    std::string list;
+    std::string nearest;
+    for (const auto& k : known) {  // oldest first; YY.MM compare as text
+        list += (list.empty() ? "" : ", ") + k;
+        if (k < rel) {
+            nearest = k;
+        }
+    }
+    return "release " + rel + " is not one the stack '" + s.name + "' knows (" + list +
+           "): priced as " +
+           (nearest.empty() ? known.front() + ", the oldest" : nearest + ", the nearest earlier") +
+           "; what differs between the two releases is not in the model (docs/stacks.md)";
+}
+
 const char* to_string(MoeDispatcher d) {
     switch (d) {
     case MoeDispatcher::alltoall:

@@ -665,6 +665,9 @@ void load_case_stack(PublishedCase& c) {
     }
     if (!c.release.empty()) {
         c.job.stack.release = c.release;
+        if (const std::string why = unknown_release_caution(c.job.stack); !why.empty()) {
+            c.reason += why + "; ";
+        }
     }
     if (!grads_from_row) {
         c.job.grads = c.job.stack.grad_dtype;

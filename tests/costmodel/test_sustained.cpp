@@ -287,6 +287,39 @@ TEST_SUITE("costmodel") {
             CHECK((c.release == "24.09" || c.release == "24.11"));
         }
     }
+
+    TEST_CASE("release: a release the stack does not know is said, in explain and in published") {
+        SoftwareStack s = load_stack("megatron-core");  // knows 25.11, 26.02, 26.04
+        s.release = "26.04";
+        CHECK(unknown_release_caution(s).empty());
+        s.release = "26.08";  // later than every known one: the nearest earlier is 26.04
+        CHECK(unknown_release_caution(s) ==
+              "release 26.08 is not one the stack 'megatron-core' knows (25.11, 26.02, 26.04): "
+              "priced as 26.04, the nearest earlier; what differs between the two releases is "
+              "not in the model (docs/stacks.md)");
+        s.release = "26.03";  // between two known ones
+        CHECK(unknown_release_caution(s).find("priced as 26.02, the nearest earlier") !=
+              std::string::npos);
+        s.release = "24.09";  // older than every known one
+        CHECK(unknown_release_caution(s).find("priced as 25.11, the oldest") != std::string::npos);
+        s.release.clear();
+        CHECK(unknown_release_caution(s).empty());
+        // published: the NeMo 24.x rows say they are priced as 25.11; the 26.02 / 26.04 rows
+        // (known) say nothing of it.
+        const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
+        for (const char* f : {"public_runs_2024.csv", "public_runs_2026h1.csv"}) {
+            for (auto c : parse_public_runs(file_text(root + f), f)) {
+                if (!c.reason.empty() && c.stack.empty()) {
+                    continue;  // not expressed
+                }
+                load_case_stack(c);
+                CAPTURE(c.row_id);
+                const bool said = c.reason.find("priced as 25.11, the oldest") != std::string::npos;
+                CHECK(said == (std::string(f) == "public_runs_2024.csv"));
+                CHECK((c.reason.find("is not one the stack") != std::string::npos) == said);
+            }
+        }
+    }
 }
 
 TEST_SUITE("costmodel") {
