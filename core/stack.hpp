@@ -144,12 +144,12 @@ struct SoftwareStack {
     bool operator==(const SoftwareStack&) const = default;
 };
 
-/// Parses a stack TOML; throws ConfigError with file:line:col and key for every problem.
 /// The caution for a stack whose release (SoftwareStack::release) is not one of its
 /// known_releases: which it is priced as (the nearest earlier known, else the oldest) and that
-/// what changed since is not modelled; "" when the release is known or either is unset.
+/// what differs between the two is not modelled; "" when the release is known or either is unset.
 [[nodiscard]] std::string unknown_release_caution(const SoftwareStack& s);
 
+/// Parses a stack TOML; throws ConfigError with file:line:col and key for every problem.
 [[nodiscard]] SoftwareStack parse_stack_toml(std::string_view text, const std::string& source_name);
 
 /// A stack: a path to a TOML file, or the name of a shipped one (stack_dirs()).
