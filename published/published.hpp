@@ -100,7 +100,8 @@ struct PublishedResult {
 convention_flops(const std::string& definition, const ModelSpec& m, const JobSpec& job);
 
 /// The shipped Hugging Face config file (examples/hf) of a published row's model, by the name the
-/// CSV gives it (DeepSeek-V3, Qwen3-235B-A22B, Qwen3-30B-A3B, GPT-OSS 120B / 20B); nullptr when
+/// CSV gives it (DeepSeek-V3, Qwen3-235B-A22B, Qwen3-30B-A3B, Qwen3-Next-80B, GPT-OSS 120B / 20B,
+/// Nemotron 3 Nano / Super, Kimi K2); nullptr when
 /// the row's columns describe the model.
 [[nodiscard]] const char* shipped_model_config(const std::string& name);
 

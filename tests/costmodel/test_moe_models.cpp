@@ -261,4 +261,35 @@ TEST_SUITE("costmodel") {
                   static_cast<double>(q.job.global_batch * q.job.seq_len) ==
               doctest::Approx(23006281728.0).epsilon(1e-12));
     }
+
+    TEST_CASE("moe models: Kimi K2's row 2032 is priced from the shipped config, Bridge's count") {
+        // Row 2032 of public_runs_2026h1.csv (Kimi K2, DGX-GB300 MXFP8, NeMo 26.04): 1,090
+        // TFLOP/s per GPU at 5,332 tokens/s per GPU = 204.426e9 model FLOPs per token. Bridge's
+        // count (flop_utils.py @7af9601c9d) with examples/hf/kimi-k2-instruct.config.json at
+        // s 4096: MLA q_lora 1536 x (7168 + 64 x 192 + 1) = 29,885,952 + kv_lora 512 x (7168 +
+        // 64 x 256 + 1) = 12,059,136 + 7168 x 64 = 458,752 + 64 x 128 x 7168 = 58,720,256 =
+        // 101,124,096; MLP (dense layer 18432, MoE 8 x 2048 + 2048 = 18432 alike) 2 x 7168 x
+        // 18432 x 3/2 = 396,361,728; 61 layers x 497,485,824 = 30,346,635,264; core 4096 x 64 x
+        // (192 + 128) / 2 = 41,943,040, x 61 = 2,558,525,440; logits 2 x 7168 x 163840 =
+        // 2,348,810,240. 3 x (2 x 32,905,160,704 + 2,348,810,240) = 204,477,394,944 per token:
+        // +0.025 % from the table, so the shipped file is the architecture the row ran.
+        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_2026h1.csv");
+        std::stringstream ss;
+        ss << in.rdbuf();
+        bool seen = false;
+        for (const auto& c : parse_public_runs(ss.str(), "public_runs_2026h1.csv")) {
+            if (c.row_id != 2032) {
+                continue;
+            }
+            seen = true;
+            CHECK(c.reason.find("kimi-k2-instruct.config.json") != std::string::npos);
+            CHECK(c.model.mla.q_lora_rank == 1536);
+            CHECK(c.model.moe.experts == 384);
+            const double tokens = static_cast<double>(c.job.global_batch * c.job.seq_len);
+            CHECK(bridge_flops(c.model, c.job) / tokens == doctest::Approx(204477394944.0));
+            CHECK(bridge_flops(c.model, c.job) / tokens ==
+                  doctest::Approx(1090e12 / 5332.0).epsilon(0.001));
+        }
+        CHECK(seen);
+    }
 }
