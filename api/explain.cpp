@@ -144,6 +144,17 @@ std::vector<std::string> cautions(const Inputs& in) {
             "public_runs_2026h1.csv rows 2003, 2019, 2023, 2028; docs/costmodel.md section 9): "
             "treat this time as optimistic");
     }
+    // Blackwell = a GPU with MXFP8 tensor cores (the profile's mxfp8 peak; Hopper has none).
+    const int64_t mamba = kind_count(in.model, LayerKind::mamba, 0,
+                                     static_cast<int64_t>(in.model.layer_kinds.size()));
+    if (mamba > 0 && peak_flops(in.cluster.gpu, Dtype::mxfp8) > FlopsPerSecond{}) {
+        out.push_back(
+            "Mamba-2 layers on Blackwell: Megatron-Bridge's published Nemotron 3 runs on B200, "
+            "GB200 and GB300 are 14-29 % slower than cleave predicts (public_runs_2026h1.csv "
+            "rows 2030, 2031, 2033, 2034; the H100 row 2026 is within 5 %); what the missing "
+            "time is (the SSD scan's Triton kernels on Blackwell are a lead) is not measured "
+            "(docs/costmodel.md section 9): treat this time as optimistic");
+    }
     if (in.model.moe.enabled() && is_quantised(in.job.compute) &&
         in.cluster.node.quantised_expert_overhead <= Seconds{}) {
         out.push_back(

@@ -311,6 +311,37 @@ TEST_SUITE("costmodel") {
         }
     }
 
+    TEST_CASE("hybrid: explain cautions that Mamba-2 layers on Blackwell are priced optimistic") {
+        // The caution states what the rows test above pins: the Blackwell Nemotron 3 rows (2030,
+        // 2031, 2033, 2034) 14-29 % too fast, the H100 row (2026) within 15 %. A Blackwell GPU is
+        // one with an MXFP8 peak; H100 has none, so no caution there.
+        const std::string nano_cfg =
+            std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/nemotron-3-nano-30b-a3b.config.json";
+        const auto cautions = [&](const char* hw, const char* dtype) {
+            const test::CliRun r = test::run_cleave({"explain", nano_cfg, hw, "--gpus", "8",
+                                                     "--gbs", "64", "--seq", "8192", "--ep", "8",
+                                                     "--dtype", dtype, "--format", "json"});
+            REQUIRE(r.code == 0);
+            const auto j = nlohmann::json::parse(r.out);
+            std::string all;
+            for (const auto& c : j.value("cautions", nlohmann::json::array())) {
+                all += c.get<std::string>() + "\n";
+            }
+            return all;
+        };
+        const std::string said = "Mamba-2 layers on Blackwell";
+        CHECK(cautions("gb300-nvl72", "mxfp8").find(said) != std::string::npos);
+        CHECK(cautions("dgx-b200", "bf16").find(said) != std::string::npos);
+        CHECK(cautions("dgx-h100", "fp8").find(said) == std::string::npos);
+        // A transformer on Blackwell: none.
+        const test::CliRun t = test::run_cleave(
+            {"explain", std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/qwen3-30b-a3b.config.json",
+             "gb300-nvl72", "--gpus", "8", "--gbs", "64", "--seq", "4096", "--ep", "8",
+             "--format", "json"});
+        REQUIRE(t.code == 0);
+        CHECK(t.out.find(said) == std::string::npos);
+    }
+
     TEST_CASE("hybrid: every middle stage is priced, wherever the heavy layers sit") {
         // 8 layers on pp 4, two a stage; the two MoE layers on stage 1 or on stage 2, the rest
         // attention layers. A pipeline's time is sum(t_s) + (m - 1) max(t_s)
