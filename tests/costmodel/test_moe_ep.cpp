@@ -215,8 +215,8 @@ TEST_SUITE("costmodel") {
 
     TEST_CASE("moe: the fixed per-expert cost is flagged from a quarter of the step") {
         // Qwen3-30B-A3B MXFP8 on 8 DGX B200 GPUs, EP 8 (16 local experts), mbs 1, 64
-        // micro-batches, release 25.11: 48 layers x 64 x 16 x 410 us (the dgx-b200 overlay's
-        // 25.11 value) = 20.15 s of a 28.2 s step, 71 %: flagged. In BF16 there is no such cost
+        // micro-batches, release 25.11: 48 layers x 64 x 16 x 405 us (the dgx-b200 overlay's
+        // 25.11 value) = 19.91 s of a 28.2 s step, 71 %: flagged. In BF16 there is no such cost
         // and no flag. The stack's own release (26.04) takes the overlay's 26.02 entry, 265 us:
         // 48 x 64 x 16 x 265 us = 13.02 s.
         const std::string qwen =
@@ -228,7 +228,7 @@ TEST_SUITE("costmodel") {
              "--release", "25.11"});
         REQUIRE(r.code == 0);
         const auto j = nlohmann::json::parse(r.out);
-        CHECK(j["expert_overhead_s"].get<double>() == doctest::Approx(48.0 * 64 * 16 * 410e-6));
+        CHECK(j["expert_overhead_s"].get<double>() == doctest::Approx(48.0 * 64 * 16 * 405e-6));
         const test::CliRun now = test::run_cleave(
             {"explain", qwen,      "dgx-b200", "--gpus", "8",     "--gbs",    "512",
              "--seq",   "4096",    "--ep",     "8",      "--etp", "1",        "--mbs",
