@@ -148,6 +148,36 @@ ModelSpec detail::columns_model(const Reader& r) {
             break;
         }
     }
+    if (contains(name, "Nemotron-4")) {
+        // Nemotron-4 (the DGXC recipes nemotron/nemotron4-{15b,340b}-synth.yaml @35a9aec:
+        // activation squared-relu, normalization layernorm1p, bias false, rope,
+        // share_embeddings_and_output_weights false): as the HF nemotron loader reads it.
+        m.mlp = MlpKind::gelu;
+        m.squared_relu = true;
+        m.norm = NormKind::layernorm;
+        m.positions = PositionKind::rope;
+        m.tied_embeddings = false;
+        m.linear_bias = false;
+    }
+    if (contains(r.str("source_locator"), "grok1_314b.yaml")) {
+        // Grok-1 as NVIDIA's proxy recipe builds it (NVIDIA/dgxc-benchmarking grok1/grok1_314b.yaml
+        // @35a9aec): normalization rmsnorm, position_embedding_type rope, bias false,
+        // share_embeddings_and_output_weights false; the CSV has no vocab_size, the recipe's
+        // tokenizer is meta-llama/Meta-Llama-3-70B's, 128,256 entries (the Llama 3 vocabulary,
+        // examples/hf/llama-3-8b.config.json).
+        m.norm = NormKind::rmsnorm;
+        m.positions = PositionKind::rope;
+        m.tied_embeddings = false;
+        m.linear_bias = false;
+        if (m.vocab <= 0) {
+            m.vocab = 128256;
+        }
+    }
+    if (contains(r.str("notes"), "GeGLU")) {
+        // A gated GELU MLP (three matrices, ffn_hidden_size one branch, as the README says of
+        // gated MLPs): priced as SwiGLU, the same shapes.
+        m.mlp = MlpKind::swiglu;
+    }
     if (r.count("num_experts") > 0) {
         m.moe.experts = r.count("num_experts");
         m.moe.top_k = r.count("moe_topk", 1);
@@ -210,6 +240,14 @@ JobSpec job_of(const Reader& r, std::string& notes) {
         // bf16_with_mxfp8_mixed: fp8_param_gather = True @ v0.2.0 and 067f987df).
         j.weights = Dtype::fp8;
         notes += "FP8 primary weights (the Bridge precision recipe's fp8_param_gather=True); ";
+    }
+    if (contains(r.str("source_locator"), "grok1_314b.yaml")) {
+        // The row's recipe (NVIDIA/dgxc-benchmarking grok1/grok1_314b.yaml @35a9aec):
+        // moe_pad_expert_input_to_capacity true with moe_expert_capacity_factor 1.0 (every
+        // expert padded to its capacity: static shapes).
+        j.moe_capacity = 1.0;
+        j.moe_pad = true;
+        notes += "experts padded to capacity 1.0 (the recipe's moe_pad_expert_input_to_capacity); ";
     }
     if (contains(r.str("source_locator"), "nemotron4-340b-synth.yaml")) {
         // The row's recipe (NVIDIA/dgxc-benchmarking nemotron/nemotron4-340b-synth.yaml
@@ -518,6 +556,20 @@ PublishedCase case_of(const Reader& r) {
         notes += "Muon (the recipe's dist_muon: its states layer-wise over DP, priced as ZeRO 1; "
                  "blockwise TP mode, 5 Newton-Schulz steps, fp32 grads); ";
     }
+    // DGXC recipes (NVIDIA/dgxc-benchmarking @35a9aec) that turn TE's userbuffers TP overlap off
+    // (ub_tp_comm_overlap: false in nemotron/nemotron4-340b-synth.yaml and grok1/grok1_314b.yaml;
+    // the Nemotron-4 340B rows' notes say "TP comm overlap off"), and Grok-1's loop over the local
+    // experts (moe_grouped_gemm: false in grok1_314b.yaml).
+    const std::string& locator = r.str("source_locator");
+    if (c.plan.tp > 1 && (contains(r.str("notes"), "TP comm overlap off") ||
+                          contains(locator, "grok1_314b.yaml"))) {
+        c.tp_comm_overlap_off = true;
+        notes += "TP communication not overlapped (the recipe's ub_tp_comm_overlap: false); ";
+    }
+    if (contains(locator, "grok1_314b.yaml")) {
+        c.moe_grouped_gemm_off = true;
+        notes += "local experts looped, not grouped (the recipe's moe_grouped_gemm: false); ";
+    }
     offload_of(r.str("notes"), c.plan, notes);
     if (c.source_key.rfind("MBRIDGE", 0) == 0) {
         preset_microbatch_of(r, c.plan, notes);
@@ -674,6 +726,12 @@ void load_case_stack(PublishedCase& c) {
     }
     if (c.fp32_grads) {
         c.job.grads = Dtype::fp32;
+    }
+    if (c.tp_comm_overlap_off) {
+        c.job.stack.tp_comm_overlap = false;
+    }
+    if (c.moe_grouped_gemm_off) {
+        c.job.stack.moe_grouped_gemm = false;
     }
 }
 

@@ -43,6 +43,10 @@ struct PublishedCase {
     bool moe_flex_dispatcher = false;  // the preset runs the flex dispatcher (DeepEP / HybridEP)
     bool expandable_segments = false;  // the recipe's launcher sets expandable_segments:True
     bool fp32_grads = false;  // the recipe reduces gradients in fp32 whatever the stack's default
+    bool tp_comm_overlap_off = false;  // the recipe runs without TE userbuffers (ub_tp_comm_overlap
+                                       // false), whatever the stack's default
+    bool moe_grouped_gemm_off = false;  // the recipe loops over the local experts (moe_grouped_gemm
+                                        // false)
     std::string release;  // the software release of the framework column ("26.02"), or 
     ModelSpec model;
     JobSpec job;
