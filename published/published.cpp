@@ -566,6 +566,12 @@ PublishedCase case_of(const Reader& r) {
         c.tp_comm_overlap_off = true;
         notes += "TP communication not overlapped (the recipe's ub_tp_comm_overlap: false); ";
     }
+    if (contains(locator, "gpt3_175b_hydra.yaml")) {
+        // nemo_megatron/gpt3_175b_hydra.yaml @35a9aec: hidden_dropout 0.1 (and attention_dropout
+        // 0.1, inside the fused attention kernel: not priced).
+        c.hidden_dropout_on = true;
+        notes += "hidden dropout kept (the recipe's hidden_dropout: 0.1); ";
+    }
     if (contains(locator, "grok1_314b.yaml")) {
         c.moe_grouped_gemm_off = true;
         notes += "local experts looped, not grouped (the recipe's moe_grouped_gemm: false); ";
@@ -732,6 +738,9 @@ void load_case_stack(PublishedCase& c) {
     }
     if (c.moe_grouped_gemm_off) {
         c.job.stack.moe_grouped_gemm = false;
+    }
+    if (c.hidden_dropout_on) {
+        c.job.stack.hidden_dropout = true;
     }
 }
 

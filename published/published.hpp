@@ -47,6 +47,7 @@ struct PublishedCase {
                                        // false), whatever the stack's default
     bool moe_grouped_gemm_off = false;  // the recipe loops over the local experts (moe_grouped_gemm
                                         // false)
+    bool hidden_dropout_on = false;  // the recipe keeps hidden dropout (masks stored and applied)
     std::string release;  // the software release of the framework column ("26.02"), or 
     ModelSpec model;
     JobSpec job;
