@@ -131,6 +131,7 @@ nlohmann::json model_json_of(const ModelSpec& m, int64_t pp) {
     j["mlp"] = name_of(m.mlp);
     j["squared_relu"] = m.squared_relu;  // relu(x)^2 (Nemotron), priced with gelu's shapes
     j["norm"] = name_of(m.norm);
+    j["sandwich_norms"] = m.sandwich_norms;  // a norm after each block too (Gemma)
     j["positions"] = name_of(m.positions);
     j["tied_embeddings"] = m.tied_embeddings;
     j["linear_bias"] = m.linear_bias;

@@ -430,8 +430,8 @@ void read_gemma3_windows(JsonReader& r, ModelSpec& m) {
 // state few keys, so absent ones take the class defaults. The MLP is GeGLU (gate, up, down: three
 // matrices, priced as MlpKind::swiglu: same shapes, the activation differs). q_norm / k_norm are
 // RMSNorm(head_dim). Each layer has four RMSNorm(hidden) (input, post_attention,
-// pre_feedforward, post_feedforward) where ModelSpec counts two: 2 x hidden a layer go uncounted
-// (27B: 666,624, 0.002%). The embedding is scaled by sqrt(hidden): no parameters. For gemma3 the
+// pre_feedforward, post_feedforward: modeling_gemma3.py Gemma3DecoderLayer), the sandwich norms
+// (ModelSpec::sandwich_norms). The embedding is scaled by sqrt(hidden): no parameters. For gemma3 the
 // SigLIP vision tower and projector are not counted (Gemma 3 report Table 1: 417M).
 void read_gemma3_text(JsonReader& r, ModelSpec& m) {
     using detail::Need;
@@ -440,6 +440,7 @@ void read_gemma3_text(JsonReader& r, ModelSpec& m) {
     m.positions = PositionKind::rope;
     m.linear_bias = false;
     m.qk_norm = true;
+    m.sandwich_norms = true;
     m.tied_embeddings = r.flag("tie_word_embeddings").value_or(m.tied_embeddings);
     m.layers = r.size("num_hidden_layers", Need::optional).value_or(26);
     m.hidden = r.size("hidden_size", Need::optional).value_or(2304);

@@ -237,6 +237,7 @@ void read_attention(TableReader& r, ModelSpec& m) {
     set(m.attention_sinks, r.flag("attention_sinks", Need::optional));
     set(m.attn_output_gate, r.flag("attn_output_gate", Need::optional));
     set(m.clamped_glu, r.flag("clamped_glu", Need::optional));
+    set(m.sandwich_norms, r.flag("sandwich_norms", Need::optional));
     set(m.mtp_layers, r.count("mtp_layers", Need::optional, true));
     set(m.sliding_window, r.count("sliding_window", Need::optional, true));
     const auto every = r.count("full_attention_every", Need::optional);

@@ -153,7 +153,7 @@ int64_t params_mlp(const ModelSpec& m, int64_t ffn) {
 }
 
 int64_t params_layer_norms(const ModelSpec& m) {
-    return 2 * params_norm(m, m.hidden);
+    return (m.sandwich_norms ? 4 : 2) * params_norm(m, m.hidden);
 }
 
 int64_t params_router(const ModelSpec& m) {

@@ -144,6 +144,10 @@ struct ModelSpec {
     /// Squared-ReLU MLP, relu(x)^2 (Nemotron-4, Nemotron-H: up + down, priced as MlpKind::gelu's
     /// shapes; Megatron --squared-relu). Exported so the launched model has it.
     bool squared_relu = false;
+    /// A norm after each block too, on its output before the residual add (Gemma 2 / 3:
+    /// post_attention_layernorm and post_feedforward_layernorm beside the pre-norms): four norms a
+    /// transformer layer instead of two (params, traffic, saved inputs).
+    bool sandwich_norms = false;
     /// Keys a windowed layer's query attends to (GPT-OSS: 128); 0 = every layer attends fully.
     int64_t sliding_window = 0;
     /// windowed[i]: layer i uses the sliding window. Empty = no windowed layer; else size layers.

@@ -293,14 +293,17 @@ LayerTraffic layer_traffic(
     // fwd: norms 2 x (read + write); bias-dropout-add 2 x (x, residual, out, mask);
     // activation (GeLU: in, out; SwiGLU: gate, up, out); softmax + dropout.
     KernelBytes& f = tr.fwd_by_class;
-    f.norm = bytes(nblocks * 2.0 * ab * e_ln);
+    // Sandwich norms (Gemma, ModelSpec::sandwich_norms): a second norm on each block's output
+    // before the residual add, the same read + write (modeling_gemma3.py Gemma3DecoderLayer).
+    const double norms = nblocks * (m.sandwich_norms ? 2.0 : 1.0);
+    f.norm = bytes(norms * 2.0 * ab * e_ln);
     f.elementwise = bytes(nblocks * (3.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
     f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
     KernelBytes& b = tr.bwd_by_class;
-    b.norm = bytes(nblocks * 3.0 * ab * e_ln);
+    b.norm = bytes(norms * 3.0 * ab * e_ln);
     b.elementwise = bytes(nblocks * (2.0 * ab + mask) * e_ln + rope + permute);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);

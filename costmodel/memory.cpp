@@ -53,7 +53,9 @@ Bytes activation_per_layer(const ModelSpec& m,
     // Norm inputs (2 x ab) and dropout masks (2 x 1 B, when the recipe keeps hidden dropout):
     // split only by SP.
     const double masks = job.stack.hidden_dropout ? 2.0 : 0.0;
-    const double ln_region = norms * (ab + masks / 2.0) * tok * h / sp;
+    // Sandwich norms (Gemma) keep their input too: each block's output, ab per element.
+    const double post_norms = m.sandwich_norms ? 1.0 : 0.0;
+    const double ln_region = norms * (ab * (1.0 + post_norms) + masks / 2.0) * tok * h / sp;
     // A GEMM input kept for its weight gradient: under quantised training Transformer Engine
     // keeps it as the quantised copy it fed the GEMM (fp8 + scales; saved_input_bytes()).
     const double qb = saved_input_bytes(job);

@@ -360,6 +360,7 @@ void check_features(std::vector<Diagnostic>& out, const ModelSpec& model, const 
     };
     priced_only(model.mla.enabled(), "multi-head latent attention ([model.mla], DeepSeek)");
     priced_only(model.qk_norm, "qk_norm (Qwen3's q / k RMSNorm)");
+    priced_only(model.sandwich_norms, "sandwich_norms (Gemma's norms after each block)");
     priced_only(model.attention_sinks, "attention_sinks (GPT-OSS)");
     priced_only(model.attn_output_gate, "gated attention (attn_output_gate, Qwen3-Next)");
     priced_only(kind_count(model, LayerKind::gdn, 0, model.layers) > 0,

@@ -372,6 +372,11 @@ void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job
     if (p.schedule == Schedule::gpipe) {
         os << "# Megatron-LM has no GPipe schedule; its default 1F1B has the same bubble\n";
     }
+    if (model.sandwich_norms) {
+        os << "# the norms after each block (Gemma 2 / 3) have no Megatron-LM flag: Megatron-Bridge's "
+              "Gemma providers build them (models/gemma/gemma3_provider.py, the linear layers' "
+              "post_layernorm)\n";
+    }
     if (p.zero >= 2) {
         os << "# ZeRO-" << p.zero
            << " is Megatron-FSDP; older releases spell it --use-custom-fsdp\n";

@@ -239,6 +239,21 @@ moe = { top_k = 2 }
             {{9, 7, "missing required key 'model.moe.experts' in [model.moe]"}});
     }
 
+    TEST_CASE("load: sandwich_norms in [model], and its type checked") {
+        const ModelSpec m = parse_model_toml(std::string(gpt_small) + "sandwich_norms = true\n",
+                                             "s.toml");
+        CHECK(m.sandwich_norms);
+        CHECK_FALSE(parse_model_toml(gpt_small, "g.toml").sandwich_norms);  // default
+        // GPT-2 small with a LayerNorm (weight + bias) after each block too: 12 x 2 x 2 x 768
+        // = 36,864 more than 124,439,808.
+        CHECK(params_total(m) == 124439808 + 36864);
+        const auto d = diagnostics_of(
+            [] { (void)parse_model_toml(std::string(gpt_small) + "sandwich_norms = 2\n", "b.toml"); });
+        REQUIRE(d.size() == 1);
+        CHECK(d[0].message.find("sandwich_norms") != std::string::npos);
+        CHECK(d[0].where.line == 11);
+    }
+
     TEST_CASE("load: a hybrid model's layer pattern and Mamba-2 table") {
         const ModelSpec m = parse_model_toml(R"([model]
 arch = "llama"

@@ -139,14 +139,15 @@ TEST_SUITE("core") {
         CHECK_FALSE(is_windowed_layer(m, 5));
         CHECK(is_windowed_layer(m, 6));
         // Attention: q 640*1024 = 655,360 + k,v 2*640*256 = 327,680 + o 655,360 + q/k norms 512
-        // = 1,638,912; MLP 3*640*2048 = 3,932,160; two norms 1,280 (Gemma's four would be 2,560)
-        // = 5,572,352 a layer. 18 layers 100,302,336 + tied embedding 262144*640 = 167,772,160
-        // + final norm 640 = 268,075,136.
-        CHECK(params_layer(m, 0) == 5572352);
-        CHECK(params_total(m) == 268075136);
+        // = 1,638,912; MLP 3*640*2048 = 3,932,160; four norms (the sandwich) 2,560 = 5,573,632 a
+        // layer. 18 layers 100,325,376 + tied embedding 262144*640 = 167,772,160 + final norm 640
+        // = 268,098,176.
+        CHECK(m.sandwich_norms);
+        CHECK(params_layer(m, 0) == 5573632);
+        CHECK(params_total(m) == 268098176);
         // Google's "Introducing Gemma 3 270M" (developers blog, Aug 2025): 270M parameters,
-        // 170M embedding and 100M in the transformer blocks: -0.71% total, 100,302,976
-        // non-embedding +0.30%. The two uncounted norms a layer are 23,040 (0.009%).
+        // 170M embedding and 100M in the transformer blocks: -0.70% total, 100,326,016
+        // non-embedding +0.33%.
         CHECK(within_1pct(params_total(m), 270e6));
         CHECK(within_1pct(params_total(m) - m.vocab * m.hidden, 100e6));
     }
@@ -165,12 +166,13 @@ TEST_SUITE("core") {
         // 62 layers, global at i + 1 = 6, 12, ..., 60: 10 global, 52 local.
         CHECK(windowed_layer_count(m) == 52);
         // Attention: q 5376*4096 = 22,020,096 + k,v 2*5376*2048 = 22,020,096 + o 22,020,096
-        // + 256 = 66,060,544; MLP 3*5376*21504 = 346,816,512; norms 10,752 = 412,887,808.
-        // 62 layers 25,599,044,096 + 262208*5376 = 1,409,630,208 + 5,376 = 27,008,679,680
-        // (the 27B language model; the 417M SigLIP tower is not counted): +0.03% of 27B. The
-        // two uncounted norms a layer are 666,624.
-        CHECK(params_layer(m, 0) == 412887808);
-        CHECK(params_total(m) == 27008679680);
+        // + 256 = 66,060,544; MLP 3*5376*21504 = 346,816,512; four norms 21,504 = 412,898,560.
+        // 62 layers 25,599,710,720 + 262208*5376 = 1,409,630,208 + 5,376 = 27,009,346,304
+        // (the 27B language model; the 417M SigLIP tower and 6.2M projector are not counted:
+        // with them 27,432,406,640, the checkpoint's 27.4B): +0.03% of 27B.
+        CHECK(m.sandwich_norms);
+        CHECK(params_layer(m, 0) == 412898560);
+        CHECK(params_total(m) == 27009346304);
     }
 
     TEST_CASE("hf families: GLM-4.5-Air and GLM-4.5 are DeepSeek-style MoE with q/k/v biases") {
@@ -331,14 +333,13 @@ TEST_SUITE("core") {
         // 34 layers, global at i + 1 = 6, ..., 30: 5 global, 29 local.
         CHECK(windowed_layer_count(m) == 29);
         // Attention: q 2560*2048 = 5,242,880 + k,v 2*2560*1024 = 5,242,880 + o 5,242,880
-        // + q/k norms 512 = 15,729,152; MLP 3*2560*10240 = 78,643,200; norms 5,120 (the
-        // pre-norms; the two post-norms of Gemma's four, 5,120 a layer, are not counted):
-        // 94,377,472 a layer. 34 layers 3,208,834,048 + 262208*2560 = 671,252,480 + 2,560
-        // = 3,880,089,088: the 3.88B language model of the card's 4.3B (the rest is the SigLIP
-        // tower, 416.9M, and the projector), -0.004% of the 3,880,263,168 with every norm.
-        CHECK(params_layer(m, 0) == 94377472);
-        CHECK(params_total(m) == 3880089088);
-        CHECK(within_1pct(params_total(m), 3880263168.0));
+        // + q/k norms 512 = 15,729,152; MLP 3*2560*10240 = 78,643,200; four norms 10,240:
+        // 94,382,592 a layer. 34 layers 3,209,008,128 + 262208*2560 = 671,252,480 + 2,560
+        // = 3,880,263,168: the 3.88B language model of the card's 4.3B (the rest is the SigLIP
+        // tower, 416.9M, and the projector, 3.0M: 4,300,079,472 in all).
+        CHECK(params_layer(m, 0) == 94382592);
+        CHECK(params_total(m) == 3880263168);
+        CHECK(within_1pct(params_total(m) + 416866032 + 2950272, 4.3e9));
     }
 
     TEST_CASE(

@@ -1,6 +1,7 @@
 // Per-class memory-bound efficiencies and the batched-GEMM efficiency lookup
 // (costmodel/compute.hpp, docs/calibrate.md).
 #include "costmodel/compute.hpp"
+#include "costmodel/memory.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
@@ -90,6 +91,35 @@ TEST_SUITE("costmodel") {
         CHECK(s.fwd_by_class.activation.value() == 0.0);
         CHECK(s.fwd_by_class.gated_activation.value() == 12.0 * 131072.0);
         CHECK(s.bwd_by_class.gated_activation.value() == 20.0 * 131072.0);
+    }
+
+    TEST_CASE("kernel classes: sandwich norms (Gemma) double the norms' bytes and saved inputs") {
+        // small_gpt, fp32, mbs 1, tp 1: e = 128 x 256 = 32768 elements of the norm region. A norm
+        // after each block too (Gemma3DecoderLayer: post_attention_layernorm,
+        // post_feedforward_layernorm): four norms a layer instead of two. fwd 4 x (4 + 4) e =
+        // 1048576 (two: 524288); bwd 4 x 12 e = 1572864 (two: 786432). Nothing else moves.
+        ModelSpec g = small_gpt();
+        g.sandwich_norms = true;
+        const LayerTraffic two = layer_traffic(small_gpt(), fp32_job(), test::plan(1, 1, 1), false);
+        const LayerTraffic four = layer_traffic(g, fp32_job(), test::plan(1, 1, 1), false);
+        CHECK(four.fwd_by_class.norm.value() == 1048576.0);
+        CHECK(four.bwd_by_class.norm.value() == 1572864.0);
+        CHECK(four.fwd_by_class.elementwise.value() == two.fwd_by_class.elementwise.value());
+        CHECK(four.fwd.value() - two.fwd.value() == 524288.0);
+        // Saved for the backward: each post-norm keeps its input, the block's output, 4 B x e:
+        // 2 x 4 x 32768 = 262144 B more a layer; the parameters 2 x 256 more (RMSNorm weights;
+        // small_gpt's LayerNorm has a bias too: 2 x 512).
+        const Bytes a2 = activation_per_layer(small_gpt(), fp32_job(), test::plan(1, 1, 1), false,
+                                              Recompute::none);
+        const Bytes a4 =
+            activation_per_layer(g, fp32_job(), test::plan(1, 1, 1), false, Recompute::none);
+        CHECK(a4.value() - a2.value() == 262144.0);
+        CHECK(params_layer_norms(g) - params_layer_norms(small_gpt()) == 1024);
+        // Full recompute keeps the layer input alone, either way.
+        CHECK(activation_per_layer(g, fp32_job(), test::plan(1, 1, 1), false, Recompute::full)
+                  .value() == activation_per_layer(small_gpt(), fp32_job(), test::plan(1, 1, 1),
+                                                   false, Recompute::full)
+                                  .value());
     }
 
     TEST_CASE("kernel classes: RoPE bytes, and MLA rotating only its decoupled rope columns") {

@@ -425,6 +425,7 @@ TEST_SUITE("executor") {
         }
         p.tp = 1;
         m.qk_norm = true;
+        m.sandwich_norms = true;
         m.head_size = 16;  // 4 heads x 16 != hidden 32
         m.moe.shared_ffn_hidden = 32;
         m.moe.router_bias = true;
@@ -436,6 +437,8 @@ TEST_SUITE("executor") {
             const std::string what = e.what();
             CHECK(what.find("qk_norm (Qwen3's q / k RMSNorm) is priced, not executed") !=
                   std::string::npos);
+            CHECK(what.find("sandwich_norms (Gemma's norms after each block) is priced, not "
+                            "executed") != std::string::npos);
             CHECK(what.find("head_dim other than hidden / heads") != std::string::npos);
             CHECK(what.find("a shared expert") != std::string::npos);
             CHECK(what.find("router's expert bias") != std::string::npos);
