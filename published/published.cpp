@@ -566,6 +566,17 @@ PublishedCase case_of(const Reader& r) {
         c.tp_comm_overlap_off = true;
         notes += "TP communication not overlapped (the recipe's ub_tp_comm_overlap: false); ";
     }
+    // Megatron-Bridge's Llama perf scripts turn TE's TP overlap off under NVFP4
+    // (scripts/performance/configs/llama/llama3_llm_pretrain.py and llama31_llm_pretrain.py
+    // @v0.3.0 and v0.4.0, llama3/ and llama31/ @v0.2.0: tp_comm_overlap = False if precision ==
+    // "nvfp4"), whatever the preset.
+    if (c.plan.tp > 1 && c.job.compute == Dtype::nvfp4 &&
+        contains(r.str("framework"), "Megatron-Bridge") &&
+        (contains(r.str("model"), "Llama") || contains(r.str("model"), "LLAMA"))) {
+        c.tp_comm_overlap_off = true;
+        notes += "TP communication not overlapped (the Llama perf scripts set tp_comm_overlap = "
+                 "False under NVFP4); ";
+    }
     if (contains(locator, "gpt3_175b_hydra.yaml")) {
         // nemo_megatron/gpt3_175b_hydra.yaml @35a9aec: hidden_dropout 0.1 (and attention_dropout
         // 0.1, inside the fused attention kernel: not priced).
