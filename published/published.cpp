@@ -577,6 +577,26 @@ PublishedCase case_of(const Reader& r) {
         notes += "TP communication not overlapped (the Llama perf scripts set tp_comm_overlap = "
                  "False under NVFP4); ";
     }
+    // Megatron-Bridge 0.2.0's perf scripts (NeMo 25.11) turn --overlap-param-gather off under
+    // MXFP8 ("keeping this enabled causes NaN grad norm") in deepseek_v3_gb300_config /
+    // _gb200_config (configs/deepseek/deepseek_llm_pretrain.py), llama3_70b_{gb300,gb200,b200},
+    // llama31_405b_{gb300,gb200,b200} (configs/llama3/, llama31/) and qwen3_235b_a22b_b200_config
+    // (configs/qwen3/qwen3_llm_pretrain.py) @v0.2.0; rows 1006 and 1022 say so in their notes.
+    if (c.job.compute == Dtype::mxfp8 && release_of_framework(r.str("framework")) == "25.11") {
+        const std::string& model = r.str("model");
+        const std::string& gpu = r.str("gpu_type");
+        const bool gb = contains(gpu, "GB300") || contains(gpu, "GB200");
+        const bool b200 = contains(gpu, "B200") && !contains(gpu, "GB200");
+        const bool llama = contains(model, "Llama 3 70B") || contains(model, "Llama 3.1 405B");
+        c.param_gather_exposed = contains(r.str("notes"), "disables overlap_param_gather") ||
+                                 (contains(model, "DeepSeek-V3") && gb) ||
+                                 (llama && (gb || b200)) ||
+                                 (contains(model, "Qwen3-235B") && b200);
+        if (c.param_gather_exposed) {
+            notes += "updated weights gathered before the forward, not behind it (the perf "
+                     "script turns overlap_param_gather off under MXFP8); ";
+        }
+    }
     if (contains(locator, "gpt3_175b_hydra.yaml")) {
         // nemo_megatron/gpt3_175b_hydra.yaml @35a9aec: hidden_dropout 0.1 (and attention_dropout
         // 0.1, inside the fused attention kernel: not priced).
@@ -752,6 +772,9 @@ void load_case_stack(PublishedCase& c) {
     }
     if (c.hidden_dropout_on) {
         c.job.stack.hidden_dropout = true;
+    }
+    if (c.param_gather_exposed) {
+        c.job.stack.overlap_param_gather = false;
     }
 }
 

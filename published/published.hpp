@@ -48,6 +48,7 @@ struct PublishedCase {
     bool moe_grouped_gemm_off = false;  // the recipe loops over the local experts (moe_grouped_gemm
                                         // false)
     bool hidden_dropout_on = false;  // the recipe keeps hidden dropout (masks stored and applied)
+    bool param_gather_exposed = false;  // the recipe turns --overlap-param-gather off
     std::string release;  // the software release of the framework column ("26.02"), or 
     ModelSpec model;
     JobSpec job;
