@@ -558,13 +558,16 @@ PublishedCase case_of(const Reader& r) {
     }
     // DGXC recipes (NVIDIA/dgxc-benchmarking @35a9aec) that turn TE's userbuffers TP overlap off
     // (ub_tp_comm_overlap: false in nemotron/nemotron4-340b-synth.yaml and grok1/grok1_314b.yaml;
-    // the Nemotron-4 340B rows' notes say "TP comm overlap off"), and Grok-1's loop over the local
-    // experts (moe_grouped_gemm: false in grok1_314b.yaml).
+    // the Nemotron-4 340B rows' notes say "TP comm overlap off") and a Megatron-Bridge preset whose
+    // row notes say tp_comm_overlap=False (row 1029); and Grok-1's loop over the local experts
+    // (moe_grouped_gemm: false in grok1_314b.yaml).
     const std::string& locator = r.str("source_locator");
     if (c.plan.tp > 1 && (contains(r.str("notes"), "TP comm overlap off") ||
+                          contains(r.str("notes"), "tp_comm_overlap=False") ||
                           contains(locator, "grok1_314b.yaml"))) {
         c.tp_comm_overlap_off = true;
-        notes += "TP communication not overlapped (the recipe's ub_tp_comm_overlap: false); ";
+        notes += "TP communication not overlapped (the recipe's ub_tp_comm_overlap / tp_comm_overlap "
+                 "false); ";
     }
     // Megatron-Bridge's Llama perf scripts turn TE's TP overlap off under NVFP4
     // (scripts/performance/configs/llama/llama3_llm_pretrain.py and llama31_llm_pretrain.py

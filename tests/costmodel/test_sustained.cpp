@@ -561,6 +561,10 @@ TEST_SUITE("costmodel") {
             CAPTURE(r);
             CHECK_FALSE(rows.at(r).param_gather_exposed);
         }
+        // Row 1029's preset (QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG @v0.2.0) sets
+        // tp_comm_overlap=False, its notes say: TP 2 with SP, the collectives exposed.
+        CHECK(rows.at(1029).tp_comm_overlap_off);
+        CHECK_FALSE(rows.at(1028).tp_comm_overlap_off);  // TP 1
         // The gather, exposed, lengthens the step: row 1022 measured -7.9 % overlapped, -7.2 %
         // gathered first (2026-12-06).
         PublishedCase c = rows.at(1022);
