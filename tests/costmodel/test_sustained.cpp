@@ -117,6 +117,7 @@ TEST_SUITE("costmodel") {
 #include "tests/cli_run.hpp"
 
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <nlohmann/json.hpp>
@@ -129,6 +130,23 @@ std::string file_text(const std::string& path) {
     std::ostringstream ss;
     ss << in.rdbuf();
     return ss.str();
+}
+
+/// A case's error (%) priced with its stack as the row loads it, then changed by `change`.
+double error_with(PublishedCase c, const std::function<void(SoftwareStack&)>& change) {
+    load_case_stack(c);
+    change(c.job.stack);
+    return evaluate_published(c, load_cluster(c.profile)).error_pct;
+}
+
+/// The cases of tests/data/<file> by row id.
+std::map<int64_t, PublishedCase> cases_by_row(const std::string& file) {
+    std::map<int64_t, PublishedCase> rows;
+    for (auto& c : parse_public_runs(
+             file_text(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/" + file), file)) {
+        rows[c.row_id] = c;
+    }
+    return rows;
 }
 }  // namespace
 
@@ -443,12 +461,7 @@ TEST_SUITE("costmodel") {
         // moe_pad_expert_input_to_capacity with capacity factor 1.0, ub_tp_comm_overlap false)
         // and nemotron/nemotron4-340b-synth.yaml (ub_tp_comm_overlap False, squared-relu,
         // layernorm1p, untied).
-        const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
-        std::map<int64_t, PublishedCase> rows;
-        for (auto& c : parse_public_runs(file_text(root + "public_runs_2024.csv"),
-                                         "public_runs_2024.csv")) {
-            rows[c.row_id] = c;
-        }
+        const std::map<int64_t, PublishedCase> rows = cases_by_row("public_runs_2024.csv");
         PublishedCase grok = rows.at(128);
         CHECK(grok.model.mlp == MlpKind::swiglu);  // GeGLU: three matrices, SwiGLU's shapes
         CHECK(grok.model.norm == NormKind::rmsnorm);
@@ -509,12 +522,7 @@ TEST_SUITE("costmodel") {
         // @v0.3.0 / v0.4.0: tp_comm_overlap = False if precision == "nvfp4". Rows 2011, 2014, 2017
         // (NVFP4, TP 4 / 2 / 4) lose the overlap; 2008 (NVFP4, TP 1) has none to lose; the FP8
         // rows 2001 and 2022 keep it.
-        const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
-        std::map<int64_t, PublishedCase> rows;
-        for (auto& c : parse_public_runs(file_text(root + "public_runs_2026h1.csv"),
-                                         "public_runs_2026h1.csv")) {
-            rows[c.row_id] = c;
-        }
+        const std::map<int64_t, PublishedCase> rows = cases_by_row("public_runs_2026h1.csv");
         for (const int64_t r : {2011, 2014, 2017}) {
             CAPTURE(r);
             CHECK(rows.at(r).job.compute == Dtype::nvfp4);
@@ -528,11 +536,8 @@ TEST_SUITE("costmodel") {
         CHECK_FALSE(rows.at(2022).tp_comm_overlap_off);
         // Exposed, the TP all-gathers and reduce-scatters lengthen the step: row 2014 (70B, GB200,
         // TP 2) measured -25.2 % with the overlap, -21.0 % without (2026-12-06).
-        PublishedCase c = rows.at(2014);
-        load_case_stack(c);
-        const double off = evaluate_published(c, load_cluster(c.profile)).error_pct;
-        c.job.stack.tp_comm_overlap = true;
-        const double on = evaluate_published(c, load_cluster(c.profile)).error_pct;
+        const double off = error_with(rows.at(2014), [](SoftwareStack&) {});
+        const double on = error_with(rows.at(2014), [](SoftwareStack& s) { s.tp_comm_overlap = true; });
         CHECK(off > on + 2.0);
     }
 }
@@ -544,12 +549,7 @@ TEST_SUITE("costmodel") {
         // GB200, B200) and qwen3_235b_a22b_b200_config. Rows 1006 (DeepSeek-V3 GB300), 1015
         // (DeepSeek-V3 GB200), 1022 (Llama 3.1 405B B200) and 1026 (Qwen3-235B B200); not the
         // Llama 3 8B (1002), the Qwen3-30B (1008) nor DeepSeek-V3 on B200 (1023), nor FP8-CS.
-        const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
-        std::map<int64_t, PublishedCase> rows;
-        for (auto& c : parse_public_runs(file_text(root + "public_runs_2025.csv"),
-                                         "public_runs_2025.csv")) {
-            rows[c.row_id] = c;
-        }
+        const std::map<int64_t, PublishedCase> rows = cases_by_row("public_runs_2025.csv");
         for (const int64_t r : {1006, 1015, 1022, 1026}) {
             CAPTURE(r);
             CHECK(rows.at(r).param_gather_exposed);
@@ -567,11 +567,9 @@ TEST_SUITE("costmodel") {
         CHECK_FALSE(rows.at(1028).tp_comm_overlap_off);  // TP 1
         // The gather, exposed, lengthens the step: row 1022 measured -7.9 % overlapped, -7.2 %
         // gathered first (2026-12-06).
-        PublishedCase c = rows.at(1022);
-        load_case_stack(c);
-        const double first = evaluate_published(c, load_cluster(c.profile)).error_pct;
-        c.job.stack.overlap_param_gather = true;
-        const double behind = evaluate_published(c, load_cluster(c.profile)).error_pct;
+        const double first = error_with(rows.at(1022), [](SoftwareStack&) {});
+        const double behind =
+            error_with(rows.at(1022), [](SoftwareStack& s) { s.overlap_param_gather = true; });
         CHECK(first > behind + 0.3);
     }
 }
