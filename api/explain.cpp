@@ -139,7 +139,7 @@ std::vector<std::string> cautions(const Inputs& in) {
         out.push_back(
             "attention with learnable sinks (GPT-OSS): Transformer Engine runs it without "
             "FlashAttention (cuDNN fused attention only, priced at its head-dim-64 rate on "
-            "Hopper); Megatron-Bridge's published GPT-OSS 120B runs are 23-55 % slower than "
+            "Hopper); Megatron-Bridge's published GPT-OSS 120B runs are 21-53 % slower than "
             "cleave predicts on every system (public_runs_2025.csv rows 1007, 1016, 1024, 1027; "
             "public_runs_2026h1.csv rows 2003, 2019, 2023, 2028; docs/costmodel.md section 9): "
             "treat this time as optimistic");

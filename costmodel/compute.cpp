@@ -296,15 +296,22 @@ LayerTraffic layer_traffic(
     // Sandwich norms (Gemma, ModelSpec::sandwich_norms): a second norm on each block's output
     // before the residual add, the same read + write (modeling_gemma3.py Gemma3DecoderLayer).
     const double norms = nblocks * (m.sandwich_norms ? 2.0 : 1.0);
+    // GPT-OSS's clamped GLU in the experts (Megatron-LM @d98e8a64 fused_bias_geglu.py
+    // weighted_bias_quick_geglu_impl, called from experts.py:974): the two halves of the 2 f
+    // wide fc1 output are clamped (read f + write f each) and concatenated (read 2 f, write 2 f)
+    // by unfused torch ops before the fused activation: 8 f more forward per routed copy;
+    // backward, each clamp's gradient reads the gradient and the saved input and writes f
+    // (6 f), and the chunk's gradient is concatenated back (read 2 f, write 2 f): 10 f.
+    const double clamp = m.clamped_glu && moe && ffn ? ab * inner : 0.0;
     f.norm = bytes(norms * 2.0 * ab * e_ln);
-    f.elementwise = bytes(nblocks * (3.0 * ab + mask) * e_ln + rope + permute);
+    f.elementwise = bytes(nblocks * (3.0 * ab + mask) * e_ln + rope + permute + 8.0 * clamp);
     (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
     f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
     KernelBytes& b = tr.bwd_by_class;
     b.norm = bytes(norms * 3.0 * ab * e_ln);
-    b.elementwise = bytes(nblocks * (2.0 * ab + mask) * e_ln + rope + permute);
+    b.elementwise = bytes(nblocks * (2.0 * ab + mask) * e_ln + rope + permute + 10.0 * clamp);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
     tr.fwd = f.total();
@@ -703,9 +710,11 @@ LayerCost layer_cost(const ModelSpec& m,
                             gemm_time(gpu, job.compute, g.shared) + t_latent;
         } else if (moe) {
             if (has(rm::moe_act)) {  // SwiGLU over the routed rows: read 2 f_e, write f_e
+                // (+ 8 f_e: the clamped GLU's unfused clamp and concatenation, layer_traffic).
+                const double passes = m.clamped_glu ? 11.0 : 3.0;
                 lc.recompute += memory_time(
                     gpu, KernelClass::elementwise,
-                    bytes(3.0 * ab * g.mlp_in.m * g.mlp_in.count * static_cast<double>(m.moe.expert_ffn_hidden) /
+                    bytes(passes * ab * g.mlp_in.m * g.mlp_in.count * static_cast<double>(m.moe.expert_ffn_hidden) /
                           static_cast<double>(expert_tp(p))));
             }
             if (has(rm::shared_experts)) {

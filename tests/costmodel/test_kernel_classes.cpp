@@ -122,6 +122,40 @@ TEST_SUITE("costmodel") {
                                   .value());
     }
 
+    TEST_CASE("kernel classes: GPT-OSS's clamped GLU clamps and concatenates unfused") {
+        // small_gpt as an MoE of 4 experts, top-2, expert FFN 512, SwiGLU shapes; fp32, mbs 1,
+        // tp 1, 128 tokens: routed copies x f_e = 128 x 2 x 512 = 131072 elements. The clamp
+        // path (Megatron-LM @d98e8a64 fused_bias_geglu.py weighted_bias_quick_geglu_impl):
+        // forward 8 x 4 B x 131072 = 4194304 B more elementwise traffic (two clamps, each read f
+        // + write f, and the cat, read 2 f + write 2 f); backward 10 x 4 x 131072 = 5242880
+        // (the clamps' gradients 6 f, the chunk's gradient re-concatenated 4 f). Saved for the
+        // backward: each clamp's input, 2 f per routed copy, 2 x 4 x 131072 = 1048576 B.
+        ModelSpec plain = small_gpt();
+        plain.mlp = MlpKind::swiglu;
+        plain.moe.experts = 4;
+        plain.moe.top_k = 2;
+        plain.moe.expert_ffn_hidden = 512;
+        ModelSpec oss = plain;
+        oss.clamped_glu = true;
+        const Plan p = test::plan(1, 1, 1);
+        const LayerTraffic a = layer_traffic(plain, fp32_job(), p, true);
+        const LayerTraffic b = layer_traffic(oss, fp32_job(), p, true);
+        CHECK(b.fwd_by_class.elementwise.value() - a.fwd_by_class.elementwise.value() == 4194304.0);
+        CHECK(b.bwd_by_class.elementwise.value() - a.bwd_by_class.elementwise.value() == 5242880.0);
+        CHECK(b.fwd_by_class.gated_activation.value() == a.fwd_by_class.gated_activation.value());
+        CHECK(activation_per_layer(oss, fp32_job(), p, true, Recompute::none).value() -
+                  activation_per_layer(plain, fp32_job(), p, true, Recompute::none).value() ==
+              1048576.0);
+        // A dense layer has no clamp path; and recomputing moe_act drops the clamps' inputs too.
+        CHECK(layer_traffic(oss, fp32_job(), p, false).fwd.value() ==
+              layer_traffic(plain, fp32_job(), p, false).fwd.value());
+        Plan act = p;
+        act.recompute = Recompute::selective;
+        act.recompute_modules = recompute_module::moe_act;
+        CHECK(activation_per_layer(oss, fp32_job(), act, true, Recompute::selective).value() ==
+              activation_per_layer(plain, fp32_job(), act, true, Recompute::selective).value());
+    }
+
     TEST_CASE("kernel classes: RoPE bytes, and MLA rotating only its decoupled rope columns") {
         // small_gpt with RoPE, fp32, 128 tokens: q and k each 8 heads x 32 = 256 columns read and
         // written: 2 x 4 x 128 x (8 + 8) x 32 = 524288 B more elementwise traffic each way.
