@@ -15,6 +15,14 @@ double d(int64_t x) {
     return static_cast<double>(x);
 }
 
+// GPT-OSS's clamped GLU: each clamp keeps its input, the 2 f_e wide fc1 output of every routed
+// copy, beside the activation's own saved (clamped) input (Megatron-LM @d98e8a64
+// fused_bias_geglu.py weighted_bias_quick_geglu_impl; compute.cpp layer_traffic). Bytes on one
+// GPU of one micro-batch; inside the checkpoint when moe_act or moe is recomputed.
+double clamp_saved_bytes(const ModelSpec& m, double ab, double routed, double t) {
+    return m.clamped_glu ? 2.0 * ab * routed * d(m.moe.expert_ffn_hidden) / t : 0.0;
+}
+
 }  // namespace
 
 StateBytes model_states(const JobSpec& job, double params, int zero, int64_t shard) {
@@ -76,11 +84,7 @@ Bytes activation_per_layer(const ModelSpec& m,
     // LatentMoE: the routed copies are latent wide, and fc2_latent_proj keeps its input (the
     // combined latent rows of this GPU's SP shard) for its weight gradient.
     const double w = d(moe_token_width(m));
-    // GPT-OSS's clamped GLU: each clamp keeps its input, the 2 f_e wide fc1 output of every
-    // routed copy, beside the activation's own saved (clamped) input (fused_bias_geglu.py
-    // weighted_bias_quick_geglu_impl @d98e8a64; compute.cpp layer_traffic).
-    const double clamp_saved =
-        moe && m.clamped_glu ? 2.0 * ab * tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t : 0.0;
+    const double clamp_saved = moe ? clamp_saved_bytes(m, ab, tok * d(m.moe.top_k), t) : 0.0;
     double mlp = !has_ffn ? 0.0
                           : ((m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * ab + qb) * inner / t +
                                 (moe ? qb * tok * (d(m.moe.top_k) * w / t + d(m.moe.latent) / sp)
@@ -174,8 +178,7 @@ double module_recompute_saving(const ModelSpec& m, const JobSpec& job, const Pla
         return (mods & recompute_module::mlp) != 0 ? gate * ab * tok * d(m.ffn_hidden) / t : 0.0;
     }
     const double routed = tok * d(m.moe.top_k);
-    // The clamped GLU's clamp inputs live inside the checkpointed activation (activation_per_layer).
-    const double clamp = m.clamped_glu ? 2.0 * ab * routed * d(m.moe.expert_ffn_hidden) / t : 0.0;
+    const double clamp = clamp_saved_bytes(m, ab, routed, t);  // inside the checkpoint
     if ((mods & recompute_module::moe) != 0) {
         // moe: the whole MoE block re-run (routing, dispatch, experts, combine).
         return gate * ab * (routed * d(m.moe.expert_ffn_hidden) + tok * d(m.moe.shared_ffn_hidden)) / t +

@@ -565,7 +565,7 @@ PublishedCase case_of(const Reader& r) {
     if (c.plan.tp > 1 && (contains(r.str("notes"), "TP comm overlap off") ||
                           contains(r.str("notes"), "tp_comm_overlap=False") ||
                           contains(locator, "grok1_314b.yaml"))) {
-        c.tp_comm_overlap_off = true;
+        c.recipe.tp_comm_overlap = false;
         notes += "TP communication not overlapped (the recipe's ub_tp_comm_overlap / tp_comm_overlap "
                  "false); ";
     }
@@ -576,7 +576,7 @@ PublishedCase case_of(const Reader& r) {
     if (c.plan.tp > 1 && c.job.compute == Dtype::nvfp4 &&
         contains(r.str("framework"), "Megatron-Bridge") &&
         (contains(r.str("model"), "Llama") || contains(r.str("model"), "LLAMA"))) {
-        c.tp_comm_overlap_off = true;
+        c.recipe.tp_comm_overlap = false;
         notes += "TP communication not overlapped (the Llama perf scripts set tp_comm_overlap = "
                  "False under NVFP4); ";
     }
@@ -591,11 +591,10 @@ PublishedCase case_of(const Reader& r) {
         const bool gb = contains(gpu, "GB300") || contains(gpu, "GB200");
         const bool b200 = contains(gpu, "B200") && !contains(gpu, "GB200");
         const bool llama = contains(model, "Llama 3 70B") || contains(model, "Llama 3.1 405B");
-        c.param_gather_exposed = contains(r.str("notes"), "disables overlap_param_gather") ||
-                                 (contains(model, "DeepSeek-V3") && gb) ||
-                                 (llama && (gb || b200)) ||
-                                 (contains(model, "Qwen3-235B") && b200);
-        if (c.param_gather_exposed) {
+        if (contains(r.str("notes"), "disables overlap_param_gather") ||
+            (contains(model, "DeepSeek-V3") && gb) || (llama && (gb || b200)) ||
+            (contains(model, "Qwen3-235B") && b200)) {
+            c.recipe.overlap_param_gather = false;
             notes += "updated weights gathered before the forward, not behind it (the perf "
                      "script turns overlap_param_gather off under MXFP8); ";
         }
@@ -603,11 +602,11 @@ PublishedCase case_of(const Reader& r) {
     if (contains(locator, "gpt3_175b_hydra.yaml")) {
         // nemo_megatron/gpt3_175b_hydra.yaml @35a9aec: hidden_dropout 0.1 (and attention_dropout
         // 0.1, inside the fused attention kernel: not priced).
-        c.hidden_dropout_on = true;
+        c.recipe.hidden_dropout = true;
         notes += "hidden dropout kept (the recipe's hidden_dropout: 0.1); ";
     }
     if (contains(locator, "grok1_314b.yaml")) {
-        c.moe_grouped_gemm_off = true;
+        c.recipe.moe_grouped_gemm = false;
         notes += "local experts looped, not grouped (the recipe's moe_grouped_gemm: false); ";
     }
     offload_of(r.str("notes"), c.plan, notes);
@@ -767,18 +766,15 @@ void load_case_stack(PublishedCase& c) {
     if (c.fp32_grads) {
         c.job.grads = Dtype::fp32;
     }
-    if (c.tp_comm_overlap_off) {
-        c.job.stack.tp_comm_overlap = false;
-    }
-    if (c.moe_grouped_gemm_off) {
-        c.job.stack.moe_grouped_gemm = false;
-    }
-    if (c.hidden_dropout_on) {
-        c.job.stack.hidden_dropout = true;
-    }
-    if (c.param_gather_exposed) {
-        c.job.stack.overlap_param_gather = false;
-    }
+    const auto apply = [](const std::optional<bool>& v, bool& field) {
+        if (v) {
+            field = *v;
+        }
+    };
+    apply(c.recipe.tp_comm_overlap, c.job.stack.tp_comm_overlap);
+    apply(c.recipe.moe_grouped_gemm, c.job.stack.moe_grouped_gemm);
+    apply(c.recipe.hidden_dropout, c.job.stack.hidden_dropout);
+    apply(c.recipe.overlap_param_gather, c.job.stack.overlap_param_gather);
 }
 
 PublishedResult evaluate_published(const PublishedCase& c, const ClusterSpec& cluster) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,12 +44,14 @@ struct PublishedCase {
     bool moe_flex_dispatcher = false;  // the preset runs the flex dispatcher (DeepEP / HybridEP)
     bool expandable_segments = false;  // the recipe's launcher sets expandable_segments:True
     bool fp32_grads = false;  // the recipe reduces gradients in fp32 whatever the stack's default
-    bool tp_comm_overlap_off = false;  // the recipe runs without TE userbuffers (ub_tp_comm_overlap
-                                       // false), whatever the stack's default
-    bool moe_grouped_gemm_off = false;  // the recipe loops over the local experts (moe_grouped_gemm
-                                        // false)
-    bool hidden_dropout_on = false;  // the recipe keeps hidden dropout (masks stored and applied)
-    bool param_gather_exposed = false;  // the recipe turns --overlap-param-gather off
+    /// Stack settings the row's recipe fixes whatever the stack's default (unset: the stack's),
+    /// applied by load_case_stack.
+    struct RecipeStack {
+        std::optional<bool> tp_comm_overlap;      // TE userbuffers TP overlap
+        std::optional<bool> moe_grouped_gemm;     // false: the local experts looped
+        std::optional<bool> hidden_dropout;       // dropout masks stored and applied
+        std::optional<bool> overlap_param_gather; // false: updated weights gathered first
+    } recipe;
     std::string release;  // the software release of the framework column ("26.02"), or 
     ModelSpec model;
     JobSpec job;

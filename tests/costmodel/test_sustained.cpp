@@ -470,8 +470,8 @@ TEST_SUITE("costmodel") {
         CHECK_FALSE(grok.model.linear_bias);
         CHECK(grok.job.moe_pad);
         CHECK(grok.job.moe_capacity == doctest::Approx(1.0));
-        CHECK(grok.tp_comm_overlap_off);
-        CHECK(grok.moe_grouped_gemm_off);
+        CHECK(grok.recipe.tp_comm_overlap == std::optional<bool>(false));
+        CHECK(grok.recipe.moe_grouped_gemm == std::optional<bool>(false));
         load_case_stack(grok);
         CHECK_FALSE(grok.job.stack.tp_comm_overlap);
         CHECK_FALSE(grok.job.stack.moe_grouped_gemm);
@@ -493,7 +493,7 @@ TEST_SUITE("costmodel") {
         CHECK(per_sample - 8192.0 * 19327352832.0 == doctest::Approx(4.27e15).epsilon(0.002));
         // Nemotron-4 340B: the row's notes and recipe turn TE userbuffers off.
         PublishedCase n340 = rows.at(123);
-        CHECK(n340.tp_comm_overlap_off);
+        CHECK(n340.recipe.tp_comm_overlap == std::optional<bool>(false));
         CHECK(n340.model.squared_relu);
         CHECK(n340.model.norm == NormKind::layernorm);
         CHECK_FALSE(n340.model.tied_embeddings);
@@ -501,7 +501,7 @@ TEST_SUITE("costmodel") {
         CHECK_FALSE(n340.job.stack.tp_comm_overlap);
         // Nemotron-4 15B keeps the overlap (ub_tp_comm_overlap True in nemotron4-15b-synth.yaml).
         PublishedCase n15 = rows.at(115);
-        CHECK_FALSE(n15.tp_comm_overlap_off);
+        CHECK_FALSE(n15.recipe.tp_comm_overlap.has_value());
         // Measured 2026-12-06: Grok-1 -37.2 % -> -11.3 % (row 128), Nemotron-4 340B -12.7 % ->
         // -3.9 % (row 123), both rows' settings above.
         for (const auto& [r, lo, hi] :
@@ -526,14 +526,14 @@ TEST_SUITE("costmodel") {
         for (const int64_t r : {2011, 2014, 2017}) {
             CAPTURE(r);
             CHECK(rows.at(r).job.compute == Dtype::nvfp4);
-            CHECK(rows.at(r).tp_comm_overlap_off);
+            CHECK(rows.at(r).recipe.tp_comm_overlap == std::optional<bool>(false));
             PublishedCase c = rows.at(r);
             load_case_stack(c);
             CHECK_FALSE(c.job.stack.tp_comm_overlap);
         }
-        CHECK_FALSE(rows.at(2008).tp_comm_overlap_off);
-        CHECK_FALSE(rows.at(2001).tp_comm_overlap_off);
-        CHECK_FALSE(rows.at(2022).tp_comm_overlap_off);
+        CHECK_FALSE(rows.at(2008).recipe.tp_comm_overlap.has_value());
+        CHECK_FALSE(rows.at(2001).recipe.tp_comm_overlap.has_value());
+        CHECK_FALSE(rows.at(2022).recipe.tp_comm_overlap.has_value());
         // Exposed, the TP all-gathers and reduce-scatters lengthen the step: row 2014 (70B, GB200,
         // TP 2) measured -25.2 % with the overlap, -21.0 % without (2026-12-06).
         const double off = error_with(rows.at(2014), [](SoftwareStack&) {});
@@ -552,19 +552,19 @@ TEST_SUITE("costmodel") {
         const std::map<int64_t, PublishedCase> rows = cases_by_row("public_runs_2025.csv");
         for (const int64_t r : {1006, 1015, 1022, 1026}) {
             CAPTURE(r);
-            CHECK(rows.at(r).param_gather_exposed);
+            CHECK(rows.at(r).recipe.overlap_param_gather == std::optional<bool>(false));
             PublishedCase c = rows.at(r);
             load_case_stack(c);
             CHECK_FALSE(c.job.stack.overlap_param_gather);
         }
         for (const int64_t r : {1002, 1008, 1023, 1021, 1005}) {
             CAPTURE(r);
-            CHECK_FALSE(rows.at(r).param_gather_exposed);
+            CHECK_FALSE(rows.at(r).recipe.overlap_param_gather.has_value());
         }
         // Row 1029's preset (QWEN3_235B_A22B_H100_FP8_CS_BASE_CONFIG @v0.2.0) sets
         // tp_comm_overlap=False, its notes say: TP 2 with SP, the collectives exposed.
-        CHECK(rows.at(1029).tp_comm_overlap_off);
-        CHECK_FALSE(rows.at(1028).tp_comm_overlap_off);  // TP 1
+        CHECK(rows.at(1029).recipe.tp_comm_overlap == std::optional<bool>(false));
+        CHECK_FALSE(rows.at(1028).recipe.tp_comm_overlap.has_value());  // TP 1
         // The gather, exposed, lengthens the step: row 1022 measured -7.9 % overlapped, -7.2 %
         // gathered first (2026-12-06).
         const double first = error_with(rows.at(1022), [](SoftwareStack&) {});
