@@ -208,6 +208,16 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
     if (const toml::table* t = top.table("tensor_parallel", Need::required)) {
         TableReader r(*t, "tensor_parallel", sink);
         set(s.tp_comm_overlap, r.flag("comm_overlap", Need::required));
+        // With comm_overlap only: what the userbuffers overlap costs its GEMMs.
+        const Need ub = s.tp_comm_overlap ? Need::required : Need::optional;
+        if (const auto f = r.quantity("overlap_sm_fraction", ub, true)) {
+            if (*f >= 1.0) {
+                r.bad_value("overlap_sm_fraction", "must be below 1");
+            } else {
+                s.tp_overlap_sm_fraction = *f;
+            }
+        }
+        set(s.tp_overlap_pipeline_splits, r.count("overlap_pipeline_splits", ub));
         r.finish();
     }
     if (const toml::table* t = top.table("pipeline", Need::required)) {

@@ -120,6 +120,11 @@ struct SoftwareStack {
 
     // Tensor-parallel overlap (Transformer Engine userbuffers; with sequence parallelism only).
     bool tp_comm_overlap = false;
+    /// Share of the SMs a userbuffers "pipeline" or "bulk" overlap keeps from its GEMM (the
+    /// communicator's num_sm with set_sm_margin; TE's default 16 of an H100's 132).
+    double tp_overlap_sm_fraction = 0.0;
+    /// Chunks a "pipeline" overlap splits its GEMM into (TE num_splits; ring-exchange: tp).
+    int64_t tp_overlap_pipeline_splits = 1;
 
     // Pipeline: per send/recv of one virtual stage (kernel launch + NCCL p2p setup).
     double p2p_overhead_us = 0.0;

@@ -329,12 +329,37 @@ namespace {
 // data-gradient GEMM; only the row-parallel layers' SP all-gathers (proj, fc2) stay exposed.
 // Korthikanti Table 4 agrees: SP removes ~0.8 ms of norm/dropout traffic from a 22B layer's
 // backward yet the backward barely moves (11.9 -> 11.8 ms).
+// The efficiency gemm_time prices a GEMM of shape g at when its m is split into `chunks` GEMMs
+// (the same lookup: a loop of count GEMMs at the size of one, a batched kernel at the whole).
+double chunk_efficiency(const GpuSpec& gpu, Dtype dt, const GemmShape& g, double chunks) {
+    Flops f = gemm_flops(g) / chunks;
+    if (!gpu.batched_gemm_fused && g.count > 1.0) {
+        f = f / g.count;
+    }
+    const double e = gemm_efficiency(gpu, f, runnable_dtype(gpu, dt));
+    return e > 0.0 ? e : 1.0;
+}
+
+// The GEMM time a Transformer Engine userbuffers overlap adds to a GEMM that takes t alone at
+// efficiency `whole` (TE @d0067d0da6cb pytorch/module/base.py:384-387 initialize_ub defaults;
+// the split and the SM margin in common/comm_gemm_overlap/comm_gemm_overlap.cpp): it runs as
+// `chunks` GEMMs of m / chunks rows each, at the curve's efficiency `part` for that size, on
+// 1 - sm_fraction of the SMs (throughput taken as linear in the SMs it is given):
+//   extra = t (whole / part) / (1 - sm_fraction) - t.
+// t may hold more GEMMs than the shape the efficiencies were read for (MLA's up projections
+// beside QKV): they are scaled alike.
+Seconds userbuffers_extra(Seconds t, double whole, double part, double sm_fraction) {
+    return max(Seconds{}, t * (whole / part) / (1.0 - sm_fraction) - t);
+}
+
 void add_tp(LayerCost& lc,
             const ModelSpec& m,
+            const GpuSpec& gpu,
             const JobSpec& job,
             const Plan& p,
             const PlanLinks& links,
             const Seconds gemm[4],
+            const GemmShape shape[4],
             int blocks) {
     // `blocks` column/row-parallel pairs, their GEMMs in gemm[2k] (column) and gemm[2k + 1]
     // (row): layer_tp_blocks().
@@ -370,11 +395,31 @@ void add_tp(LayerCost& lc,
         // row-parallel layers' output-gradient all-gathers with their dgrad GEMMs (bwd).
         lc.tp_fwd = 2.0 * nb * w;
         bwd = 3.0 * nb * w;
+        // What the overlap costs the GEMMs (TE's default methods, base.py:369-376): the
+        // column-parallel forward and the row-parallel dgrad as "ring_exchange" (tp chunks, copy
+        // engines, no SMs taken), the row-parallel forward as "pipeline" (splits chunks on the SMs
+        // the communicator leaves), the column-parallel dgrad and wgrad as "bulk" (whole GEMMs on
+        // those SMs). Reported as TP communication: it is there only because of it.
+        const double t = d(p.tp);
+        const double f = job.stack.tp_overlap_sm_fraction;
+        const double splits = d(std::max<int64_t>(1, job.stack.tp_overlap_pipeline_splits));
+        const Dtype dt = job.compute;
         for (int k = 0; k < blocks; ++k) {
-            lc.tp_fwd += exposed_behind_gemm(agq, gemm[2 * k], true) +
-                         exposed_behind_gemm(rs, gemm[2 * k + 1], true);
-            bwd += exposed_behind_gemm(ag, gemm[2 * k + 1], true) +
-                   max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+            const Seconds col = gemm[2 * k];
+            const Seconds row = gemm[2 * k + 1];
+            const GemmShape& cs = shape[2 * k];
+            const GemmShape& rsh = shape[2 * k + 1];
+            const double e_col = chunk_efficiency(gpu, dt, cs, 1.0);
+            const double e_row = chunk_efficiency(gpu, dt, rsh, 1.0);
+            const double e_row_tp = chunk_efficiency(gpu, dt, rsh, t);
+            const double e_row_split =
+                splits == t ? e_row_tp : chunk_efficiency(gpu, dt, rsh, splits);
+            lc.tp_fwd += exposed_behind_gemm(agq, col, true) + exposed_behind_gemm(rs, row, true) +
+                         userbuffers_extra(col, e_col, chunk_efficiency(gpu, dt, cs, t), 0.0) +
+                         userbuffers_extra(row, e_row, e_row_split, f);
+            bwd += exposed_behind_gemm(ag, row, true) + max(Seconds{}, agq - col) +
+                   max(Seconds{}, rs - col) + userbuffers_extra(row, e_row, e_row_tp, 0.0) +
+                   2.0 * userbuffers_extra(col, 1.0, 1.0, f);
         }
         lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
     } else if (p.sp) {
@@ -731,7 +776,10 @@ LayerCost layer_cost(const ModelSpec& m,
     // One GEMM of each layer (a data- or weight-gradient GEMM has the forward's FLOPs).
     const Seconds gemms[4] = {t_qkv, t_proj, t_in, t_out};
     const Seconds ffn_gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
-    add_tp(lc, m, job, p, links, has_attn ? gemms : ffn_gemms, layer_tp_blocks(m, moe, shape));
+    const GemmShape shapes[4] = {g.qkv.m > 0.0 ? g.qkv : g.q_up, g.proj, g.mlp_in, g.mlp_out};
+    const GemmShape ffn_shapes[4] = {g.mlp_in, g.mlp_out, GemmShape{}, GemmShape{}};
+    add_tp(lc, m, gpu, job, p, links, has_attn ? gemms : ffn_gemms, has_attn ? shapes : ffn_shapes,
+           layer_tp_blocks(m, moe, shape));
     if (has_attn) {
         add_cp(lc, m, job, p, links, core, core_bwd);
     }
@@ -837,7 +885,8 @@ LayerCost mixer_layer_cost(const ModelSpec& m,
     }
     lc.flops_fwd = gemm_flops(in_proj) + gemm_flops(out_proj) + core.flops_fwd;
     const Seconds gemms[4] = {t_in, t_out, Seconds{}, Seconds{}};
-    add_tp(lc, m, job, p, links, gemms, 1);
+    const GemmShape shapes[4] = {in_proj, out_proj, GemmShape{}, GemmShape{}};
+    add_tp(lc, m, gpu, job, p, links, gemms, shapes, 1);
     add_mixer_cp(lc, job, p, links, cp_in, cp_out);
     return lc;
 }

@@ -60,8 +60,10 @@ def overlay_text(profile, value):
         # keep the base [moe] value; replace (or add) this release's entry
         text = open(src).read() if os.path.exists(src) else (
             '[calibration]\nprofile = "%s"\nfitted_on = "public_runs_2025.csv"\n' % profile)
-        text = re.sub(r'\n\[\[moe\.from_release\]\]\nrelease = "%s"[^\[]*' % re.escape(RELEASE),
-                      "\n", text)
+        # the entry runs to the next table header (a line that opens with '['): its
+        # fitted_rows = [[...]] value opens with a key, not a bracket
+        text = re.sub(r'\n\[\[moe\.from_release\]\]\nrelease = "%s".*?(?=\n\[|\Z)' % re.escape(RELEASE),
+                      "\n", text, flags=re.S)
         return (text.rstrip() + '\n\n[[moe.from_release]]\nrelease = "%s"\n'
                 'quantised_expert_overhead_us = %g\n' % (RELEASE, value))
     if os.path.exists(src):
@@ -80,7 +82,9 @@ def published(tmp, values):
             f.write(overlay_text(profile, v))
     env = dict(os.environ, CLEAVE_HWPROFILES=tmp)
     out = subprocess.run([CLEAVE, "published", CSV, "--format", "json"], env=env,
-                         capture_output=True, text=True, check=True)
+                         capture_output=True, text=True)
+    if out.returncode:
+        sys.exit(out.stderr)
     return {r["row_id"]: r for r in json.loads(out.stdout)["rows"]}
 
 

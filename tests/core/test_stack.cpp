@@ -48,6 +48,8 @@ comm_sm_fraction = 0.15
 
 [tensor_parallel]
 comm_overlap = true
+overlap_sm_fraction = 0.121
+overlap_pipeline_splits = 4
 
 [pipeline]
 p2p_overhead_us = 20
@@ -92,6 +94,8 @@ TEST_SUITE("core") {
         CHECK_FALSE(s.reshard_after_forward);
         CHECK(s.comm_sm_fraction == 0.15);
         CHECK(s.tp_comm_overlap);
+        CHECK(s.tp_overlap_sm_fraction == 0.121);
+        CHECK(s.tp_overlap_pipeline_splits == 4);
         CHECK(s.p2p_overhead_us == 20.0);
         CHECK(s.torch_compile);
         CHECK(s.recompute_modules == std::vector<std::string>{"core_attn", "mlp"});
@@ -140,15 +144,18 @@ TEST_SUITE("core") {
         bad = replace(bad, "\"deepep\"", "\"ring\"");
         bad = replace(bad, "sync_us = 35", "sync_us = 35\ncapacity = 1.25");
         expect_diagnostics([&] { (void)parse_stack_toml(bad, "bad.toml"); },
-                           {{38,
+                           {{40,
                              14,
                              "'moe.dispatcher' must be one of \"alltoall\", \"allgather\", "
                              "\"deepep\", got \"ring\""},
-                            {42, 1, "unknown key 'moe.capacity'"}});
+                            {44, 1, "unknown key 'moe.capacity'"}});
     }
 
     TEST_CASE("stack: a missing required table and key are errors, not defaults") {
-        std::string text = replace(good_stack, "[tensor_parallel]\ncomm_overlap = true\n", "");
+        std::string text = replace(good_stack,
+                                   "[tensor_parallel]\ncomm_overlap = true\noverlap_sm_fraction = "
+                                   "0.121\noverlap_pipeline_splits = 4\n",
+                                   "");
         text = replace(text, "grad_dtype = \"bf16\"\n", "");
         const auto ds = diagnostics_of([&] { (void)parse_stack_toml(text, "m.toml"); });
         REQUIRE(ds.size() == 2);
@@ -156,6 +163,34 @@ TEST_SUITE("core") {
         CHECK(ds[1].message == "missing required key 'memory.grad_dtype' in [memory]");
         CHECK(ds[1].where.file == "m.toml");
         CHECK(ds[1].where.line == 18);
+    }
+
+    TEST_CASE("stack: TP overlap needs what it costs its GEMMs; without it the keys may go") {
+        // comm_overlap = true: the userbuffers SM share and pipeline splits are required.
+        const std::string bare = replace(good_stack,
+                                         "overlap_sm_fraction = 0.121\noverlap_pipeline_splits = 4\n", "");
+        const auto ds = diagnostics_of([&] { (void)parse_stack_toml(bare, "t.toml"); });
+        REQUIRE(ds.size() == 2);
+        CHECK(ds[0].message ==
+              "missing required key 'tensor_parallel.overlap_sm_fraction' in [tensor_parallel]");
+        CHECK(ds[1].message ==
+              "missing required key 'tensor_parallel.overlap_pipeline_splits' in [tensor_parallel]");
+        // comm_overlap = false: neither is needed, and both stay at what prices nothing.
+        const SoftwareStack off =
+            parse_stack_toml(replace(bare, "comm_overlap = true", "comm_overlap = false"), "t.toml");
+        CHECK_FALSE(off.tp_comm_overlap);
+        CHECK(off.tp_overlap_sm_fraction == 0.0);
+        CHECK(off.tp_overlap_pipeline_splits == 1);
+        // A share of all the SMs or more is refused with its line.
+        const auto bad = diagnostics_of([&] {
+            (void)parse_stack_toml(replace(good_stack, "overlap_sm_fraction = 0.121",
+                                           "overlap_sm_fraction = 1.5"),
+                                   "t.toml");
+        });
+        REQUIRE(bad.size() == 1);
+        CHECK(bad[0].message.find("overlap_sm_fraction") != std::string::npos);
+        CHECK(bad[0].message.find("must be below 1") != std::string::npos);
+        CHECK(bad[0].where.line == 33);
     }
 
     TEST_CASE(

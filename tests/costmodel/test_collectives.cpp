@@ -167,3 +167,56 @@ TEST_SUITE("costmodel") {
         }
     }
 }
+
+TEST_SUITE("costmodel") {
+    TEST_CASE("collectives: TE userbuffers cost the GEMMs they hide behind (split, SM margin)") {
+        // GPT-3 175B, tp 8 with SP and --tp-comm-overlap, mbs 1, s 2048: every TP GEMM has
+        // M = 2048 rows. The network is made free (1e12 GB/s, no latency, no wait), so tp_fwd /
+        // tp_bwd hold only what the overlap costs the GEMMs (compute.cpp userbuffers_extra).
+        ClusterSpec c = test::dgx_a100();
+        c.node.intra_bw = gbps(1e12);
+        c.node.intra_latency = Seconds{};
+        const ModelSpec m = test::gpt3();
+        JobSpec j = test::job(64, 512);
+        j.stack.tp_comm_overlap = true;
+        j.stack.tp_overlap_sm_fraction = 0.2;
+        j.stack.tp_overlap_pipeline_splits = 4;
+        Plan p = test::plan(8, 8, 1);
+        p.sp = true;
+        // Flat curve (0.8 at every size): the chunks run as fast as the whole GEMM, so only the
+        // SMs the communicators keep cost anything: 1 / (1 - 0.2) - 1 = 0.25 of each GEMM on them.
+        //   peak x 0.8 = 312e12 x 0.8 = 249.6e12 FLOP/s
+        //   proj 2 x 2048 x 12288 x 1536 = 77,309,411,328 FLOP -> 309.73 us
+        //   fc2  2 x 2048 x 12288 x 6144 = 309,237,645,312    -> 1238.93 us (fc1 the same)
+        //   qkv  2 x 2048 x 4608 x 12288 = 231,928,233,984    -> 929.20 us
+        // forward: "pipeline" proj and fc2: 0.25 x (309.73 + 1238.93) = 387.17 us;
+        // backward: "bulk" dgrad and wgrad of qkv and fc1: 2 x 0.25 x (929.20 + 1238.93)
+        // = 1084.07 us; the "ring_exchange" GEMMs take no SMs and cost nothing here.
+        const LayerCost a = layer_cost(m, c, j, p, plan_links(c, p), false);
+        CHECK(a.tp_fwd.value() == doctest::Approx(387.17e-6).epsilon(1e-4));
+        CHECK(a.tp_bwd.value() == doctest::Approx(1084.07e-6).epsilon(1e-4));
+        // Without the overlap the free network costs nothing at all.
+        JobSpec off = j;
+        off.stack.tp_comm_overlap = false;
+        const LayerCost b = layer_cost(m, c, off, p, plan_links(c, p), false);
+        CHECK(b.tp_fwd.value() == doctest::Approx(0.0).epsilon(1e-9));
+        CHECK(b.fwd == a.fwd);  // the GEMMs themselves are priced as before
+
+        // A curve that falls at small sizes: 0.4 at F/8 = 38,654,705,664 FLOP, 0.8 at
+        // F = 309,237,645,312 (fc1 and fc2), linear in ln(size) between. The MLP alone
+        // (LayerShape::ffn): t = F / 249.6e12 = 1238.93 us each.
+        //   fc1 forward, ring_exchange in 8 chunks of F/8 at 0.4: 2t, extra t;
+        //   fc2 forward, pipeline in 4 chunks of F/4 (1/3 of the way in ln: 0.4 + 0.4/3 =
+        //   0.5333) on 0.8 of the SMs: t x (0.8 / 0.5333) / 0.8 = 1.875 t, extra 0.875 t;
+        //   fc2 dgrad, ring_exchange: extra t; fc1 dgrad and wgrad, bulk: 2 x 0.25 t.
+        // tp_fwd = 1.875 t = 2322.99 us, tp_bwd = 1.5 t = 1858.40 us.
+        c.gpu.gemm_efficiency = {{flop(38654705664.0), 0.4}, {flop(309237645312.0), 0.8}};
+        const LayerCost f = layer_cost(m, c, j, p, plan_links(c, p), false, LayerShape::ffn);
+        CHECK(f.tp_fwd.value() == doctest::Approx(2322.99e-6).epsilon(1e-4));
+        CHECK(f.tp_bwd.value() == doctest::Approx(1858.40e-6).epsilon(1e-4));
+        // Full recompute runs the forward (and its overlap) again in the backward.
+        p.recompute = Recompute::full;
+        const LayerCost r = layer_cost(m, c, j, p, plan_links(c, p), false, LayerShape::ffn);
+        CHECK(r.tp_bwd.value() == doctest::Approx((1858.40 + 2322.99) * 1e-6).epsilon(1e-4));
+    }
+}

@@ -278,7 +278,12 @@ TEST_SUITE("costmodel") {
                                              "dgx-a100-80g", "--gpus", "32", "--gbs", "128",
                                              "--pp", "4"});
         CHECK(table.out.find("sharedcomm") == std::string::npos);
-        CHECK(table.out.find("# note: pp=4 and dp=2") != std::string::npos);
+        // The note names the top plan's dp (8 since the TP overlap's cost on its GEMMs is priced;
+        // 2 before, with TP 4).
+        const std::string note =
+            "# note: pp=4 and dp=" + std::to_string(plans[0]["plan"]["dp"].get<int64_t>()) + ":";
+        CHECK(plans[0]["plan"]["dp"] == 8);
+        CHECK(table.out.find(note) != std::string::npos);
     }
 
     TEST_CASE("dualpipe: explain prices it, plan keeps it when fixed, the rest refuse it by name") {
