@@ -165,7 +165,7 @@ TEST_SUITE("core") {
         CHECK(ds[1].where.line == 18);
     }
 
-    TEST_CASE("stack: TP overlap needs what it costs its GEMMs; without it the keys may go") {
+    TEST_CASE("stack: TP overlap needs what it costs its GEMMs, without it the keys may go") {
         // comm_overlap = true: the userbuffers SM share and pipeline splits are required.
         const std::string bare = replace(good_stack,
                                          "overlap_sm_fraction = 0.121\noverlap_pipeline_splits = 4\n", "");
