@@ -57,6 +57,24 @@ double curve_at(const std::vector<GemmEfficiencyPoint>& c, Flops size) {
     return c.back().efficiency;
 }
 
+// curve_at at x = ln(size): the same clamps and interpolation, on the points' ln_size.
+double curve_at_ln(const std::vector<GemmEfficiencyPoint>& c, double x) {
+    if (c.empty()) {
+        return 0.0;
+    }
+    if (x <= c.front().ln_size) {
+        return c.front().efficiency;
+    }
+    for (size_t i = 1; i < c.size(); ++i) {
+        if (x <= c[i].ln_size) {
+            const double x0 = c[i - 1].ln_size;
+            const double w = (x - x0) / (c[i].ln_size - x0);
+            return c[i - 1].efficiency + w * (c[i].efficiency - c[i - 1].efficiency);
+        }
+    }
+    return c.back().efficiency;
+}
+
 }  // namespace
 
 Seconds quantised_expert_overhead(const NodeSpec& n,
@@ -106,6 +124,10 @@ const std::vector<GemmEfficiencyPoint>& gemm_curve(const GpuSpec& gpu, Dtype d) 
 
 double gemm_efficiency(const GpuSpec& gpu, Flops size, Dtype d) {
     return std::min(curve_at(gemm_curve(gpu, d), size), tensor_clock_ceiling(gpu));
+}
+
+double gemm_efficiency_ln(const GpuSpec& gpu, double ln_size, Dtype d) {
+    return std::min(curve_at_ln(gemm_curve(gpu, d), ln_size), tensor_clock_ceiling(gpu));
 }
 
 }  // namespace cleave

@@ -215,4 +215,7 @@ struct ClusterSpec {
 /// gemm_efficiency() on `d`'s curve (gemm_curve), capped at tensor_clock_ceiling().
 [[nodiscard]] double gemm_efficiency(const GpuSpec& gpu, Flops size, Dtype d);
 
+/// The same at ln(size), for callers that derive several sizes from one logarithm.
+[[nodiscard]] double gemm_efficiency_ln(const GpuSpec& gpu, double ln_size, Dtype d);
+
 }  // namespace cleave

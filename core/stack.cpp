@@ -210,11 +210,22 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.tp_comm_overlap, r.flag("comm_overlap", Need::required));
         // With comm_overlap only: what the userbuffers overlap costs its GEMMs.
         const Need ub = s.tp_comm_overlap ? Need::required : Need::optional;
-        if (const auto f = r.quantity("overlap_sm_fraction", ub, true)) {
-            if (*f >= 1.0) {
-                r.bad_value("overlap_sm_fraction", "must be below 1");
-            } else {
-                s.tp_overlap_sm_fraction = *f;
+        const std::vector<detail::Choice<UbMethod>> methods = {{"pipeline", UbMethod::pipeline},
+                                                       {"ring_exchange", UbMethod::ring_exchange}};
+        set(s.tp_overlap_row_fprop, r.choice<UbMethod>("overlap_row_fprop", ub, methods));
+        set(s.tp_overlap_row_fprop_quantised,
+            r.choice<UbMethod>("overlap_row_fprop_quantised", ub, methods));
+        for (const auto& [key, field] :
+             {std::pair<std::string_view, double*>{"overlap_pipeline_sm_fraction",
+                                                   &s.tp_overlap_sm_fraction},
+              std::pair<std::string_view, double*>{"overlap_bulk_sm_fraction",
+                                                   &s.tp_overlap_bulk_sm_fraction}}) {
+            if (const auto f = r.quantity(key, ub, true)) {
+                if (*f >= 1.0) {
+                    r.bad_value(key, "must be below 1");
+                } else {
+                    *field = *f;
+                }
             }
         }
         set(s.tp_overlap_pipeline_splits, r.count("overlap_pipeline_splits", ub));
@@ -288,6 +299,10 @@ std::string unknown_release_caution(const SoftwareStack& s) {
            "): priced as " +
            (nearest.empty() ? known.front() + ", the oldest" : nearest + ", the nearest earlier") +
            "; what differs between the two releases is not in the model (docs/stacks.md)";
+}
+
+const char* to_string(UbMethod m) {
+    return m == UbMethod::pipeline ? "pipeline" : "ring_exchange";
 }
 
 const char* to_string(MoeDispatcher d) {

@@ -55,6 +55,12 @@ enum class MoeDispatcher : uint8_t { alltoall, allgather, deepep };
 /// True for a release written YY.MM (two digits, a dot, two digits: "25.11").
 [[nodiscard]] bool valid_release(const std::string& r);
 
+/// Transformer Engine userbuffers overlap methods (transformer_engine/pytorch/module/base.py
+/// initialize_ub): split the GEMM into chunks pipelined with a reduce-scatter on num_sm SMs, or
+/// into tp chunks passed around the ring by the copy engines.
+enum class UbMethod : uint8_t { pipeline, ring_exchange };
+[[nodiscard]] const char* to_string(UbMethod m);
+
 struct SoftwareStack {
     std::string name = "megatron-2021";
     std::string display_name;
@@ -120,11 +126,18 @@ struct SoftwareStack {
 
     // Tensor-parallel overlap (Transformer Engine userbuffers; with sequence parallelism only).
     bool tp_comm_overlap = false;
-    /// Share of the SMs a userbuffers "pipeline" or "bulk" overlap keeps from its GEMM (the
-    /// communicator's num_sm with set_sm_margin; TE's default 16 of an H100's 132).
+    /// How the row-parallel forward GEMMs (projection, MLP out) overlap their reduce-scatter:
+    /// with 16-bit GEMMs and with quantised ones (Transformer Engine userbuffers methods).
+    UbMethod tp_overlap_row_fprop = UbMethod::pipeline;
+    UbMethod tp_overlap_row_fprop_quantised = UbMethod::pipeline;
+    /// Share of the SMs a "pipeline" communicator keeps from its GEMM for the GEMM's whole run
+    /// (num_sm with set_sm_margin).
     double tp_overlap_sm_fraction = 0.0;
     /// Chunks a "pipeline" overlap splits its GEMM into (TE num_splits; ring-exchange: tp).
     int64_t tp_overlap_pipeline_splits = 1;
+    /// Share of the SMs a "bulk" communicator (the column-parallel dgrad and wgrad) holds while
+    /// its collective runs (num_sm without set_sm_margin).
+    double tp_overlap_bulk_sm_fraction = 0.0;
 
     // Pipeline: per send/recv of one virtual stage (kernel launch + NCCL p2p setup).
     double p2p_overhead_us = 0.0;

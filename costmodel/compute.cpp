@@ -329,14 +329,20 @@ namespace {
 // data-gradient GEMM; only the row-parallel layers' SP all-gathers (proj, fc2) stay exposed.
 // Korthikanti Table 4 agrees: SP removes ~0.8 ms of norm/dropout traffic from a 22B layer's
 // backward yet the backward barely moves (11.9 -> 11.8 ms).
-// The efficiency gemm_time prices a GEMM of shape g at when its m is split into `chunks` GEMMs
-// (the same lookup: a loop of count GEMMs at the size of one, a batched kernel at the whole).
-double chunk_efficiency(const GpuSpec& gpu, Dtype dt, const GemmShape& g, double chunks) {
-    Flops f = gemm_flops(g) / chunks;
+// ln of the FLOPs gemm_time looks a GEMM of shape g up at (a loop of count GEMMs at the size of
+// one, a batched kernel at the whole); its m split into n chunks looks up at this minus ln(n).
+double gemm_lookup_ln(const GpuSpec& gpu, const GemmShape& g) {
+    Flops f = gemm_flops(g);
     if (!gpu.batched_gemm_fused && g.count > 1.0) {
         f = f / g.count;
     }
-    const double e = gemm_efficiency(gpu, f, runnable_dtype(gpu, dt));
+    return std::log(std::max(f.value(), 1.0));
+}
+
+// The efficiency gemm_time prices a GEMM at, from gemm_lookup_ln (1 where the curve is empty,
+// as gemm_time).
+double efficiency_at_ln(const GpuSpec& gpu, Dtype dt, double ln_size) {
+    const double e = gemm_efficiency_ln(gpu, ln_size, runnable_dtype(gpu, dt));
     return e > 0.0 ? e : 1.0;
 }
 
@@ -395,31 +401,43 @@ void add_tp(LayerCost& lc,
         // row-parallel layers' output-gradient all-gathers with their dgrad GEMMs (bwd).
         lc.tp_fwd = 2.0 * nb * w;
         bwd = 3.0 * nb * w;
-        // What the overlap costs the GEMMs (TE's default methods, base.py:369-376): the
-        // column-parallel forward and the row-parallel dgrad as "ring_exchange" (tp chunks, copy
-        // engines, no SMs taken), the row-parallel forward as "pipeline" (splits chunks on the SMs
-        // the communicator leaves), the column-parallel dgrad and wgrad as "bulk" (whole GEMMs on
-        // those SMs). Reported as TP communication: it is there only because of it.
+        // What the overlap costs the GEMMs (TE's methods, base.py:369-376): the column-parallel
+        // forward and the row-parallel dgrad as "ring_exchange" (tp chunks, copy engines, no SMs
+        // taken); the row-parallel forward as the stack's method for the job's precision:
+        // "pipeline" (splits chunks on the SMs its communicator leaves) or "ring_exchange"; the
+        // column-parallel dgrad and wgrad as "bulk" (whole GEMMs beside a communicator that holds
+        // its SMs while its all-gather / reduce-scatter runs: the hidden collective's time x
+        // that share, as overlap_slowdown). Reported as TP communication: it is there only
+        // because of it.
+        const SoftwareStack& st = job.stack;
         const double t = d(p.tp);
-        const double f = job.stack.tp_overlap_sm_fraction;
-        const double splits = d(std::max<int64_t>(1, job.stack.tp_overlap_pipeline_splits));
+        const double f = st.tp_overlap_sm_fraction;
+        const double splits = d(std::max<int64_t>(1, st.tp_overlap_pipeline_splits));
         const Dtype dt = job.compute;
+        const bool pipeline = (is_quantised(dt) ? st.tp_overlap_row_fprop_quantised
+                                                : st.tp_overlap_row_fprop) == UbMethod::pipeline;
+        const double ln_t = std::log(t);
+        const double ln_splits = std::log(splits);
         for (int k = 0; k < blocks; ++k) {
             const Seconds col = gemm[2 * k];
             const Seconds row = gemm[2 * k + 1];
-            const GemmShape& cs = shape[2 * k];
-            const GemmShape& rsh = shape[2 * k + 1];
-            const double e_col = chunk_efficiency(gpu, dt, cs, 1.0);
-            const double e_row = chunk_efficiency(gpu, dt, rsh, 1.0);
-            const double e_row_tp = chunk_efficiency(gpu, dt, rsh, t);
-            const double e_row_split =
-                splits == t ? e_row_tp : chunk_efficiency(gpu, dt, rsh, splits);
+            const double ln_col = gemm_lookup_ln(gpu, shape[2 * k]);
+            const double ln_row = gemm_lookup_ln(gpu, shape[2 * k + 1]);
+            const double e_row = efficiency_at_ln(gpu, dt, ln_row);
+            const double e_row_tp = efficiency_at_ln(gpu, dt, ln_row - ln_t);
+            const Seconds row_fprop =
+                pipeline ? userbuffers_extra(
+                               row, e_row,
+                               splits == t ? e_row_tp : efficiency_at_ln(gpu, dt, ln_row - ln_splits),
+                               f)
+                         : userbuffers_extra(row, e_row, e_row_tp, 0.0);
             lc.tp_fwd += exposed_behind_gemm(agq, col, true) + exposed_behind_gemm(rs, row, true) +
-                         userbuffers_extra(col, e_col, chunk_efficiency(gpu, dt, cs, t), 0.0) +
-                         userbuffers_extra(row, e_row, e_row_split, f);
+                         userbuffers_extra(col, efficiency_at_ln(gpu, dt, ln_col),
+                                           efficiency_at_ln(gpu, dt, ln_col - ln_t), 0.0) +
+                         row_fprop;
             bwd += exposed_behind_gemm(ag, row, true) + max(Seconds{}, agq - col) +
                    max(Seconds{}, rs - col) + userbuffers_extra(row, e_row, e_row_tp, 0.0) +
-                   2.0 * userbuffers_extra(col, 1.0, 1.0, f);
+                   (min(agq, col) + min(rs, col)) * st.tp_overlap_bulk_sm_fraction;
         }
         lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
     } else if (p.sp) {

@@ -48,8 +48,11 @@ comm_sm_fraction = 0.15
 
 [tensor_parallel]
 comm_overlap = true
-overlap_sm_fraction = 0.121
+overlap_row_fprop = "pipeline"
+overlap_row_fprop_quantised = "ring_exchange"
+overlap_pipeline_sm_fraction = 0.152
 overlap_pipeline_splits = 4
+overlap_bulk_sm_fraction = 0.064
 
 [pipeline]
 p2p_overhead_us = 20
@@ -94,8 +97,11 @@ TEST_SUITE("core") {
         CHECK_FALSE(s.reshard_after_forward);
         CHECK(s.comm_sm_fraction == 0.15);
         CHECK(s.tp_comm_overlap);
-        CHECK(s.tp_overlap_sm_fraction == 0.121);
+        CHECK(s.tp_overlap_row_fprop == UbMethod::pipeline);
+        CHECK(s.tp_overlap_row_fprop_quantised == UbMethod::ring_exchange);
+        CHECK(s.tp_overlap_sm_fraction == 0.152);
         CHECK(s.tp_overlap_pipeline_splits == 4);
+        CHECK(s.tp_overlap_bulk_sm_fraction == 0.064);
         CHECK(s.p2p_overhead_us == 20.0);
         CHECK(s.torch_compile);
         CHECK(s.recompute_modules == std::vector<std::string>{"core_attn", "mlp"});
@@ -144,17 +150,21 @@ TEST_SUITE("core") {
         bad = replace(bad, "\"deepep\"", "\"ring\"");
         bad = replace(bad, "sync_us = 35", "sync_us = 35\ncapacity = 1.25");
         expect_diagnostics([&] { (void)parse_stack_toml(bad, "bad.toml"); },
-                           {{40,
+                           {{43,
                              14,
                              "'moe.dispatcher' must be one of \"alltoall\", \"allgather\", "
                              "\"deepep\", got \"ring\""},
-                            {44, 1, "unknown key 'moe.capacity'"}});
+                            {47, 1, "unknown key 'moe.capacity'"}});
     }
 
     TEST_CASE("stack: a missing required table and key are errors, not defaults") {
         std::string text = replace(good_stack,
-                                   "[tensor_parallel]\ncomm_overlap = true\noverlap_sm_fraction = "
-                                   "0.121\noverlap_pipeline_splits = 4\n",
+                                   "[tensor_parallel]\ncomm_overlap = true\n"
+                                   "overlap_row_fprop = \"pipeline\"\n"
+                                   "overlap_row_fprop_quantised = \"ring_exchange\"\n"
+                                   "overlap_pipeline_sm_fraction = 0.152\n"
+                                   "overlap_pipeline_splits = 4\n"
+                                   "overlap_bulk_sm_fraction = 0.064\n",
                                    "");
         text = replace(text, "grad_dtype = \"bf16\"\n", "");
         const auto ds = diagnostics_of([&] { (void)parse_stack_toml(text, "m.toml"); });
@@ -166,31 +176,40 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("stack: TP overlap needs what it costs its GEMMs, without it the keys may go") {
-        // comm_overlap = true: the userbuffers SM share and pipeline splits are required.
+        // comm_overlap = true: the userbuffers methods, SM shares and splits are required.
         const std::string bare = replace(good_stack,
-                                         "overlap_sm_fraction = 0.121\noverlap_pipeline_splits = 4\n", "");
+                                         "overlap_row_fprop = \"pipeline\"\n"
+                                         "overlap_row_fprop_quantised = \"ring_exchange\"\n"
+                                         "overlap_pipeline_sm_fraction = 0.152\n"
+                                         "overlap_pipeline_splits = 4\n"
+                                         "overlap_bulk_sm_fraction = 0.064\n",
+                                         "");
         const auto ds = diagnostics_of([&] { (void)parse_stack_toml(bare, "t.toml"); });
-        REQUIRE(ds.size() == 2);
+        REQUIRE(ds.size() == 5);
         CHECK(ds[0].message ==
-              "missing required key 'tensor_parallel.overlap_sm_fraction' in [tensor_parallel]");
-        CHECK(ds[1].message ==
+              "missing required key 'tensor_parallel.overlap_row_fprop' in [tensor_parallel]");
+        CHECK(ds[4].message ==
               "missing required key 'tensor_parallel.overlap_pipeline_splits' in [tensor_parallel]");
-        // comm_overlap = false: neither is needed, and both stay at what prices nothing.
+        // comm_overlap = false: none is needed, and the shares stay at what prices nothing.
         const SoftwareStack off =
             parse_stack_toml(replace(bare, "comm_overlap = true", "comm_overlap = false"), "t.toml");
         CHECK_FALSE(off.tp_comm_overlap);
         CHECK(off.tp_overlap_sm_fraction == 0.0);
+        CHECK(off.tp_overlap_bulk_sm_fraction == 0.0);
         CHECK(off.tp_overlap_pipeline_splits == 1);
-        // A share of all the SMs or more is refused with its line.
-        const auto bad = diagnostics_of([&] {
-            (void)parse_stack_toml(replace(good_stack, "overlap_sm_fraction = 0.121",
-                                           "overlap_sm_fraction = 1.5"),
-                                   "t.toml");
-        });
-        REQUIRE(bad.size() == 1);
-        CHECK(bad[0].message.find("overlap_sm_fraction") != std::string::npos);
-        CHECK(bad[0].message.find("must be below 1") != std::string::npos);
+        // A share of all the SMs or more, and a method TE does not have, are refused with their line.
+        std::string worse = replace(good_stack, "overlap_pipeline_sm_fraction = 0.152",
+                                    "overlap_pipeline_sm_fraction = 1.5");
+        worse = replace(worse, "overlap_row_fprop = \"pipeline\"", "overlap_row_fprop = \"bulk\"");
+        const auto bad = diagnostics_of([&] { (void)parse_stack_toml(worse, "t.toml"); });
+        REQUIRE(bad.size() == 2);
+        CHECK(bad[0].message ==
+              "'tensor_parallel.overlap_row_fprop' must be one of \"pipeline\", "
+              "\"ring_exchange\", got \"bulk\"");
         CHECK(bad[0].where.line == 33);
+        CHECK(bad[1].message.find("overlap_pipeline_sm_fraction") != std::string::npos);
+        CHECK(bad[1].message.find("must be below 1") != std::string::npos);
+        CHECK(bad[1].where.line == 35);
     }
 
     TEST_CASE(

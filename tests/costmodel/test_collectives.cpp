@@ -179,28 +179,53 @@ TEST_SUITE("costmodel") {
         const ModelSpec m = test::gpt3();
         JobSpec j = test::job(64, 512);
         j.stack.tp_comm_overlap = true;
+        j.stack.tp_overlap_row_fprop = UbMethod::pipeline;
+        j.stack.tp_overlap_row_fprop_quantised = UbMethod::ring_exchange;
         j.stack.tp_overlap_sm_fraction = 0.2;
         j.stack.tp_overlap_pipeline_splits = 4;
+        j.stack.tp_overlap_bulk_sm_fraction = 0.1;
         Plan p = test::plan(8, 8, 1);
         p.sp = true;
         // Flat curve (0.8 at every size): the chunks run as fast as the whole GEMM, so only the
-        // SMs the communicators keep cost anything: 1 / (1 - 0.2) - 1 = 0.25 of each GEMM on them.
+        // SMs the "pipeline" communicator keeps cost anything: 1 / (1 - 0.2) - 1 = 0.25 of the
+        // row-parallel forward GEMMs.
         //   peak x 0.8 = 312e12 x 0.8 = 249.6e12 FLOP/s
         //   proj 2 x 2048 x 12288 x 1536 = 77,309,411,328 FLOP -> 309.73 us
-        //   fc2  2 x 2048 x 12288 x 6144 = 309,237,645,312    -> 1238.93 us (fc1 the same)
-        //   qkv  2 x 2048 x 4608 x 12288 = 231,928,233,984    -> 929.20 us
-        // forward: "pipeline" proj and fc2: 0.25 x (309.73 + 1238.93) = 387.17 us;
-        // backward: "bulk" dgrad and wgrad of qkv and fc1: 2 x 0.25 x (929.20 + 1238.93)
-        // = 1084.07 us; the "ring_exchange" GEMMs take no SMs and cost nothing here.
+        //   fc2  2 x 2048 x 12288 x 6144 = 309,237,645,312    -> 1238.93 us
+        // forward: 0.25 x (309.73 + 1238.93) = 387.17 us; backward: the "ring_exchange" dgrads
+        // cost nothing on a flat curve, and "bulk" holds its SMs only while its (free)
+        // collectives run: 0.
         const LayerCost a = layer_cost(m, c, j, p, plan_links(c, p), false);
         CHECK(a.tp_fwd.value() == doctest::Approx(387.17e-6).epsilon(1e-4));
-        CHECK(a.tp_bwd.value() == doctest::Approx(1084.07e-6).epsilon(1e-4));
-        // Without the overlap the free network costs nothing at all.
+        CHECK(a.tp_bwd.value() == doctest::Approx(0.0).epsilon(1e-9));
+        // Without the overlap the free network costs nothing at all, and the GEMMs are unchanged.
         JobSpec off = j;
         off.stack.tp_comm_overlap = false;
         const LayerCost b = layer_cost(m, c, off, p, plan_links(c, p), false);
         CHECK(b.tp_fwd.value() == doctest::Approx(0.0).epsilon(1e-9));
-        CHECK(b.fwd == a.fwd);  // the GEMMs themselves are priced as before
+        CHECK(b.fwd == a.fwd);
+        // Quantised GEMMs take the stack's quantised method: ring_exchange here (no SMs; the
+        // A100 has no fp8, so the GEMMs run bf16 at the same times): 0; pipeline: 387.17 us again.
+        JobSpec q = j;
+        q.compute = Dtype::fp8;
+        CHECK(layer_cost(m, c, q, p, plan_links(c, p), false).tp_fwd.value() ==
+              doctest::Approx(0.0).epsilon(1e-9));
+        q.stack.tp_overlap_row_fprop_quantised = UbMethod::pipeline;
+        CHECK(layer_cost(m, c, q, p, plan_links(c, p), false).tp_fwd.value() ==
+              doctest::Approx(387.17e-6).epsilon(1e-4));
+
+        // "bulk": at 234.89 GB/s (no latency) the column-parallel layers' all-gather and
+        // reduce-scatter of T h = 2048 x 12288 x 2 B = 50,331,648 B over 8 ranks each take
+        // 50,331,648 x 7/8 / 234.89e9 = 187.50 us, shorter than the GEMMs they hide behind
+        // (qkv 929.20 us, fc1 1238.93 us): 0.1 x (187.50 + 187.50) x 2 blocks = 75.00 us more
+        // backward than with a bulk share of 0.
+        ClusterSpec slow = c;
+        slow.node.intra_bw = gbps(234.89);
+        JobSpec nob = j;
+        nob.stack.tp_overlap_bulk_sm_fraction = 0.0;
+        const Seconds with = layer_cost(m, slow, j, p, plan_links(slow, p), false).tp_bwd;
+        const Seconds without = layer_cost(m, slow, nob, p, plan_links(slow, p), false).tp_bwd;
+        CHECK((with - without).value() == doctest::Approx(75.00e-6).epsilon(1e-3));
 
         // A curve that falls at small sizes: 0.4 at F/8 = 38,654,705,664 FLOP, 0.8 at
         // F = 309,237,645,312 (fc1 and fc2), linear in ln(size) between. The MLP alone
@@ -208,15 +233,15 @@ TEST_SUITE("costmodel") {
         //   fc1 forward, ring_exchange in 8 chunks of F/8 at 0.4: 2t, extra t;
         //   fc2 forward, pipeline in 4 chunks of F/4 (1/3 of the way in ln: 0.4 + 0.4/3 =
         //   0.5333) on 0.8 of the SMs: t x (0.8 / 0.5333) / 0.8 = 1.875 t, extra 0.875 t;
-        //   fc2 dgrad, ring_exchange: extra t; fc1 dgrad and wgrad, bulk: 2 x 0.25 t.
-        // tp_fwd = 1.875 t = 2322.99 us, tp_bwd = 1.5 t = 1858.40 us.
+        //   fc2 dgrad, ring_exchange: extra t; fc1 bulk on the free network: 0.
+        // tp_fwd = 1.875 t = 2322.99 us, tp_bwd = t = 1238.93 us.
         c.gpu.gemm_efficiency = {{flop(38654705664.0), 0.4}, {flop(309237645312.0), 0.8}};
         const LayerCost f = layer_cost(m, c, j, p, plan_links(c, p), false, LayerShape::ffn);
         CHECK(f.tp_fwd.value() == doctest::Approx(2322.99e-6).epsilon(1e-4));
-        CHECK(f.tp_bwd.value() == doctest::Approx(1858.40e-6).epsilon(1e-4));
+        CHECK(f.tp_bwd.value() == doctest::Approx(1238.93e-6).epsilon(1e-4));
         // Full recompute runs the forward (and its overlap) again in the backward.
         p.recompute = Recompute::full;
         const LayerCost r = layer_cost(m, c, j, p, plan_links(c, p), false, LayerShape::ffn);
-        CHECK(r.tp_bwd.value() == doctest::Approx((1858.40 + 2322.99) * 1e-6).epsilon(1e-4));
+        CHECK(r.tp_bwd.value() == doctest::Approx((1238.93 + 2322.99) * 1e-6).epsilon(1e-4));
     }
 }

@@ -534,15 +534,13 @@ TEST_SUITE("costmodel") {
         CHECK_FALSE(rows.at(2008).recipe.tp_comm_overlap.has_value());
         CHECK_FALSE(rows.at(2001).recipe.tp_comm_overlap.has_value());
         CHECK_FALSE(rows.at(2022).recipe.tp_comm_overlap.has_value());
-        // Row 2014 (70B, GB200, TP 2, NVFP4): with the overlap priced as Transformer Engine runs
-        // it (the NVFP4 GEMMs split into chunks and short of the communicators' SMs,
-        // compute.cpp userbuffers_extra) it saves next to nothing over exposed collectives:
-        // -20.9 % with the overlap, -21.0 % without (2026-12-06; -25.2 % with it before the
-        // GEMMs' share was priced).
+        // Row 2014 (70B, GB200, TP 2, NVFP4): exposed, the TP all-gathers and reduce-scatters
+        // lengthen the step: -24.4 % with the overlap (quantised GEMMs: ring exchange, their
+        // chunks priced, compute.cpp userbuffers_extra), -21.0 % without (2026-12-06).
         const double off = error_with(rows.at(2014), [](SoftwareStack&) {});
         const double on = error_with(rows.at(2014), [](SoftwareStack& s) { s.tp_comm_overlap = true; });
         CHECK(off == doctest::Approx(-21.01).epsilon(0.002));
-        CHECK(on == doctest::Approx(-20.88).epsilon(0.002));
+        CHECK(on == doctest::Approx(-24.41).epsilon(0.002));
     }
 }
 
