@@ -72,6 +72,11 @@ TEST_SUITE("core") {
         CHECK(c.gpu.gemm_efficiency[1].size.value() == 1000e9);
         // log-linear midpoint of (1, 0.5) and (1000, 0.8) at sqrt(1000) GFLOP: 0.65
         CHECK(gemm_efficiency(c.gpu, flop(std::sqrt(1000.0) * 1e9)) == doctest::Approx(0.65));
+        // The same curve read at ln(size): 0.65 at the midpoint, clamped at 0.5 and 0.8 outside.
+        CHECK(gemm_efficiency_ln(c.gpu, std::log(std::sqrt(1000.0) * 1e9), Dtype::bf16) ==
+              doctest::Approx(0.65));
+        CHECK(gemm_efficiency_ln(c.gpu, std::log(1e6), Dtype::bf16) == doctest::Approx(0.5));
+        CHECK(gemm_efficiency_ln(c.gpu, std::log(1e15), Dtype::bf16) == doctest::Approx(0.8));
         CHECK(c.node.gpus_per_node == 8);
         CHECK(c.node.intra_link == IntraLink::nvswitch);
         CHECK(c.node.intra_bw.value() == 230e9);
