@@ -2,6 +2,7 @@
 #include "core/errors.hpp"
 #include "core/schedule.hpp"
 #include "costmodel/compute.hpp"
+#include "costmodel/precision.hpp"
 #include "export/detail.hpp"
 #include "export/export.hpp"
 
@@ -371,6 +372,17 @@ void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job
        << " comes from the tokenizer (--vocab-size with --tokenizer-type NullTokenizer)\n";
     if (p.schedule == Schedule::gpipe) {
         os << "# Megatron-LM has no GPipe schedule; its default 1F1B has the same bubble\n";
+    }
+    // Megatron-LM @d98e8a64 arguments.py:2880 --tp-comm-overlap-cfg (a YAML of userbuffers
+    // settings, initialize.py:211); without it TE's initialize_ub defaults apply.
+    if (job.stack.tp_comm_overlap && p.sp && p.tp > 1) {
+        os << "# --tp-comm-overlap was priced with NVIDIA's tuned userbuffers presets (row-parallel "
+              "forward "
+           << to_string(is_quantised(job.compute) ? job.stack.tp_overlap_row_fprop_quantised
+                                                  : job.stack.tp_overlap_row_fprop)
+           << "; Megatron-Bridge training/comm_overlap.py userbuffers_*): pass one with "
+              "--tp-comm-overlap-cfg <yaml>, or Transformer Engine's defaults give 16 SMs to every "
+              "pipeline and bulk communicator and the step runs slower than predicted\n";
     }
     if (model.sandwich_norms) {
         os << "# the norms after each block (Gemma 2 / 3) have no Megatron-LM flag: Megatron-Bridge's "

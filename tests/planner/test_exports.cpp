@@ -215,6 +215,7 @@ TEST_SUITE("exports") {
                                                       "--pipeline-model-parallel-layout",
                                                       "--decoder-first-pipeline-num-layers",
                                                       "--account-for-loss-in-pipeline-split"};
+        int with_overlap = 0;
         for (std::size_t i = 0; i < cases.size(); ++i) {
             CAPTURE(i);
             const bool big = cases[i].front() == "405b";
@@ -227,8 +228,17 @@ TEST_SUITE("exports") {
             if (!layout_flag[i].empty()) {
                 CHECK(args.count(layout_flag[i]) == 1);
             }
+            // A TP overlap the price assumed says which userbuffers presets it was priced with,
+            // and the flag that passes one (Megatron-LM @d98e8a64 arguments.py:2880).
+            if (args.count("--tp-comm-overlap") == 1) {
+                ++with_overlap;
+                CHECK(known.count("--tp-comm-overlap-cfg") == 1);
+                CHECK(text.find("# --tp-comm-overlap was priced with NVIDIA's tuned userbuffers "
+                                "presets (row-parallel forward pipeline;") != std::string::npos);
+            }
             same_plan(plan_from_megatron(args, big ? 16384 : 1024), top(cases[i]), big ? 126 : 96);
         }
+        CHECK(with_overlap > 0);  // the TP 8 plans run SP with the overlap
     }
 
     TEST_CASE("torchtitan: the TOML parses and gives the plan back") {
