@@ -62,6 +62,14 @@ torch_compile = true
 recompute_modules = ["core_attn", "mlp"]
 )";
 
+// The [tensor_parallel] keys good_stack's comm_overlap = true requires, as it writes them.
+const char* const userbuffers_keys =
+    "overlap_row_fprop = \"pipeline\"\n"
+    "overlap_row_fprop_quantised = \"ring_exchange\"\n"
+    "overlap_pipeline_sm_fraction = 0.152\n"
+    "overlap_pipeline_splits = 4\n"
+    "overlap_bulk_sm_fraction = 0.064\n";
+
 std::string replace(std::string text, const std::string& from, const std::string& to) {
     const auto at = text.find(from);
     REQUIRE(at != std::string::npos);
@@ -158,14 +166,8 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("stack: a missing required table and key are errors, not defaults") {
-        std::string text = replace(good_stack,
-                                   "[tensor_parallel]\ncomm_overlap = true\n"
-                                   "overlap_row_fprop = \"pipeline\"\n"
-                                   "overlap_row_fprop_quantised = \"ring_exchange\"\n"
-                                   "overlap_pipeline_sm_fraction = 0.152\n"
-                                   "overlap_pipeline_splits = 4\n"
-                                   "overlap_bulk_sm_fraction = 0.064\n",
-                                   "");
+        std::string text = replace(
+            good_stack, std::string("[tensor_parallel]\ncomm_overlap = true\n") + userbuffers_keys, "");
         text = replace(text, "grad_dtype = \"bf16\"\n", "");
         const auto ds = diagnostics_of([&] { (void)parse_stack_toml(text, "m.toml"); });
         REQUIRE(ds.size() == 2);
@@ -177,13 +179,7 @@ TEST_SUITE("core") {
 
     TEST_CASE("stack: TP overlap needs what it costs its GEMMs, without it the keys may go") {
         // comm_overlap = true: the userbuffers methods, SM shares and splits are required.
-        const std::string bare = replace(good_stack,
-                                         "overlap_row_fprop = \"pipeline\"\n"
-                                         "overlap_row_fprop_quantised = \"ring_exchange\"\n"
-                                         "overlap_pipeline_sm_fraction = 0.152\n"
-                                         "overlap_pipeline_splits = 4\n"
-                                         "overlap_bulk_sm_fraction = 0.064\n",
-                                         "");
+        const std::string bare = replace(good_stack, userbuffers_keys, "");
         const auto ds = diagnostics_of([&] { (void)parse_stack_toml(bare, "t.toml"); });
         REQUIRE(ds.size() == 5);
         CHECK(ds[0].message ==
