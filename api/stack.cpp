@@ -87,7 +87,8 @@ void print_rows(std::ostream& out, const std::string& prefix, const nlohmann::js
             continue;
         }
         const std::string text = v.is_string() ? v.get<std::string>() : v.dump();
-        out << key << std::string(key.size() < 36 ? 36 - key.size() : 1, ' ') << text << "\n";
+        // The longest key, tensor_parallel.overlap_row_fprop_quantised, is 43 characters.
+        out << key << std::string(key.size() < 45 ? 45 - key.size() : 1, ' ') << text << "\n";
     }
 }
 

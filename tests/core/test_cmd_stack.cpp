@@ -72,6 +72,18 @@ TEST_SUITE("core") {
         const auto s = nlohmann::json::parse(show.out);
         CHECK(s["export"]["torch_compile"] == true);
         CHECK(s["data_parallel"]["fsdp_prefetch"] == true);
+        // megatron-core's TP overlap and the userbuffers presets it is priced with.
+        const Run core = cleave_cli({"stack", "show", "megatron-core", "--format", "json"});
+        REQUIRE(core.code == 0);
+        const auto tp = nlohmann::json::parse(core.out)["tensor_parallel"];
+        CHECK(tp["comm_overlap"] == true);
+        CHECK(tp["overlap_row_fprop"] == "pipeline");
+        CHECK(tp["overlap_row_fprop_quantised"] == "ring_exchange");
+        CHECK(tp["overlap_pipeline_sm_fraction"] == 0.152);
+        CHECK(tp["overlap_pipeline_splits"] == 4);
+        CHECK(tp["overlap_bulk_sm_fraction"] == 0.064);
+        const Run table = cleave_cli({"stack", "show", "megatron-core"});
+        CHECK(has(table.out, "tensor_parallel.overlap_row_fprop_quantised  ring_exchange\n"));
         CHECK(cleave_cli({"stack", "show", "nope"}).code == 2);
     }
 
