@@ -36,28 +36,7 @@ Bytes usable_memory(const GpuSpec& gpu) {
 
 namespace {
 
-double curve_at(const std::vector<GemmEfficiencyPoint>& c, Flops size) {
-    if (c.empty()) {
-        return 0.0;
-    }
-    if (size <= c.front().size) {
-        return c.front().efficiency;
-    }
-    if (size >= c.back().size) {
-        return c.back().efficiency;
-    }
-    for (size_t i = 1; i < c.size(); ++i) {
-        if (size <= c[i].size) {
-            const double x0 = c[i - 1].ln_size;
-            const double x1 = c[i].ln_size;
-            const double w = (std::log(size.value()) - x0) / (x1 - x0);
-            return c[i - 1].efficiency + w * (c[i].efficiency - c[i - 1].efficiency);
-        }
-    }
-    return c.back().efficiency;
-}
-
-// curve_at at x = ln(size): the same clamps and interpolation, on the points' ln_size.
+// The curve at x = ln(size): clamped to its end points, linear in ln(size) between them.
 double curve_at_ln(const std::vector<GemmEfficiencyPoint>& c, double x) {
     if (c.empty()) {
         return 0.0;
@@ -73,6 +52,10 @@ double curve_at_ln(const std::vector<GemmEfficiencyPoint>& c, double x) {
         }
     }
     return c.back().efficiency;
+}
+
+double curve_at(const std::vector<GemmEfficiencyPoint>& c, Flops size) {
+    return curve_at_ln(c, std::log(size.value()));
 }
 
 }  // namespace

@@ -215,19 +215,17 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.tp_overlap_row_fprop, r.choice<UbMethod>("overlap_row_fprop", ub, methods));
         set(s.tp_overlap_row_fprop_quantised,
             r.choice<UbMethod>("overlap_row_fprop_quantised", ub, methods));
-        for (const auto& [key, field] :
-             {std::pair<std::string_view, double*>{"overlap_pipeline_sm_fraction",
-                                                   &s.tp_overlap_sm_fraction},
-              std::pair<std::string_view, double*>{"overlap_bulk_sm_fraction",
-                                                   &s.tp_overlap_bulk_sm_fraction}}) {
+        const auto sm_share = [&r, ub](std::string_view key, double& field) {
             if (const auto f = r.quantity(key, ub, true)) {
                 if (*f >= 1.0) {
                     r.bad_value(key, "must be below 1");
                 } else {
-                    *field = *f;
+                    field = *f;
                 }
             }
-        }
+        };
+        sm_share("overlap_pipeline_sm_fraction", s.tp_overlap_sm_fraction);
+        sm_share("overlap_bulk_sm_fraction", s.tp_overlap_bulk_sm_fraction);
         set(s.tp_overlap_pipeline_splits, r.count("overlap_pipeline_splits", ub));
         r.finish();
     }

@@ -76,6 +76,17 @@ double activation_bytes(const JobSpec& job) {
     return job.compute == Dtype::fp32 ? 4.0 : 2.0;
 }
 
+namespace {
+
+// The FLOPs gemm_time reads the curve at: a loop of count GEMMs runs each at the efficiency of
+// its own size; one batched kernel at about that of a GEMM of the whole batch's FLOPs.
+Flops gemm_lookup_size(const GpuSpec& gpu, const GemmShape& g) {
+    const Flops f = gemm_flops(g);
+    return gpu.batched_gemm_fused || g.count <= 1.0 ? f : f / g.count;
+}
+
+}  // namespace
+
 Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
     const Flops f = gemm_flops(g);
     if (f.value() <= 0.0) {
@@ -87,10 +98,8 @@ Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
     }
-    // A loop of count GEMMs runs each at the efficiency of its own size; one batched kernel at
-    // about that of a GEMM of the whole batch's FLOPs. Each precision has its own curve.
-    const Flops lookup = gpu.batched_gemm_fused || g.count <= 1.0 ? f : f / g.count;
-    double eff = gemm_efficiency(gpu, lookup, run);
+    // Each precision has its own curve.
+    double eff = gemm_efficiency(gpu, gemm_lookup_size(gpu, g), run);
     if (eff <= 0.0) {
         eff = 1.0;  // no curve in the profile: peak
     }
@@ -321,22 +330,10 @@ LayerTraffic layer_traffic(
 
 namespace {
 
-// TP collectives of one layer (Megatron f / g operators, Korthikanti et al. 2022 Sec. 4.2.2):
-// forward 2 all-reduces of T x h (SP: 2 all-gathers + 2 reduce-scatters), exposed. Backward runs
-// the column-parallel layers (QKV, fc1) through LinearWithGradAccumulationAndAsyncCommunication
-// (megatron/core/tensor_parallel/layers.py): the input-gradient all-reduce (SP: reduce-scatter)
-// overlaps the weight-gradient GEMM, and SP's re-all-gather of the sharded input overlaps the
-// data-gradient GEMM; only the row-parallel layers' SP all-gathers (proj, fc2) stay exposed.
-// Korthikanti Table 4 agrees: SP removes ~0.8 ms of norm/dropout traffic from a 22B layer's
-// backward yet the backward barely moves (11.9 -> 11.8 ms).
 // ln of the FLOPs gemm_time looks a GEMM of shape g up at (a loop of count GEMMs at the size of
 // one, a batched kernel at the whole); its m split into n chunks looks up at this minus ln(n).
 double gemm_lookup_ln(const GpuSpec& gpu, const GemmShape& g) {
-    Flops f = gemm_flops(g);
-    if (!gpu.batched_gemm_fused && g.count > 1.0) {
-        f = f / g.count;
-    }
-    return std::log(std::max(f.value(), 1.0));
+    return std::log(std::max(gemm_lookup_size(gpu, g).value(), 1.0));
 }
 
 // The efficiency gemm_time prices a GEMM at, from gemm_lookup_ln (1 where the curve is empty,
@@ -358,6 +355,14 @@ Seconds userbuffers_extra(Seconds t, double whole, double part, double sm_fracti
     return max(Seconds{}, t * (whole / part) / (1.0 - sm_fraction) - t);
 }
 
+// TP collectives of one layer (Megatron f / g operators, Korthikanti et al. 2022 Sec. 4.2.2):
+// forward 2 all-reduces of T x h (SP: 2 all-gathers + 2 reduce-scatters), exposed. Backward runs
+// the column-parallel layers (QKV, fc1) through LinearWithGradAccumulationAndAsyncCommunication
+// (megatron/core/tensor_parallel/layers.py): the input-gradient all-reduce (SP: reduce-scatter)
+// overlaps the weight-gradient GEMM, and SP's re-all-gather of the sharded input overlaps the
+// data-gradient GEMM; only the row-parallel layers' SP all-gathers (proj, fc2) stay exposed.
+// Korthikanti Table 4 agrees: SP removes ~0.8 ms of norm/dropout traffic from a 22B layer's
+// backward yet the backward barely moves (11.9 -> 11.8 ms).
 void add_tp(LayerCost& lc,
             const ModelSpec& m,
             const GpuSpec& gpu,
@@ -435,9 +440,12 @@ void add_tp(LayerCost& lc,
                          userbuffers_extra(col, efficiency_at_ln(gpu, dt, ln_col),
                                            efficiency_at_ln(gpu, dt, ln_col - ln_t), 0.0) +
                          row_fprop;
-            bwd += exposed_behind_gemm(ag, row, true) + max(Seconds{}, agq - col) +
-                   max(Seconds{}, rs - col) + userbuffers_extra(row, e_row, e_row_tp, 0.0) +
-                   (min(agq, col) + min(rs, col)) * st.tp_overlap_bulk_sm_fraction;
+            const Seconds agq_exposed = max(Seconds{}, agq - col);
+            const Seconds rs_exposed = max(Seconds{}, rs - col);
+            bwd += exposed_behind_gemm(ag, row, true) + agq_exposed + rs_exposed +
+                   userbuffers_extra(row, e_row, e_row_tp, 0.0) +
+                   overlap_slowdown(agq, agq_exposed, st.tp_overlap_bulk_sm_fraction) +
+                   overlap_slowdown(rs, rs_exposed, st.tp_overlap_bulk_sm_fraction);
         }
         lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
     } else if (p.sp) {
