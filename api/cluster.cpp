@@ -138,6 +138,7 @@ nlohmann::json profile_json(const ClusterSpec& c) {
           {"intra_latency_us", to_us(c.node.intra_latency)},
           {"pcie_bandwidth_gbps", to_gbps(c.node.pcie_bw)},
           {"sync_wait_us", to_us(c.node.sync_wait)},
+          {"sync_wait_fraction", c.node.sync_wait_fraction},
           {"quantised_expert_overhead_us", to_us(c.node.quantised_expert_overhead)},
           {"quantised_expert_recipe", c.node.quantised_expert_recipe},
           {"quantised_expert_release", c.node.quantised_expert_release},

@@ -217,8 +217,8 @@ SyncSample bench_sync(Backend& be, const BenchOptions& options) {
     Buffer cell(be, 1);
     fill_pattern(be, a);
     fill_pattern(be, b);
-    const int rounds = options.quick ? 1 : 4;
-    const int64_t segments = options.quick ? 32 : 256;
+    const int rounds = options.quick ? 5 : 9;
+    const int64_t segments = options.quick ? 64 : 256;
     const auto segment = [&] {
         be.gemm(Trans::no, Trans::no, side, side, side, 1.0f, a, b, 0.0f, c);
     };
@@ -234,22 +234,26 @@ SyncSample bench_sync(Backend& be, const BenchOptions& options) {
     segment();  // warm-up
     for (int r = 0; r < rounds; ++r) {
         report(options, "sync", r, rounds);
-        out.with_sync_s += wall([&] {
+        const double with_sync = wall([&] {
             for (int64_t i = 0; i < segments; ++i) {
                 segment();
                 sync();
             }
         });
-        out.without_sync_s += wall([&] {
+        const double without_sync = wall([&] {
             for (int64_t i = 0; i < segments; ++i) {
                 segment();
             }
         });
-        out.collectives_s += wall([&] {
+        const double collectives = wall([&] {
             for (int64_t i = 0; i < segments; ++i) {
                 sync();
             }
         });
+        out.with_sync_s += with_sync;
+        out.without_sync_s += without_sync;
+        out.collectives_s += collectives;
+        out.round_fractions.push_back((with_sync - without_sync - collectives) / without_sync);
         out.segments += segments;
     }
     report(options, "sync", rounds, rounds);

@@ -8,6 +8,8 @@
 #include "costmodel/collectives.hpp"
 #include "executor/backend.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -136,28 +138,40 @@ inline constexpr SsmShape ssm_bench_shape{};
 /// The ranks' jitter at synchronisation points: `segments` compute segments (one 256 x 256 x 256
 /// GEMM each, about a millisecond on a CPU core) with a one-element all-reduce over the world
 /// after each, against the segments alone and the all-reduces alone; every rank at once, times of
-/// the slowest rank, summed over rounds.
+/// the slowest rank, summed over rounds (and each round's wait share kept apart).
 struct SyncSample {
     int64_t segments = 0;
     double with_sync_s = 0.0;     // segments, each followed by an all-reduce
     double without_sync_s = 0.0;  // the segments alone
     double collectives_s = 0.0;   // the all-reduces alone
+    /// Each round's (with - without - collectives) / without: the wait as a share of the compute.
+    std::vector<double> round_fractions;
 
-    /// Expected wait per synchronisation beyond the collective itself (>= 0): what
-    /// NodeSpec::sync_wait prices at each TP collective.
-    [[nodiscard]] double wait_s() const {
-        if (segments <= 0) {
+    /// NodeSpec::sync_wait_fraction: the median of round_fractions (a stall of the machine lands
+    /// in one round of several, where the sums above would carry it), at least 0; with no rounds
+    /// kept, the sums' share. 0 when nothing was measured.
+    [[nodiscard]] double wait_fraction() const {
+        if (segments <= 0 || without_sync_s <= 0.0) {
             return 0.0;
         }
-        const double w =
-            (with_sync_s - without_sync_s - collectives_s) / static_cast<double>(segments);
-        return w > 0.0 ? w : 0.0;
+        double f = (with_sync_s - without_sync_s - collectives_s) / without_sync_s;
+        if (!round_fractions.empty()) {
+            std::vector<double> v = round_fractions;
+            const std::size_t mid = v.size() / 2;
+            std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+            f = v[mid];
+            if (v.size() % 2 == 0) {
+                const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+                f = 0.5 * (f + lo);
+            }
+        }
+        return std::clamp(f, 0.0, 0.99);
     }
 
     bool operator==(const SyncSample&) const = default;
 };
 
-/// Measures SyncSample over 4 rounds of 256 segments (quick: 1 round of 32). Zero segments on one
+/// Measures SyncSample over 9 rounds of 256 segments (quick: 5 rounds of 64). Zero segments on one
 /// rank (nothing to wait for).
 [[nodiscard]] SyncSample bench_sync(executor::Backend& be, const BenchOptions& options);
 

@@ -198,7 +198,7 @@ Summary summarize(const Calibration& c) {
         throw ConfigError("calibration holds no GEMM or memory samples");
     }
     Summary s;
-    s.sync_wait = seconds(c.sync.wait_s());
+    s.sync_wait_fraction = c.sync.wait_fraction();
     double peak = 0.0;
     for (const auto& g : c.gemm) {
         peak = std::max(peak, g.flop_per_s());
@@ -318,7 +318,7 @@ ClusterSpec to_cluster(const Calibration& c, const Summary& s, const std::string
     n.intra_link = IntraLink::nvswitch;
     n.intra_bw = s.link.beta;
     n.intra_latency = s.link.alpha;
-    n.sync_wait = s.sync_wait;
+    n.sync_wait_fraction = s.sync_wait_fraction;
     for (const auto& f : s.per_collective) {
         BytesPerSecond* bw = bandwidth_of(n.collective_bw, f.op);
         if (bw != nullptr && f.fit.beta.value() > 0.0) {
@@ -461,11 +461,13 @@ profile_toml(const Calibration& c, const Summary& s, const ClusterSpec& k, const
               << num(100.0 * f.fit.rms_rel_error, 3) << "%\n";
         }
     }
-    if (c.sync.segments > 0) {
-        o << "sync_wait_us = " << num(to_us(k.node.sync_wait)) << "  # " << by << ": "
-          << c.sync.segments
-          << " ~1 ms GEMM segments, each followed by a 1-element all-reduce, less the segments "
-             "and the all-reduces alone, per segment\n";
+    // Written only when positive: 0 is the key's absence (the loader reads it as a fraction in
+    // (0, 1]).
+    if (c.sync.segments > 0 && k.node.sync_wait_fraction > 0.0) {
+        o << "sync_wait_fraction = " << num(k.node.sync_wait_fraction) << "  # " << by << ": "
+          << c.sync.segments << " ~1 ms GEMM segments in " << c.sync.round_fractions.size()
+          << " rounds, each followed by a 1-element all-reduce, less the segments and the "
+             "all-reduces alone, over the segments alone: the median round\n";
     }
     o << "\n"
       << "[network]\nkind = " << quoted(k.network.kind)

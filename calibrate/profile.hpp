@@ -90,7 +90,7 @@ struct Summary {
     double ssm_s = 0.0;                      // the "ssm" sample, and the cost model's price of
     double ssm_gemm_s = 0.0;                 // the scan's products (the ssm class: the rest)
     std::vector<CollectiveFit> per_collective;
-    Seconds sync_wait;  // sync.wait_s(): NodeSpec::sync_wait
+    double sync_wait_fraction = 0.0;  // sync.wait_fraction(): NodeSpec::sync_wait_fraction
     AlphaBetaFit link;  // one fit over every collective sample: the profile's intra-node link
     bool link_measured = false;
 };

@@ -130,6 +130,12 @@ struct NodeSpec {
     // moments (E[max] over ranks > the mean). Measured by cleave calibrate on shared CPUs; 0
     // when absent (the shipped GPU profiles: not measured).
     Seconds sync_wait;
+    // The same wait as a share of the compute between a layer's collectives: a rank stalled
+    // (descheduled, interrupted) stalls every rank at the next collective, so where collectives
+    // come faster than the stalls the group loses each rank's stalls, the others' included,
+    // whatever the segment length (sync_wait: a per-collective constant, which assumes segments
+    // as long as the calibration's). Measured by cleave calibrate on shared CPUs; 0 when absent.
+    double sync_wait_fraction = 0.0;
     // Fixed cost of one local expert in one MoE layer, one micro-batch (forward + backward),
     // when the expert GEMMs are quantised (fp8 / mxfp8 / nvfp4): the per-expert quantise, scale
     // and GEMM launches of Transformer Engine's grouped GEMM, serialised with the GPU work, not

@@ -139,6 +139,9 @@ void read_node(TableReader& r, NodeSpec& n) {
     if (const auto w = r.quantity("sync_wait_us", Need::optional, true)) {
         n.sync_wait = us(*w);
     }
+    if (const auto f = r.fraction("sync_wait_fraction", Need::optional)) {
+        n.sync_wait_fraction = *f;
+    }
     for (auto [key, field] :
          {std::pair{"all_reduce_bandwidth_gbps", &n.collective_bw.all_reduce},
           std::pair{"all_gather_bandwidth_gbps", &n.collective_bw.all_gather},

@@ -81,6 +81,7 @@ GroupLink group_link(const ClusterSpec& c, int64_t size, int64_t stride) {
         return g;
     }
     g.sync_wait = c.node.sync_wait;
+    g.sync_wait_fraction = c.node.sync_wait_fraction;
     // The NVLink domain, not the host, decides the link: a GB200 NVL72 rack joins 18 hosts of 4
     // GPUs in one NVLink fabric (NVIDIA GB200 NVL72 spec, hardware.md S39; NCCL runs such a group
     // over NVLink as one multi-node NVLink "node", NVIDIA/nccl docs env.rst NCCL_MNNVL_ENABLE).

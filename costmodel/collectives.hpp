@@ -43,6 +43,7 @@ struct GroupLink {
     int64_t members_per_node = 1;
     int64_t nodes = 1;              // NVLink domains the group spans (hosts on a DGX)
     Seconds sync_wait;              // ClusterSpec::node.sync_wait for groups of 2 or more ranks
+    double sync_wait_fraction = 0.0;  // node.sync_wait_fraction, likewise
     CollectiveBandwidths op_busbw;  // inside a node: node.collective_bw (0 = busbw); across: 0
 
     [[nodiscard]] bool crosses_nodes() const { return nodes > 1; }

@@ -463,6 +463,12 @@ void add_tp(LayerCost& lc,
         }
         lc.tp_bytes = ar_b * (nb * (2.0 + redo));
     }
+    // Stalls shared at the collectives (node.sync_wait_fraction): every rank of the group waits
+    // out every other's, a share of the compute the collectives cut into segments (derivation:
+    // core/cluster.hpp NodeSpec::sync_wait_fraction). Charged once per layer, here for TP (add_ep
+    // charges it when TP does not).
+    lc.tp_fwd += lc.fwd * links.tp.sync_wait_fraction;
+    bwd += lc.bwd * links.tp.sync_wait_fraction;
     lc.tp_bwd = bwd + lc.tp_fwd * redo;
 }
 
@@ -634,8 +640,11 @@ void add_ep(
     // dispatch, combine: Megatron-Core MoEAlltoAllTokenDispatcher preprocess / dispatch /
     // combine), backward 2 (dispatch and combine reversed).
     const Seconds w = links.ep.sync_wait;
-    lc.ep_fwd = fwd + sync + 3.0 * w;
-    lc.ep_bwd = bwd + 2.0 * w + lc.ep_fwd * redo;
+    // The stalls the all-to-alls share (node.sync_wait_fraction, as add_tp), unless TP's
+    // collectives already cut this layer's compute (add_tp charged them).
+    const double share = p.tp > 1 ? 0.0 : links.ep.sync_wait_fraction;
+    lc.ep_fwd = fwd + sync + 3.0 * w + lc.fwd * share;
+    lc.ep_bwd = bwd + 2.0 * w + lc.bwd * share + lc.ep_fwd * redo;
     const double n = 4.0 + 2.0 * redo;
     lc.ep_bytes = e.sent * n;
     lc.ep_nvlink_bytes = e.nvlink * n;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include <doctest/doctest.h>
 
@@ -103,27 +104,43 @@ TEST_SUITE("calibrate") {
         CHECK_THROWS_AS((void)mean_of(a, other_size), ConfigError);
     }
 
-    TEST_CASE("SyncSample: the wait per segment beyond the segments and the collectives") {
+    TEST_CASE("SyncSample: the wait as a share of the segments, the median round") {
         SyncSample s;
-        CHECK(s.wait_s() == 0.0);  // one rank: nothing measured
-        // 256 segments: 0.3 s with all-reduces, 0.25 s without, 0.0044 s of all-reduces alone:
-        // (0.3 - 0.25 - 0.0044) / 256 = 0.0456 / 256 = 178.125 us.
-        s = {256, 0.3, 0.25, 0.0044};
-        CHECK(s.wait_s() == doctest::Approx(178.125e-6).epsilon(1e-9));
+        CHECK(s.wait_fraction() == 0.0);  // one rank: nothing measured
+        // No rounds kept: the sums' share. 256 segments: 0.3 s with all-reduces, 0.25 s
+        // without, 0.0044 s of all-reduces alone: (0.3 - 0.25 - 0.0044) / 0.25 = 0.1824.
+        s = {256, 0.3, 0.25, 0.0044, {}};
+        CHECK(s.wait_fraction() == doctest::Approx(0.1824).epsilon(1e-9));
+        // Rounds kept: their median, whatever the sums say. {0.02, 0.5, 0.01, 0.03, 0.04}
+        // sorted is {0.01, 0.02, 0.03, 0.04, 0.5}: 0.03 (the stalled round, 0.5, is left out).
+        s.round_fractions = {0.02, 0.5, 0.01, 0.03, 0.04};
+        CHECK(s.wait_fraction() == doctest::Approx(0.03).epsilon(1e-12));
+        // An even count: the mean of the middle two, {0.01, 0.02, 0.04, 0.5} -> 0.03.
+        s.round_fractions = {0.04, 0.5, 0.01, 0.02};
+        CHECK(s.wait_fraction() == doctest::Approx(0.03).epsilon(1e-12));
         // Faster with the all-reduces than without (noise): no negative wait.
-        s = {256, 0.25, 0.26, 0.001};
-        CHECK(s.wait_s() == 0.0);
+        s.round_fractions = {-0.02, -0.01, 0.005};
+        CHECK(s.wait_fraction() == 0.0);
 
         Calibration c = synthetic();
-        c.sync = {256, 0.3, 0.25, 0.0044};
+        c.sync = {256, 0.3, 0.25, 0.0044, {0.02, 0.5, 0.01, 0.03, 0.04}};
         const Summary sum = summarize(c);
-        CHECK(sum.sync_wait.value() == doctest::Approx(178.125e-6).epsilon(1e-9));
+        CHECK(sum.sync_wait_fraction == doctest::Approx(0.03).epsilon(1e-12));
         const ClusterSpec k = to_cluster(c, sum, "synthetic");
-        CHECK(k.node.sync_wait == sum.sync_wait);
+        CHECK(k.node.sync_wait_fraction == sum.sync_wait_fraction);
+        CHECK(k.node.sync_wait.value() == 0.0);  // no per-collective constant any more
         // The profile writes it and the loader reads it back (to the printed digits).
         const ClusterSpec back = parse_cluster_toml(
             profile_toml(c, sum, k, {"2026-11-30T00:00:00Z", "test"}), "sync.toml");
-        CHECK(back.node.sync_wait.value() == doctest::Approx(178.125e-6).epsilon(1e-5));
+        CHECK(back.node.sync_wait_fraction == doctest::Approx(0.03).epsilon(1e-5));
+        // A share of 0 is not written (the key's absence means 0; the loader wants (0, 1]).
+        Calibration quiet = c;
+        quiet.sync.round_fractions = {-0.01, 0.0, -0.02};
+        const Summary qs = summarize(quiet);
+        const std::string text =
+            profile_toml(quiet, qs, to_cluster(quiet, qs, "quiet"), {"2026-11-30T00:00:00Z", "test"});
+        CHECK(text.find("sync_wait_fraction") == std::string::npos);
+        CHECK(parse_cluster_toml(text, "quiet.toml").node.sync_wait_fraction == 0.0);
         // The per-collective fits become the node's own bandwidths: every synthetic sample was
         // timed at beta = 1 GB/s (ring_time), and reduce-scatter has no samples (stays 0).
         CHECK(k.node.collective_bw.all_reduce.value() == doctest::Approx(1e9).epsilon(1e-6));
@@ -134,7 +151,7 @@ TEST_SUITE("calibrate") {
         CHECK(back.node.collective_bw.reduce_scatter.value() == 0.0);
         // mean_of keeps the first calibration's sync sample (the collectives are measured once).
         Calibration later = c;
-        later.sync = {256, 0.5, 0.25, 0.0044};
+        later.sync = {256, 0.5, 0.25, 0.0044, {0.2}};
         CHECK(mean_of(c, later).sync == c.sync);
     }
 

@@ -133,6 +133,17 @@ TEST_SUITE("core") {
               R"('node.intra_link' must be one of "nvswitch", "nvlink-mesh", "xgmi", "pcie", got "nvlink")"}});
     }
 
+    TEST_CASE("load: node.sync_wait_fraction is optional, above 0 and at most 1") {
+        CHECK(parse_cluster_toml(good_profile, "c.toml").node.sync_wait_fraction == 0.0);
+        const auto with = [&](const std::string& v) {
+            return replace(good_profile, "pcie_bandwidth_gbps = 31",
+                           "pcie_bandwidth_gbps = 31\nsync_wait_fraction = " + v);
+        };
+        CHECK(parse_cluster_toml(with("0.04"), "c.toml").node.sync_wait_fraction == 0.04);
+        expect_diagnostics([&] { (void)parse_cluster_toml(with("1.5"), "c.toml"); },
+                           {{25, 22, "'node.sync_wait_fraction' must be in (0, 1], got 1.5"}});
+    }
+
     TEST_CASE("load: GEMM sizes must increase and efficiencies lie in 0..1") {
         const auto text = replace(good_profile,
                                   "size_gflop = [1, 1000]\nefficiency = [0.5, 0.8]",

@@ -62,6 +62,37 @@ TEST_SUITE("costmodel") {
         CHECK(b == 0.0);
     }
 
+    TEST_CASE("collectives: node.sync_wait_fraction is charged on the compute TP cuts") {
+        // Fraction 0.05: the layer's own compute (LayerCost fwd / bwd, unchanged) times 0.05 is
+        // added to its TP time: tp_fwd + 0.05 fwd, tp_bwd + 0.05 bwd; full recompute repeats
+        // the forward's in the backward: tp_bwd + 0.05 (bwd + fwd). TP = 1: nothing.
+        const ClusterSpec base = test::dgx_a100();
+        ClusterSpec jittery = base;
+        jittery.node.sync_wait_fraction = 0.05;
+        const ModelSpec m = test::gpt3();
+        const JobSpec j = test::job(64, 512);
+        Plan p = test::plan(8, 8, 1);
+        CHECK(plan_links(jittery, p).tp.sync_wait_fraction == 0.05);
+        CHECK(plan_links(jittery, test::plan(64, 1, 1)).tp.sync_wait_fraction == 0.0);
+        for (const Recompute r : {Recompute::none, Recompute::full}) {
+            p.recompute = r;
+            const LayerCost a = layer_cost(m, base, j, p, plan_links(base, p), false);
+            const LayerCost b = layer_cost(m, jittery, j, p, plan_links(jittery, p), false);
+            CHECK(b.fwd == a.fwd);
+            CHECK(b.bwd == a.bwd);
+            const double redo = r == Recompute::full ? 1.0 : 0.0;
+            CHECK((b.tp_fwd - a.tp_fwd).value() ==
+                  doctest::Approx(0.05 * a.fwd.value()).epsilon(1e-9));
+            CHECK((b.tp_bwd - a.tp_bwd).value() ==
+                  doctest::Approx(0.05 * (a.bwd.value() + redo * a.fwd.value())).epsilon(1e-9));
+        }
+        const Plan one = test::plan(64, 1, 1);
+        const LayerCost a = layer_cost(m, base, j, one, plan_links(base, one), false);
+        const LayerCost b = layer_cost(m, jittery, j, one, plan_links(jittery, one), false);
+        CHECK(b.tp_fwd == a.tp_fwd);
+        CHECK(b.tp_bwd == a.tp_bwd);
+    }
+
     TEST_CASE("collectives: a node's own bandwidth for one collective replaces intra_bw") {
         ClusterSpec c = test::dgx_a100();
         c.node.intra_bw = gbps(10.0);

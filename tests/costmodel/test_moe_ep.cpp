@@ -182,6 +182,31 @@ TEST_SUITE("costmodel") {
         CHECK(full.ep_bwd.value() - full_bare.ep_bwd.value() == doctest::Approx(10e-3));
     }
 
+    TEST_CASE("moe: the sync-wait share is charged by EP only where TP does not cut the layer") {
+        // Fraction 0.1 on EP 16, TP 1: ep_fwd + 0.1 fwd, ep_bwd + 0.1 bwd (the layer's compute,
+        // unchanged). With TP 2 the TP collectives carry it (add_tp) and EP adds nothing more.
+        const ModelSpec m = moe16();
+        ClusterSpec c = test::dgx_a100();
+        const JobSpec j = test::job(16, 64, 4096);
+        const Plan p = ep_plan(16, 1, 16);
+        const LayerCost bare = layer_cost(m, c, j, p, plan_links(c, p), true);
+        c.node.sync_wait_fraction = 0.1;
+        const LayerCost waited = layer_cost(m, c, j, p, plan_links(c, p), true);
+        CHECK(waited.fwd == bare.fwd);
+        CHECK((waited.ep_fwd - bare.ep_fwd).value() ==
+              doctest::Approx(0.1 * bare.fwd.value()).epsilon(1e-9));
+        CHECK((waited.ep_bwd - bare.ep_bwd).value() ==
+              doctest::Approx(0.1 * bare.bwd.value()).epsilon(1e-9));
+        const Plan tp2 = ep_plan(8, 2, 8);  // 8 x 2 = 16 GPUs, experts over 8 of the DP ranks
+        const ClusterSpec c0 = test::dgx_a100();
+        const LayerCost t_bare = layer_cost(m, c0, j, tp2, plan_links(c0, tp2), true);
+        const LayerCost t_wait = layer_cost(m, c, j, tp2, plan_links(c, tp2), true);
+        CHECK(t_wait.ep_fwd == t_bare.ep_fwd);
+        CHECK(t_wait.ep_bwd == t_bare.ep_bwd);
+        CHECK((t_wait.tp_fwd - t_bare.tp_fwd).value() ==
+              doctest::Approx(0.1 * t_bare.fwd.value()).epsilon(1e-9));
+    }
+
     TEST_CASE("moe: quantised expert GEMMs pay the fixed cost per local expert, 1/3 fwd 2/3 bwd") {
         // moe16 on EP 16 has 16 / 16 = 1 local expert; EP 4 has 16 / 4 = 4. With an overhead of
         // 300 us per local expert per layer per micro-batch: EP 4 under fp8 adds 4 x 300 = 1200
