@@ -12,6 +12,7 @@
 #include "costmodel/splits.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -316,7 +317,20 @@ Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     } else if (rc.empty()) {
         notes += "recompute not stated: none (Megatron-Core's default); ";
     }
-    const std::string& sh = r.str("dp_sharding");
+    // A cell that says the source does not state the sharding ("not stated", "n/a", "the table
+    // has no FSDP column") names FSDP without meaning it: read as not stated (the framework's
+    // default below), and said so.
+    const std::string& cell = r.str("dp_sharding");
+    std::string low = cell;
+    std::transform(low.begin(), low.end(), low.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const bool unstated = low.rfind("not stated", 0) == 0 || low.rfind("n/a", 0) == 0 ||
+                          low.rfind("unknown", 0) == 0 || contains(low, "no fsdp column") ||
+                          contains(low, "not stated");
+    if (unstated) {
+        notes += "data-parallel sharding not stated ('" + cell + "'): the framework's default; ";
+    }
+    const std::string sh = unstated ? std::string() : cell;
     // "none per table (FSDP=0); distributed optimizer ..." is ZeRO-1, not FSDP.
     const bool no_fsdp = sh.rfind("none", 0) == 0 || contains(sh, "FSDP=0");
     if (contains(sh, "ZeRO-3") || (contains(sh, "FSDP") && !no_fsdp)) {

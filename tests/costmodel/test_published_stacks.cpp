@@ -178,6 +178,29 @@ TEST_SUITE("costmodel") {
         CHECK(b[0].stack == "megatron-core");
     }
 
+    TEST_CASE("published: a sharding cell that says it is not stated is read as not stated") {
+        // "the table has no FSDP column" names FSDP without meaning it: not ZeRO-3. Under
+        // Megatron-Core nothing else is known (ZeRO 0, and the reason says so); under
+        // Megatron-Bridge its recipes' distributed optimizer (ZeRO 1).
+        const auto a = parse_public_runs(row("A100-SXM4", "80",
+                                             "not stated (the table has no FSDP column)",
+                                             "Megatron-Core", "137", "SC21 eq.(3)"),
+                                         "t.csv");
+        CHECK(a[0].plan.zero == 0);
+        CHECK(a[0].reason.find("data-parallel sharding not stated") != std::string::npos);
+        const auto b = parse_public_runs(row("A100-SXM4", "80", "n/a (no FSDP column)",
+                                             "Megatron-Bridge / Megatron-Core", "137",
+                                             "SC21 eq.(3)"),
+                                         "t.csv");
+        CHECK(b[0].plan.zero == 1);
+        // A cell that states FSDP is still FSDP.
+        const auto c = parse_public_runs(row("A100-SXM4", "80", "Megatron FSDP (table FSDP=1)",
+                                             "Megatron-Core", "137", "SC21 eq.(3)"),
+                                         "t.csv");
+        CHECK(c[0].plan.zero == 3);
+        CHECK(c[0].reason.find("sharding not stated") == std::string::npos);
+    }
+
     TEST_CASE("published: the 2025 CSV is read, rows without a profile or layout say why") {
         std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_2025.csv");
         std::stringstream ss;
