@@ -133,6 +133,23 @@ void print_validate_table(std::ostream& os,
         }
     }
     os << "\n";
+    if (r.uniform_bias) {
+        double lo = 0.0;
+        double hi = 0.0;
+        for (size_t i = 0; i < r.plans.size(); ++i) {
+            const calibrate::PlanResult& p = r.plans[i];
+            const double e = 100.0 * (p.predicted_s - p.measured_s) / p.measured_s;
+            lo = i == 0 ? e : std::min(lo, e);
+            hi = i == 0 ? e : std::max(hi, e);
+        }
+        os << "# every plan was predicted " << (r.signed_mean_pct > 0.0 ? "slower" : "faster")
+           << " than it ran (signed mean " << fmt("%+.1f", r.signed_mean_pct) << "%, plans "
+           << fmt("%+.1f", lo) << " to " << fmt("%+.1f", hi)
+           << "%): the machine ran at another speed than the profile's. With that one factor (x"
+           << fmt("%.3f", r.common_factor) << ") taken out the MAPE is "
+           << fmt("%.1f", r.scale_free_mape_pct)
+           << "%. Calibrate again, or validate --calibrate to calibrate around every run.\n";
+    }
 }
 
 nlohmann::json phases_json(const executor::PhaseTimes& p) {
@@ -181,7 +198,11 @@ validate_json(const calibrate::ValidationReport& r, const ValidateOptions& o, co
             {"rank_correlation", r.rank_correlation},
             {"predicted_best_is_measured_best", r.predicted_best_is_measured_best},
             {"best_plan_regret_pct", r.regret_pct},
-            {"best_plan_within_noise", r.best_within_noise}};
+            {"best_plan_within_noise", r.best_within_noise},
+            {"signed_mean_pct", r.signed_mean_pct},
+            {"common_factor", r.common_factor},
+            {"scale_free_mape_pct", r.scale_free_mape_pct},
+            {"uniform_bias", r.uniform_bias}};
 }
 
 // --calibrate: the measurements around the runs, and the profiles made from them.

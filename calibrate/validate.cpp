@@ -6,6 +6,7 @@
 #include "planner/search.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 namespace cleave::calibrate {
@@ -111,6 +112,31 @@ ValidationReport summarize(std::vector<PlanResult> plans) {
     }
     r.mape_pct = mape_pct(predicted, measured);
     r.rank_correlation = spearman(predicted, measured);
+    const bool priced = std::all_of(predicted.begin(), predicted.end(),
+                                    [](double x) { return x > 0.0; });
+    if (!plans.empty() && priced) {
+        double sum_signed = 0.0;
+        double sum_log = 0.0;
+        double lo = 0.0;
+        double hi = 0.0;
+        for (size_t i = 0; i < plans.size(); ++i) {
+            const double e = 100.0 * (predicted[i] - measured[i]) / measured[i];
+            sum_signed += e;
+            sum_log += std::log(measured[i] / predicted[i]);
+            lo = i == 0 ? e : std::min(lo, e);
+            hi = i == 0 ? e : std::max(hi, e);
+        }
+        const double n = static_cast<double>(plans.size());
+        r.signed_mean_pct = sum_signed / n;
+        r.common_factor = std::exp(sum_log / n);
+        std::vector<double> scaled = predicted;
+        for (double& x : scaled) {
+            x *= r.common_factor;
+        }
+        r.scale_free_mape_pct = mape_pct(scaled, measured);
+        const bool one_sign = lo > 0.0 || hi < 0.0;
+        r.uniform_bias = plans.size() >= 2 && one_sign && hi - lo < std::abs(r.signed_mean_pct);
+    }
     if (!plans.empty()) {
         r.predicted_best = static_cast<size_t>(
             std::min_element(predicted.begin(), predicted.end()) - predicted.begin());

@@ -75,6 +75,16 @@ struct ValidationReport {
     // its fastest iteration was no slower than the measured fastest's slowest (their measured
     // ranges overlap, so the measurement does not order the two).
     bool best_within_noise = false;
+    // A machine that ran at another speed than its profile's moves every plan the same way.
+    // signed_mean_pct: mean of 100 (predicted - measured) / measured. common_factor: the
+    // geometric mean of measured / predicted; scale_free_mape_pct: the MAPE of predicted x
+    // common_factor (what is left once one speed factor is taken out: the plans' relative
+    // prices, which ranking relies on). uniform_bias: every plan's error has the mean's sign
+    // and the signed errors spread over less than the mean's size (the machine, not the plans).
+    double signed_mean_pct = 0.0;
+    double common_factor = 1.0;
+    double scale_free_mape_pct = 0.0;
+    bool uniform_bias = false;
 
     bool operator==(const ValidationReport&) const = default;
 };

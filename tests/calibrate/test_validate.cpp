@@ -52,6 +52,33 @@ TEST_SUITE("calibrate") {
         CHECK(r.best_within_noise);
     }
 
+    TEST_CASE("summarize: one speed factor over every plan is told apart from the plans") {
+        // Predicted 1.3, 2.6, 3.9 against measured 1.0, 2.0, 3.2: signed errors +30, +30,
+        // +21.875 (mean 27.292); the factor exp(mean ln(m / p)) = exp((2 ln(1/1.3) + ln(3.2/3.9))
+        // / 3) = 0.78597; the spread 30 - 21.875 = 8.125 < 27.292 and one sign: uniform.
+        const ValidationReport u =
+            summarize({result("a", 1.3, 1.0), result("b", 2.6, 2.0), result("c", 3.9, 3.2)});
+        CHECK(u.signed_mean_pct == doctest::Approx((30.0 + 30.0 + 21.875) / 3.0).epsilon(1e-12));
+        const double f = std::exp((2.0 * std::log(1.0 / 1.3) + std::log(3.2 / 3.9)) / 3.0);
+        CHECK(u.common_factor == doctest::Approx(f).epsilon(1e-12));
+        CHECK(u.common_factor == doctest::Approx(0.78597).epsilon(1e-4));
+        // Scaled predictions 1.3 f, 2.6 f, 3.9 f: errors |1.3 f - 1| / 1 = 2.176 %, the same for
+        // b, and |3.9 f - 3.2| / 3.2 = 4.215 %.
+        const double e1 = 100.0 * std::abs(1.3 * f - 1.0);
+        const double e3 = 100.0 * std::abs(3.9 * f - 3.2) / 3.2;
+        CHECK(u.scale_free_mape_pct == doctest::Approx((2.0 * e1 + e3) / 3.0).epsilon(1e-12));
+        CHECK(u.scale_free_mape_pct < 3.0);
+        CHECK(u.uniform_bias);
+        // Errors of both signs (+10, -10): no common factor to blame.
+        const ValidationReport m = summarize({result("a", 1.1, 1.0), result("b", 1.8, 2.0)});
+        CHECK(m.signed_mean_pct == doctest::Approx(0.0).epsilon(1e-12));
+        CHECK_FALSE(m.uniform_bias);
+        // One sign but spread wider than the mean (+2 and +40, mean 21): the plans differ.
+        CHECK_FALSE(summarize({result("a", 1.02, 1.0), result("b", 1.4, 1.0)}).uniform_bias);
+        // One plan: nothing to compare.
+        CHECK_FALSE(summarize({result("a", 1.3, 1.0)}).uniform_bias);
+    }
+
     TEST_CASE("summarize: the best-plan check within the measured noise") {
         // a predicted fastest, measured 1.02 s (iterations 1.00-1.05); b measured fastest, 1.01
         // s (0.99-1.03): a's fastest iteration (1.00) is faster than b's slowest (1.03), so the
