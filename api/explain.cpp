@@ -144,6 +144,19 @@ std::vector<std::string> cautions(const Inputs& in) {
             "public_runs_2026h1.csv rows 2003, 2019, 2023, 2028; docs/costmodel.md section 9): "
             "treat this time as optimistic");
     }
+    // Hopper: every source of published H100 runs is slower than cleave predicts except one
+    // layout (docs/costmodel.md section 9, "The four time files" and "Hopper").
+    const std::string& gpu = in.cluster.gpu.name;
+    if (gpu.find("H100") != std::string::npos || gpu.find("H800") != std::string::npos ||
+        gpu.find("H200") != std::string::npos) {
+        out.push_back(
+            "Hopper: NVIDIA's published H100 training runs are 5-18 % slower than cleave "
+            "predicts on most layouts (public_runs_2024.csv, the 38 DGX Cloud rows on NeMo 24.09 "
+            "/ 24.11: signed mean -10 %; Megatron-Bridge's H100 tables 25.11-26.04 and DGX Cloud's "
+            "on NeMo 25.04: -5 to -15 %); within 2 % only for Megatron-Bridge's Llama 3 70B at "
+            "TP 4 PP 8. The cause is not identified (docs/costmodel.md section 9): treat this "
+            "time as up to about 15 % optimistic");
+    }
     // Blackwell = a GPU with MXFP8 tensor cores (the profile's mxfp8 peak; Hopper has none).
     const int64_t mamba = kind_count(in.model, LayerKind::mamba, 0,
                                      static_cast<int64_t>(in.model.layer_kinds.size()));

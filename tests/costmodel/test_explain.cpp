@@ -68,6 +68,38 @@ TEST_SUITE("costmodel") {
         CHECK(j["plan"]["schedule"] == "interleaved");
     }
 
+    TEST_CASE("explain: Hopper plans carry the caution that published H100 runs were slower") {
+        // Every H100 / H800 / H200 profile: one caution naming the published sources; A100 and
+        // Blackwell profiles: none of it.
+        const auto cautions = [&](const char* hw) {
+            const Run r = run({"explain", gpt3, hw, "--gpus", "64", "--gbs", "64", "--tp", "8",
+                               "--pp", "8", "--format", "json"});
+            REQUIRE(r.code == 0);
+            const auto j = nlohmann::json::parse(r.out);
+            std::string said;
+            for (const auto& c : j.value("cautions", nlohmann::json::array())) {
+                said += c.get<std::string>() + "\n";
+            }
+            return said;
+        };
+        for (const char* hw : {"dgx-h100", "h800", "dgx-h200", "h100-96gb"}) {
+            CAPTURE(hw);
+            const std::string c = cautions(hw);
+            CHECK(c.rfind("Hopper: NVIDIA's published H100 training runs are 5-18 % slower", 0) ==
+                  0);
+            CHECK(c.find("public_runs_2024.csv") != std::string::npos);
+        }
+        for (const char* hw : {"dgx-a100-80g", "dgx-b200", "gb200-nvl72"}) {
+            CAPTURE(hw);
+            CHECK(cautions(hw).find("Hopper:") == std::string::npos);
+        }
+        // The table prints it under "cautions".
+        const Run t = run({"explain", gpt3, "dgx-h100", "--gpus", "64", "--gbs", "64", "--tp", "8",
+                           "--pp", "8"});
+        REQUIRE(t.code == 0);
+        CHECK(t.out.find("# cautions (1)") != std::string::npos);
+    }
+
     TEST_CASE("explain: the table fits 100 columns and marks non-data lines") {
         const Run r = run({"explain",
                            gpt3,

@@ -279,12 +279,16 @@ TEST_SUITE("costmodel") {
               doctest::Approx(48.0 * 64 * 8 * 1210e-6));
         const auto now = run(nullptr);
         CHECK(now["expert_overhead_s"].get<double>() == doctest::Approx(48.0 * 64 * 8 * 500e-6));
-        CHECK(!now.contains("cautions"));
+        // Only the Hopper caution (every H100 plan carries it): no release caution.
+        REQUIRE(now.contains("cautions"));
+        CHECK(now["cautions"].size() == 1);
+        CHECK(now["cautions"][0].get<std::string>().rfind("Hopper:", 0) == 0);
         // 26.06 is not known: priced as 26.04, and said.
         const auto later = run("26.06");
         CHECK(later["expert_overhead_s"].get<double>() == doctest::Approx(48.0 * 64 * 8 * 500e-6));
         REQUIRE(later.contains("cautions"));
-        CHECK(later["cautions"][0].get<std::string>().find("priced as 26.04, the nearest earlier") !=
+        REQUIRE(later["cautions"].size() == 2);
+        CHECK(later["cautions"][1].get<std::string>().find("priced as 26.04, the nearest earlier") !=
               std::string::npos);
         const test::CliRun bad = test::run_cleave({"explain", qwen, "dgx-h100", "--gpus", "16",
                                                    "--release", "2604"});
