@@ -134,17 +134,9 @@ void print_validate_table(std::ostream& os,
     }
     os << "\n";
     if (r.uniform_bias) {
-        double lo = 0.0;
-        double hi = 0.0;
-        for (size_t i = 0; i < r.plans.size(); ++i) {
-            const calibrate::PlanResult& p = r.plans[i];
-            const double e = 100.0 * (p.predicted_s - p.measured_s) / p.measured_s;
-            lo = i == 0 ? e : std::min(lo, e);
-            hi = i == 0 ? e : std::max(hi, e);
-        }
         os << "# every plan was predicted " << (r.signed_mean_pct > 0.0 ? "slower" : "faster")
            << " than it ran (signed mean " << fmt("%+.1f", r.signed_mean_pct) << "%, plans "
-           << fmt("%+.1f", lo) << " to " << fmt("%+.1f", hi)
+           << fmt("%+.1f", r.signed_min_pct) << " to " << fmt("%+.1f", r.signed_max_pct)
            << "%): the machine ran at another speed than the profile's. With that one factor (x"
            << fmt("%.3f", r.common_factor) << ") taken out the MAPE is "
            << fmt("%.1f", r.scale_free_mape_pct)

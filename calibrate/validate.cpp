@@ -128,6 +128,8 @@ ValidationReport summarize(std::vector<PlanResult> plans) {
         }
         const double n = static_cast<double>(plans.size());
         r.signed_mean_pct = sum_signed / n;
+        r.signed_min_pct = lo;
+        r.signed_max_pct = hi;
         r.common_factor = std::exp(sum_log / n);
         std::vector<double> scaled = predicted;
         for (double& x : scaled) {

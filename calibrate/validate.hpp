@@ -82,6 +82,8 @@ struct ValidationReport {
     // prices, which ranking relies on). uniform_bias: every plan's error has the mean's sign
     // and the signed errors spread over less than the mean's size (the machine, not the plans).
     double signed_mean_pct = 0.0;
+    double signed_min_pct = 0.0;  // the plans' signed errors: the lowest and the highest
+    double signed_max_pct = 0.0;
     double common_factor = 1.0;
     double scale_free_mape_pct = 0.0;
     bool uniform_bias = false;

@@ -59,6 +59,8 @@ TEST_SUITE("calibrate") {
         const ValidationReport u =
             summarize({result("a", 1.3, 1.0), result("b", 2.6, 2.0), result("c", 3.9, 3.2)});
         CHECK(u.signed_mean_pct == doctest::Approx((30.0 + 30.0 + 21.875) / 3.0).epsilon(1e-12));
+        CHECK(u.signed_min_pct == doctest::Approx(21.875).epsilon(1e-12));
+        CHECK(u.signed_max_pct == doctest::Approx(30.0).epsilon(1e-12));
         const double f = std::exp((2.0 * std::log(1.0 / 1.3) + std::log(3.2 / 3.9)) / 3.0);
         CHECK(u.common_factor == doctest::Approx(f).epsilon(1e-12));
         CHECK(u.common_factor == doctest::Approx(0.78597).epsilon(1e-4));
