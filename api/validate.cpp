@@ -192,6 +192,8 @@ validate_json(const calibrate::ValidationReport& r, const ValidateOptions& o, co
             {"best_plan_regret_pct", r.regret_pct},
             {"best_plan_within_noise", r.best_within_noise},
             {"signed_mean_pct", r.signed_mean_pct},
+            {"signed_min_pct", r.signed_min_pct},
+            {"signed_max_pct", r.signed_max_pct},
             {"common_factor", r.common_factor},
             {"scale_free_mape_pct", r.scale_free_mape_pct},
             {"uniform_bias", r.uniform_bias}};
