@@ -203,6 +203,16 @@ std::vector<GemmSample> bench_gemm(Backend& be, const BenchOptions& options) {
     return out;
 }
 
+double SyncSample::wait_fraction() const {
+    if (segments <= 0 || without_sync_s <= 0.0) {
+        return 0.0;
+    }
+    const double f = round_fractions.empty()
+                         ? (with_sync_s - without_sync_s - collectives_s) / without_sync_s
+                         : executor::median(round_fractions);
+    return std::clamp(f, 0.0, 0.99);
+}
+
 SyncSample bench_sync(Backend& be, const BenchOptions& options) {
     SyncSample out;
     if (be.world_size() < 2) {

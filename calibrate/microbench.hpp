@@ -8,8 +8,6 @@
 #include "costmodel/collectives.hpp"
 #include "executor/backend.hpp"
 
-#include <algorithm>
-#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -150,23 +148,7 @@ struct SyncSample {
     /// NodeSpec::sync_wait_fraction: the median of round_fractions (a stall of the machine lands
     /// in one round of several, where the sums above would carry it), at least 0; with no rounds
     /// kept, the sums' share. 0 when nothing was measured.
-    [[nodiscard]] double wait_fraction() const {
-        if (segments <= 0 || without_sync_s <= 0.0) {
-            return 0.0;
-        }
-        double f = (with_sync_s - without_sync_s - collectives_s) / without_sync_s;
-        if (!round_fractions.empty()) {
-            std::vector<double> v = round_fractions;
-            const std::size_t mid = v.size() / 2;
-            std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-            f = v[mid];
-            if (v.size() % 2 == 0) {
-                const double lo = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-                f = 0.5 * (f + lo);
-            }
-        }
-        return std::clamp(f, 0.0, 0.99);
-    }
+    [[nodiscard]] double wait_fraction() const;
 
     bool operator==(const SyncSample&) const = default;
 };

@@ -324,9 +324,8 @@ Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     std::string low = cell;
     std::transform(low.begin(), low.end(), low.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    const bool unstated = low.rfind("not stated", 0) == 0 || low.rfind("n/a", 0) == 0 ||
-                          low.rfind("unknown", 0) == 0 || contains(low, "no fsdp column") ||
-                          contains(low, "not stated");
+    const bool unstated = low.rfind("n/a", 0) == 0 || low.rfind("unknown", 0) == 0 ||
+                          contains(low, "not stated") || contains(low, "no fsdp column");
     if (unstated) {
         notes += "data-parallel sharding not stated ('" + cell + "'): the framework's default; ";
     }
