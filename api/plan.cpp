@@ -113,7 +113,7 @@ void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
     if (!fixed.empty()) {
         os << "# fixed by the user (not searched): " << fixed << "\n";
     }
-    for (const std::string& c : cautions(in)) {
+    for (const std::string& c : cautions(in, so.fixed.schedule)) {
         os << "# caution: " << c << "\n";
     }
 }
@@ -353,7 +353,7 @@ nlohmann::json plan_result_json(const Inputs& in,
             {"memory_headroom_gib", to_gib(in.job.memory_headroom)},
             {"set_aside_for_headroom", r.set_aside_for_headroom},
             {"fixed", fixed_flags(so.fixed)},
-            {"cautions", cautions(in)},
+            {"cautions", cautions(in, so.fixed.schedule)},
             {"rejected", rejected},
             {"rejected_best", best},
             {"rejected_total", r.rejected_total()},

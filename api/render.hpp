@@ -5,6 +5,7 @@
 #include "costmodel/estimate.hpp"
 
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, con
 /// Where the prediction for these inputs is known to be weaker than cleave's published-run table
 /// suggests (attention sinks; quantised MoE on a profile with no fitted per-expert cost): one
 /// sentence each; explain prints them and adds JSON "cautions", plan prints them in its header.
-[[nodiscard]] std::vector<std::string> cautions(const Inputs& in);
+/// `schedule`: the plan's pipeline schedule where one plan (or a fixed schedule) is priced, for
+/// the cautions that belong to a schedule (DualPipe's overlap); none where it is not known.
+[[nodiscard]] std::vector<std::string> cautions(const Inputs& in,
+                                                std::optional<Schedule> schedule = std::nullopt);
 
 }  // namespace cleave::api

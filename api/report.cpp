@@ -251,7 +251,7 @@ report::Section section_of(const ClusterRun& cr, int64_t top) {
     s.timeline = timeline(in, best, s.timeline_end_s);
     s.train = train_table(in, e);
     s.risks = risk_table(in, best);
-    s.cautions = cautions(in);
+    s.cautions = cautions(in, best.plan.schedule);
     return s;
 }
 

@@ -397,6 +397,60 @@ TEST_SUITE("costmodel") {
         CHECK(odd.err.find("dualpipe needs an even pp >= 2, not pp=3") != std::string::npos);
     }
 
+    TEST_CASE("dualpipe: explain cautions that its one published check is priced fast") {
+        // DeepSeek-V3 as its report trained it (arXiv:2412.19437 Sec. 3.2-3.3: 2,048 H800, PP 16,
+        // EP 64, ZeRO-1, FP8 blockwise, DualPipe; 180K H800 GPU-hours per trillion tokens = 19.9 s
+        // per 15,360 x 4,096-token step). The caution quotes 12.2 s under DualPipe and 20.3 s
+        // under 1F1B: these are the prices it must stay true to (a cost-model change that moves
+        // them must restate the caution and docs/costmodel.md section 9).
+        const std::string ds =
+            std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/deepseek-v3.config.json";
+        const auto explain = [&](const char* schedule) {
+            const Run r = run({"explain", ds, "h800", "--gpus", "2048", "--gbs", "15360", "--seq",
+                               "4096", "--pp", "16", "--ep", "64", "--etp", "1", "--mbs", "1",
+                               "--zero", "1", "--dtype", "fp8", "--fp8-recipe", "blockwise",
+                               "--moe-token-dispatcher-type", "flex", "--recompute", "selective",
+                               "--first-stage-layers", "3", "--last-stage-layers", "2",
+                               "--schedule", schedule, "--format", "json"});
+            REQUIRE(r.code == 0);
+            return nlohmann::json::parse(r.out);
+        };
+        const auto said = [](const nlohmann::json& j) {
+            for (const auto& c : j.value("cautions", nlohmann::json::array())) {
+                if (c.get<std::string>().rfind("DualPipe:", 0) == 0) {
+                    return true;
+                }
+            }
+            return false;
+        };
+        const auto dual = explain("dualpipe");
+        const auto one = explain("1f1b");
+        CHECK(dual["iteration_time_s"].get<double>() == doctest::Approx(12.2).epsilon(0.01));
+        CHECK(one["iteration_time_s"].get<double>() == doctest::Approx(20.3).epsilon(0.01));
+        // 12.2 / 19.9 - 1 = -38.7 %: the "39 % fast" of the caution.
+        CHECK(dual["iteration_time_s"].get<double>() / 19.9 - 1.0 ==
+              doctest::Approx(-0.39).epsilon(0.03));
+        CHECK(said(dual));
+        CHECK_FALSE(said(one));
+        // DualPipeV hides the same communication the same way: the caution goes with it.
+        const Run v = run({"explain", std::string(CLEAVE_TEST_DATA_DIR) + "/examples/llama-3-8b.toml",
+                           "dgx-h100", "--gpus", "16", "--gbs", "64", "--pp", "2", "--schedule",
+                           "dualpipev", "--format", "json"});
+        REQUIRE(v.code == 0);
+        CHECK(said(nlohmann::json::parse(v.out)));
+        // plan prints it in its header when the schedule is fixed, and only then.
+        const std::vector<std::string> base = {"plan", std::string(CLEAVE_TEST_DATA_DIR) +
+                                                           "/examples/llama-3-8b.toml",
+                                               "dgx-h100", "--gpus", "16", "--gbs", "64", "--pp",
+                                               "2", "--top", "1"};
+        auto fixed = base;
+        fixed.insert(fixed.end(), {"--schedule", "dualpipev"});
+        const Run pf = run(fixed);
+        const Run pn = run(base);
+        CHECK(pf.out.find("# caution: DualPipe:") != std::string::npos);
+        CHECK(pn.out.find("# caution: DualPipe:") == std::string::npos);
+    }
+
     TEST_CASE("explain: pp that does not divide the layers takes the balanced map plan searches") {
         // Llama 3.1 405B, 126 layers on 16 stages: 126 = 7 + 14 x 8 + 7 (the embedding and the
         // loss weigh on the end stages), as `plan` finds; no --first-stage-layers needed.
