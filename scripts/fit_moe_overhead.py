@@ -17,6 +17,15 @@ framework release, e.g. 26.02 for the NeMo 26.02 and 26.04 rows): the overlay's 
 (fitted under an earlier release) is kept, and rows of the CSV priced under that release choose
 the new entry. --exclude leaves rows out of the fit (they stay in cleave published's MAPE); a
 profile with a single row left is not fitted (no constant from one row).
+
+    scripts/fit_moe_overhead.py --implied [CLEAVE] [CSV ...]
+
+prints, for every quantised MoE row of the CSVs (default: the 2025 and 2026h1 files), the
+per-expert value that would make that row's prediction equal its published time with everything
+else as priced: cleave published is run with every overlay's value (its [moe] base and each
+[[moe.from_release]] entry) at 0 and at 1000 us, and the row's time is linear in the value in
+between. A constant that describes a mechanism gives one value per profile and release; the
+spread of these shows how far the fitted one is a property of its rows. Fits nothing.
 """
 import csv
 import json
@@ -31,6 +40,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ARGS = [a for a in sys.argv[1:]]
 RELEASE = None
 EXCLUDE = set()
+IMPLIED = "--implied" in ARGS
+if IMPLIED:
+    ARGS.remove("--implied")
 if "--release" in ARGS:
     i = ARGS.index("--release")
     RELEASE = ARGS[i + 1]
@@ -92,7 +104,62 @@ def mape(res, ids):
     return sum(abs(res[i]["error_pct"]) for i in ids) / len(ids)
 
 
+def implied():
+    """Per quantised MoE row: the per-expert value that zeroes its error (see the docstring)."""
+    cleave = ARGS[0] if ARGS else os.path.join(ROOT, "build/dev/cleave")
+    csvs = ARGS[1:] or [os.path.join(ROOT, "../shared/validation/public_runs_2025.csv"),
+                        os.path.join(ROOT, "../shared/validation/public_runs_2026h1.csv")]
+    spec = {}
+    for path in csvs:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                if r["num_experts"] and r["precision"].startswith(("FP8", "MXFP8")):
+                    spec[int(r["row_id"])] = r
+
+    def run(value):
+        tmp = tempfile.mkdtemp(prefix="implied-moe-")
+        try:
+            hw = os.path.join(tmp, "hw")
+            shutil.copytree(os.path.join(ROOT, "hwprofiles"), hw)
+            cal = os.path.join(hw, "calibration")
+            for name in os.listdir(cal):
+                path = os.path.join(cal, name)
+                text = re.sub(r"quantised_expert_overhead_us = [0-9.]+",
+                              "quantised_expert_overhead_us = %g" % value, open(path).read())
+                with open(path, "w") as f:
+                    f.write(text)
+            out = {}
+            for path in csvs:
+                res = subprocess.run([cleave, "published", path, "--format", "json"],
+                                     env=dict(os.environ, CLEAVE_HWPROFILES=hw),
+                                     capture_output=True, text=True)
+                if res.returncode:
+                    sys.exit(res.stderr)
+                out.update({r["row_id"]: r for r in json.loads(res.stdout)["rows"]})
+            return out
+        finally:
+            shutil.rmtree(tmp)
+
+    zero, thousand = run(0), run(1000)
+    print("# row  profile       mbs  ep local  published  at 0 us  s per 1000 us  implied us")
+    for i in sorted(spec):
+        if i not in zero:
+            continue
+        slope = thousand[i]["predicted_s"] - zero[i]["predicted_s"]
+        if slope <= 0.0:  # no overlay value reaches the row (a profile with no [moe])
+            continue
+        r = spec[i]
+        local = int(r["num_experts"]) // max(1, int(r["ep"] or 1))
+        print("  %4d  %-12s %4s %3s %5d %10.2f %8.2f %14.2f %11.0f" % (
+            i, zero[i]["profile"], r["micro_batch_size"], r["ep"], local,
+            zero[i]["published_s"], zero[i]["predicted_s"], slope,
+            1000.0 * (zero[i]["published_s"] - zero[i]["predicted_s"]) / slope))
+
+
 def main():
+    if IMPLIED:
+        implied()
+        return
     ids = quantised_moe_rows()
     tmp = tempfile.mkdtemp(prefix="fit-moe-")
     try:
