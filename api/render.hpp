@@ -36,8 +36,8 @@ void add_train_json(nlohmann::json& j, const Inputs& in, const Estimate& e);
 void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, const Estimate& e);
 
 /// Where the prediction for these inputs is known to be weaker than cleave's published-run table
-/// suggests (attention sinks; quantised MoE on a profile with no fitted per-expert cost): one
-/// sentence each; explain prints them and adds JSON "cautions", plan prints them in its header.
+/// suggests (docs/costmodel.md section 7 lists them: attention sinks, Hopper, Mamba-2 on
+/// Blackwell, quantised MoE without a fitted per-expert cost, DualPipe): one sentence each; explain prints them and adds JSON "cautions", plan prints them in its header.
 /// `schedule`: the plan's pipeline schedule where one plan (or a fixed schedule) is priced, for
 /// the cautions that belong to a schedule (DualPipe's overlap); none where it is not known.
 [[nodiscard]] std::vector<std::string> cautions(const Inputs& in,

@@ -56,12 +56,16 @@ CSV = ARGS[1] if len(ARGS) > 1 else os.path.join(ROOT, "../shared/validation/pub
 GRID = range(0, 2001, 5)
 
 
+def is_quantised_moe(r):
+    """A CSV row of an MoE model whose expert GEMMs are quantised (FP8-CS, MXFP8)."""
+    return bool(r["num_experts"]) and r["precision"].startswith(("FP8", "MXFP8"))
+
+
 def quantised_moe_rows():
     rows = []
     with open(CSV, newline="") as f:
         for r in csv.DictReader(f):
-            if (r["num_experts"] and r["precision"].startswith(("FP8", "MXFP8"))
-                    and int(r["row_id"]) not in EXCLUDE):
+            if is_quantised_moe(r) and int(r["row_id"]) not in EXCLUDE:
                 rows.append(int(r["row_id"]))
     return rows
 
@@ -113,7 +117,7 @@ def implied():
     for path in csvs:
         with open(path, newline="") as f:
             for r in csv.DictReader(f):
-                if r["num_experts"] and r["precision"].startswith(("FP8", "MXFP8")):
+                if is_quantised_moe(r):
                     spec[int(r["row_id"])] = r
 
     def run(value):
