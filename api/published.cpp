@@ -233,13 +233,20 @@ std::string mape_cell(const std::vector<std::pair<int64_t, double>>& e) {
 void print_sources(std::ostream& os, const std::vector<Evaluated>& evs) {
     os << "# per source: values: MAPE % / worst % / signed mean % of the rows a calibration overlay\n"
           "# was fitted on (hwprofiles/calibration/) and of the rows no constant was fitted to\n";
-    char line[200];
-    std::snprintf(line, sizeof line, "# %-18s %-30s %s\n", "source", "fitted on", "not fitted");
+    const auto sources = by_source(evs);
+    int width = 18;  // the longest source key sets the column (DGXC_NEMOTRON4_340B_FP8: 23)
+    for (const auto& kv : sources) {
+        width = std::max(width, static_cast<int>(kv.first.size()));
+    }
+    char line[260];
+    std::snprintf(
+        line, sizeof line, "# %-*s %-30s %s\n", width, "source", "fitted on", "not fitted");
     os << line;
-    for (const auto& [src, s] : by_source(evs)) {
+    for (const auto& [src, s] : sources) {
         std::snprintf(line,
                       sizeof line,
-                      "  %-18s %-30s %s\n",
+                      "  %-*s %-30s %s\n",
+                      width,
                       src.c_str(),
                       mape_cell(s.fitted).c_str(),
                       mape_cell(s.unfitted).c_str());
@@ -282,6 +289,10 @@ void print_held_out(std::ostream& os, const std::map<std::string, HeldOut>& held
           "# signed mean %): rows no constant was fitted on as shipped; an overlay fitted with other\n"
           "# sources refitted without it (a release's expert cost on the other sources' rows of that\n"
           "# release, if two or more); what it alone chose removed (datasheet profile)\n";
+    int width = 18;
+    for (const auto& kv : held) {
+        width = std::max(width, static_cast<int>(kv.first.size()));
+    }
     char line[260];
     std::vector<std::pair<int64_t, double>> all;
     for (const auto& [src, h] : held) {
@@ -292,14 +303,14 @@ void print_held_out(std::ostream& os, const std::map<std::string, HeldOut>& held
         }
         std::snprintf(line,
                       sizeof line,
-                      "  %-18s %4lld: %6.2f / %6.2f / %+7.2f  %s\n",
+                      "  %-*s %4lld: %6.2f / %6.2f / %+7.2f  ",
+                      width,
                       src.c_str(),
                       static_cast<long long>(s.count),
                       s.mape_pct,
                       s.worst_pct,
-                      s.mean_signed_pct,
-                      how.c_str());
-        os << line;
+                      s.mean_signed_pct);
+        os << line << how << '\n';  // how can outgrow any fixed buffer
         all.insert(all.end(), h.errors.begin(), h.errors.end());
     }
     const ErrorSummary a = summarize_errors(all);
