@@ -45,6 +45,9 @@ nlohmann::json stages_json(const Plan& p, const Estimate& e) {
     auto out = nlohmann::json::array();
     for (int64_t s = 0; s < p.pp; ++s) {
         const StageCost& c = stage_cost(e, s, p.pp);
+        const Seconds comm = c.fwd_comm + c.bwd_comm;
+        const Seconds other = max(
+            Seconds{}, c.fwd + c.bwd - c.gemm - c.attention - c.memory_bound - c.recompute - comm);
         out.push_back({{"stage", s},
                        {"layers", c.layers},
                        {"memory_gib", memory_json(c.memory)},
@@ -55,7 +58,15 @@ nlohmann::json stages_json(const Plan& p, const Estimate& e) {
                        {"fwd_comm_s", c.fwd_comm.value()},
                        {"bwd_comm_s", c.bwd_comm.value()},
                        {"dp_grad_sync_s", c.dp_grad_sync.value()},
-                       {"optimizer_s", c.optimizer.value()}});
+                       {"optimizer_s", c.optimizer.value()},
+                       // one micro-batch's fwd + bwd by kind, as the table's "by kind" rows
+                       {"by_kind_s",
+                        {{"gemm", c.gemm.value()},
+                         {"attention", c.attention.value()},
+                         {"memory_bound", c.memory_bound.value()},
+                         {"recompute", c.recompute.value()},
+                         {"comm", comm.value()},
+                         {"other", other.value()}}}});
     }
     return out;
 }

@@ -68,6 +68,47 @@ TEST_SUITE("costmodel") {
         CHECK(j["plan"]["schedule"] == "interleaved");
     }
 
+    TEST_CASE("explain: JSON stages split one micro-batch by kind, as the table does") {
+        // gpt3-175b on 64 A100 at tp 8 pp 8: every stage's by_kind_s adds up to its fwd_s + bwd_s
+        // (other = what the named kinds leave, clamped at 0), and stage 0's row equals the
+        // table's "by kind" row in ms to the table's three decimals.
+        const std::vector<std::string> args = {"explain", gpt3, "dgx-a100-80g", "--gpus", "64",
+                                               "--gbs", "64", "--tp", "8", "--pp", "8"};
+        std::vector<std::string> json_args = args;
+        json_args.insert(json_args.end(), {"--format", "json"});
+        const Run r = run(json_args);
+        REQUIRE(r.code == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        REQUIRE(j["stages"].size() == 8);
+        for (const auto& st : j["stages"]) {
+            const auto& k = st["by_kind_s"];
+            double sum = 0.0;
+            for (const char* key :
+                 {"gemm", "attention", "memory_bound", "recompute", "comm", "other"}) {
+                REQUIRE(k.contains(key));
+                CHECK(k[key].get<double>() >= 0.0);
+                sum += k[key].get<double>();
+            }
+            CHECK(sum == doctest::Approx(st["fwd_s"].get<double>() + st["bwd_s"].get<double>())
+                             .epsilon(1e-9));
+            CHECK(k["gemm"].get<double>() > k["attention"].get<double>());
+        }
+        const Run t = run(args);
+        REQUIRE(t.code == 0);
+        const auto at = t.out.find("# stage     gemm attention");
+        REQUIRE(at != std::string::npos);
+        const auto line = t.out.find('\n', at) + 1;
+        std::istringstream row(t.out.substr(line, t.out.find('\n', line) - line));
+        int stage = -1;
+        double gemm_ms = 0.0;
+        double attention_ms = 0.0;
+        row >> stage >> gemm_ms >> attention_ms;
+        CHECK(stage == 0);
+        const auto& k0 = j["stages"][0]["by_kind_s"];
+        CHECK(k0["gemm"].get<double>() * 1e3 == doctest::Approx(gemm_ms).epsilon(1e-3));
+        CHECK(k0["attention"].get<double>() * 1e3 == doctest::Approx(attention_ms).epsilon(1e-3));
+    }
+
     TEST_CASE("explain: Hopper plans carry the caution that published H100 runs were slower") {
         // Every H100 / H800 / H200 profile: one caution naming the published sources; A100 and
         // Blackwell profiles: none of it.
