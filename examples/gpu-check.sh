@@ -17,6 +17,10 @@
 #                                                                             table.txt
 #   5. the same model's training step in PyTorch eager (bf16 autocast, fp32 master weights and
 #      AdamW, scaled_dot_product_attention), as a peer                     -> peer.json, peer.txt
+#   6. a probe of Llama 3.1 8B's layer shape: burst and sustained step, SM clock and power,
+#      kernel time by kind, cleave's price of the same layers (examples/layer_probe.py)
+#                                                                           -> layer_probe.json,
+#                                                                              layer_probe.txt
 #   A summary of all of it                                                  -> summary.txt
 #
 # Environment:
@@ -25,6 +29,7 @@
 #   CLEAVE_BACKEND  cuda (default) or cpu: the dry run, the same steps on the CPU backend with a
 #                   scaled-down model (tests/cuda registers it as a CTest)
 #   CLUSTER         profile the predictions use (default dgx-h200)
+#   LAYER_PROBE_SECONDS  how long step 6 runs the layer back to back (default 60)
 #   CUDA_LIBS       extra folders with libcudart / libcublas / libnccl (default: found in the
 #                   Python environment's nvidia-* packages)
 # Exit status: 0 every step ran (the table's verdict is in summary.txt); 1 a step failed.
@@ -215,6 +220,27 @@ peer = json.load(open(sys.argv[1]))["step_time_s"] * 1e3
 ours = float(sys.argv[2])
 print(f"# peer comparison (mbs 2, no recomputation): cleave {ours:.2f} ms, PyTorch eager {peer:.2f} ms, ratio {ours/peer:.2f}x (goal <= 1.3x)")
 EOF
+fi
+# ---- 6. the layer probe: time by kind, burst and sustained (issue 25) -------------------------
+# Llama 3.1 8B's layer shape on the GPU for LAYER_PROBE_SECONDS (default 60) back to back, the
+# SM clock and power sampled, a profile by kind at the end, and cleave's price of the same layers
+# on $cluster (examples/layer_probe.py). The CPU dry run runs a scaled-down shape for 2 s.
+if python3 -c 'import torch' >/dev/null 2>&1; then
+    if [[ "$backend" == cpu ]]; then
+        probe_args=(--device cpu --seconds 2 --layers 2 --hidden 64 --ffn 128 --heads 4 --kv-heads 2
+                    --seq 64 --profile-iters 2)
+    else
+        probe_args=(--seconds "${LAYER_PROBE_SECONDS:-60}")
+    fi
+    if python3 "$root/examples/layer_probe.py" "${probe_args[@]}" --cleave "$(printf '%q ' "${cleave[@]}")" \
+        --cluster "$cluster" --out "$out/layer_probe.json" >"$out/layer_probe.txt" 2>&1; then
+        log "6. layer probe: $(tail -1 "$out/layer_probe.txt")"
+    else
+        fail "6. layer probe (see layer_probe.txt)"
+    fi
+else
+    echo "SKIPPED: PyTorch is not installed here" | tee "$out/layer_probe.txt" >/dev/null
+    log "6. layer probe SKIPPED: no PyTorch"
 fi
 log "done in $(($(date +%s) - started)) s, status $status"
 exit "$status"
