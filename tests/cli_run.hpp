@@ -4,6 +4,8 @@
 
 #include "cli/app.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <sstream>
 #include <string>
 #include <utility>
@@ -33,6 +35,15 @@ inline CliRun run_cleave(std::vector<std::string> args) {
     r.out = out.str();
     r.err = err.str();
     return r;
+}
+
+/// The "cautions" of an explain or plan JSON answer, each followed by a newline ("" if none).
+inline std::string joined_cautions(const std::string& json_out) {
+    std::string all;
+    for (const auto& c : nlohmann::json::parse(json_out).value("cautions", nlohmann::json::array())) {
+        all += c.get<std::string>() + "\n";
+    }
+    return all;
 }
 
 }  // namespace cleave::test

@@ -116,12 +116,7 @@ TEST_SUITE("costmodel") {
             const Run r = run({"explain", gpt3, hw, "--gpus", "64", "--gbs", "64", "--tp", "8",
                                "--pp", "8", "--format", "json"});
             REQUIRE(r.code == 0);
-            const auto j = nlohmann::json::parse(r.out);
-            std::string said;
-            for (const auto& c : j.value("cautions", nlohmann::json::array())) {
-                said += c.get<std::string>() + "\n";
-            }
-            return said;
+            return cleave::test::joined_cautions(r.out);
         };
         for (const char* hw : {"dgx-h100", "h800", "dgx-h200", "h100-96gb"}) {
             CAPTURE(hw);

@@ -322,12 +322,7 @@ TEST_SUITE("costmodel") {
                                                      "--gbs", "64", "--seq", "8192", "--ep", "8",
                                                      "--dtype", dtype, "--format", "json"});
             REQUIRE(r.code == 0);
-            const auto j = nlohmann::json::parse(r.out);
-            std::string all;
-            for (const auto& c : j.value("cautions", nlohmann::json::array())) {
-                all += c.get<std::string>() + "\n";
-            }
-            return all;
+            return test::joined_cautions(r.out);
         };
         const std::string said = "Mamba-2 layers on Blackwell";
         CHECK(cautions("gb300-nvl72", "mxfp8").find(said) != std::string::npos);

@@ -656,12 +656,7 @@ TEST_SUITE("costmodel") {
                                              "128", "--cp", "2", "--zero", "1", "--dtype", dtype,
                                              "--format", "json"});
             REQUIRE(r.code == 0);
-            const auto j = nlohmann::json::parse(r.out);
-            std::string all;
-            for (const auto& c : j.value("cautions", nlohmann::json::array())) {
-                all += c.get<std::string>() + "\n";
-            }
-            return all;
+            return test::joined_cautions(r.out);
         };
         const std::string f8 = said("fp8");
         CHECK(f8.find("in FP8 the same 38 DGX Cloud layouts are 13 % slower") != std::string::npos);
