@@ -12,7 +12,9 @@ This probe measures it on whatever GPU it runs on:
      temperature sampled by nvidia-smi every 500 ms;
   3. a profile of a few steps at the end (sustained state): kernel time by kind (GEMM, attention,
      other = element-wise / norm / RoPE / copies) and the idle time between kernels;
-  4. with --cleave, cleave's price of the same layers (`cleave explain --format json`,
+  4. on a GPU, the same step captured in CUDA graphs (torch.cuda.make_graphed_callables): what
+     the gaps between eager kernel launches cost;
+  5. with --cleave, cleave's price of the same layers (`cleave explain --format json`,
      stages[0].by_kind_s) on --cluster, kind by kind.
 
 It is PyTorch eager (torch's SDPA, not Transformer Engine's cuDNN attention; bf16 weights and
@@ -98,6 +100,33 @@ class Layer(torch.nn.Module):
         x = x + self.o(a)
         g, u = self.fc1(rms_norm(x, self.n2)).chunk(2, dim=-1)
         return x + self.fc2(F.silu(g) * u)
+
+
+def graphed_step_s(layers, x0, cos, sin, gout, sync, iters=10):
+    """Median step time of the layer stack as one graphed callable (fwd + bwd)."""
+
+    class Stack(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = layers
+
+        def forward(self, x, c, s):
+            for layer in self.layers:
+                x = layer(x, c, s)
+            return x
+
+    graphed = torch.cuda.make_graphed_callables(Stack(), (x0, cos, sin))
+    times = []
+    for i in range(iters + 3):
+        start = time.perf_counter()
+        graphed(x0, cos, sin).backward(gout)
+        sync()
+        if i >= 3:
+            times.append(time.perf_counter() - start)
+        for q in layers.parameters():
+            q.grad = None
+        x0.grad = None
+    return statistics.median(times)
 
 
 def flops(a):
@@ -301,6 +330,17 @@ def main():
     except Exception as e:
         result["error"] = result.get("error", "") + f" profile: {e!r}"
         status = 1
+    if use_cuda:
+        # The same step captured in CUDA graphs (torch.cuda.make_graphed_callables, forward and
+        # backward): what launch gaps between kernels cost in eager mode. Optional: a failure is
+        # recorded, not fatal.
+        try:
+            result["graphed"] = {"step_s": graphed_step_s(layers, x0, cos, sin, gout, sync)}
+            if result.get("burst"):
+                result["graphed"]["over_burst"] = (result["graphed"]["step_s"]
+                                                   / result["burst"]["step_s"])
+        except Exception as e:
+            result["graphed"] = {"error": repr(e)}
     if sampler:
         sampler.stop()
     if a.cleave:
@@ -324,6 +364,8 @@ def main():
             k = cl["by_kind_s"]
             line += (f"; cleave ({cl['cluster']}) gemm {1e3 * k['gemm']:.2f} / attention "
                      f"{1e3 * k['attention']:.2f} / memory {1e3 * k['memory_bound']:.2f} ms")
+        if (result.get("graphed") or {}).get("step_s"):
+            line += f"; CUDA-graphed step {1e3 * result['graphed']['step_s']:.2f} ms"
         clk = (result.get("sustained") or {}).get("clocks")
         if clk:
             line += f"; sustained SM {clk['sm_mhz']:.0f} MHz at {clk['power_w']:.0f} W"
