@@ -40,14 +40,21 @@ nlohmann::json time_json(const TimeBreakdown& t) {
             {"optimizer", t.optimizer.value()}};
 }
 
+// One micro-batch's fwd + bwd not named by a kind (MoE expert overhead, offload waits): what the
+// gemm, attention, memory, recompute and comm parts leave, at least 0. The JSON's by_kind_s and
+// the table's "by kind" rows both read it here.
+Seconds other_kind(const StageCost& c) {
+    const Seconds comm = c.fwd_comm + c.bwd_comm;
+    return max(Seconds{},
+               c.fwd + c.bwd - c.gemm - c.attention - c.memory_bound - c.recompute - comm);
+}
+
 nlohmann::json stages_json(const Plan& p, const Estimate& e) {
     const auto m = static_cast<double>(e.microbatches);
     auto out = nlohmann::json::array();
     for (int64_t s = 0; s < p.pp; ++s) {
         const StageCost& c = stage_cost(e, s, p.pp);
         const Seconds comm = c.fwd_comm + c.bwd_comm;
-        const Seconds other = max(
-            Seconds{}, c.fwd + c.bwd - c.gemm - c.attention - c.memory_bound - c.recompute - comm);
         out.push_back({{"stage", s},
                        {"layers", c.layers},
                        {"memory_gib", memory_json(c.memory)},
@@ -66,7 +73,7 @@ nlohmann::json stages_json(const Plan& p, const Estimate& e) {
                          {"memory_bound", c.memory_bound.value()},
                          {"recompute", c.recompute.value()},
                          {"comm", comm.value()},
-                         {"other", other.value()}}}});
+                         {"other", other_kind(c).value()}}}});
     }
     return out;
 }
@@ -440,10 +447,8 @@ void print_time(std::ostream& os, const Plan& p, const Estimate& e) {
         }
         const StageCost& c = stage_cost(e, s, p.pp);
         const Seconds comm = c.fwd_comm + c.bwd_comm;
-        const Seconds other =
-            max(Seconds{}, c.fwd + c.bwd - c.gemm - c.attention - c.memory_bound - c.recompute - comm);
         os << "  " << pad(std::to_string(s), 5);
-        for (Seconds x : {c.gemm, c.attention, c.memory_bound, c.recompute, comm, other}) {
+        for (Seconds x : {c.gemm, c.attention, c.memory_bound, c.recompute, comm, other_kind(c)}) {
             os << " " << pad(f("%.3f", to_ms(x)), 8);
         }
         os << "\n";

@@ -230,14 +230,22 @@ std::string mape_cell(const std::vector<std::pair<int64_t, double>>& e) {
     return buf;
 }
 
+/// The column a table of sources gives their keys: the longest key, at least 18 characters
+/// (DGXC_NEMOTRON4_340B_FP8 is 23).
+template <class Map>
+int key_width(const Map& by_key) {
+    int width = 18;
+    for (const auto& kv : by_key) {
+        width = std::max(width, static_cast<int>(kv.first.size()));
+    }
+    return width;
+}
+
 void print_sources(std::ostream& os, const std::vector<Evaluated>& evs) {
     os << "# per source: values: MAPE % / worst % / signed mean % of the rows a calibration overlay\n"
           "# was fitted on (hwprofiles/calibration/) and of the rows no constant was fitted to\n";
     const auto sources = by_source(evs);
-    int width = 18;  // the longest source key sets the column (DGXC_NEMOTRON4_340B_FP8: 23)
-    for (const auto& kv : sources) {
-        width = std::max(width, static_cast<int>(kv.first.size()));
-    }
+    const int width = key_width(sources);
     char line[260];
     std::snprintf(
         line, sizeof line, "# %-*s %-30s %s\n", width, "source", "fitted on", "not fitted");
@@ -289,10 +297,7 @@ void print_held_out(std::ostream& os, const std::map<std::string, HeldOut>& held
           "# signed mean %): rows no constant was fitted on as shipped; an overlay fitted with other\n"
           "# sources refitted without it (a release's expert cost on the other sources' rows of that\n"
           "# release, if two or more); what it alone chose removed (datasheet profile)\n";
-    int width = 18;
-    for (const auto& kv : held) {
-        width = std::max(width, static_cast<int>(kv.first.size()));
-    }
+    const int width = key_width(held);
     char line[260];
     std::vector<std::pair<int64_t, double>> all;
     for (const auto& [src, h] : held) {
