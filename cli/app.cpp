@@ -25,6 +25,7 @@ std::unique_ptr<CLI::App> make_app(CliContext& ctx) {
     setup_validate(*app, ctx);
     setup_published(*app, ctx);
     setup_report(*app, ctx);
+    setup_trace(*app, ctx);
     return app;
 }
 

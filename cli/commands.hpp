@@ -19,5 +19,6 @@ void setup_calibrate(CLI::App& app, CliContext& ctx);
 void setup_validate(CLI::App& app, CliContext& ctx);
 void setup_published(CLI::App& app, CliContext& ctx);
 void setup_report(CLI::App& app, CliContext& ctx);
+void setup_trace(CLI::App& app, CliContext& ctx);
 
 }  // namespace cleave::cli
