@@ -25,6 +25,30 @@ int64_t innermost(const std::vector<const Annotation*>& list, double ts) {
     return -1;
 }
 
+// PyTorch's scalar type names ("c10::BFloat16", "float", "c10::Float8_e4m3fn") as the class
+// table's GEMM dtypes.
+std::string torch_dtype(const std::string& t) {
+    if (t.find("BFloat16") != std::string::npos) {
+        return "bf16";
+    }
+    if (t.find("Half") != std::string::npos) {
+        return "fp16";
+    }
+    if (t.find("Float8") != std::string::npos) {
+        return "fp8";
+    }
+    if (t.find("Float4") != std::string::npos) {
+        return "fp4";
+    }
+    if (t == "float" || t == "Float") {
+        return "fp32";
+    }
+    if (t == "double") {
+        return "fp64";
+    }
+    return t;
+}
+
 bool is_step(const std::string& name) { return name.rfind("ProfilerStep#", 0) == 0; }
 
 struct RangeAcc {
@@ -383,7 +407,7 @@ TraceSummary summarize(const KinetoTrace& t, const ClassTable& classes, const Su
     std::map<std::tuple<std::string, double, double, double, double, std::string>, GemmShape> shapes;
     for (const auto& [id, a] : ops) {
         const MatmulOp& op = *a.op;
-        const std::string dt = op.dtype.empty() ? a.kernel_dtype : op.dtype;
+        const std::string dt = op.dtype.empty() ? a.kernel_dtype : torch_dtype(op.dtype);
         GemmShape& gs = shapes[{op.op, op.m, op.n, op.k, op.batch, dt}];
         gs.op = op.op;
         gs.m = op.m;

@@ -677,6 +677,7 @@ KinetoTrace read_source(ByteSource& src, const std::string& file) {
             return;
         }
         for (int64_t i = 1;; ++i) {
+            (void)sc.peek();  // to the event's first byte, for its line and column
             const int64_t line = sc.line();
             const int64_t col = sc.col();
             text.clear();
@@ -709,6 +710,7 @@ KinetoTrace read_source(ByteSource& src, const std::string& file) {
                 if (key == "traceEvents") {
                     events();
                 } else {
+                    (void)sc.peek();
                     const int64_t line = sc.line();
                     const int64_t col = sc.col();
                     text.clear();
