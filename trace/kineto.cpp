@@ -239,9 +239,20 @@ public:
                 if (in_str) {
                     if (esc) {
                         esc = false;
-                    } else if (c == '\\') {
+                        continue;
+                    }
+                    if (c != '"' && c != '\\') {
+                        // Jump to the next quote or backslash (memchr is vectorised; a string
+                        // holds no raw newline in valid JSON).
+                        const void* q = std::memchr(b + p, '"', end_ - p);
+                        const size_t qe = q != nullptr ? static_cast<size_t>(static_cast<const char*>(q) - b) : end_;
+                        const void* bs = std::memchr(b + p, '\\', qe - p);
+                        p = (bs != nullptr ? static_cast<size_t>(static_cast<const char*>(bs) - b) : qe) - 1;
+                        continue;
+                    }
+                    if (c == '\\') {
                         esc = true;
-                    } else if (c == '"') {
+                    } else {
                         in_str = false;
                         if (depth == 0) {
                             ++p;
@@ -448,7 +459,12 @@ public:
             t_.gpu.push_back(g);
         } else if (is_cat(cat, "cuda_runtime") || is_cat(cat, "cuda_driver") ||
                    is_cat(cat, "runtime")) {
-            if (a.correlation) {
+            // Only calls that start GPU work (cudaLaunchKernel, cuLaunchKernelEx,
+            // hipExtModuleLaunchKernel, cudaMemcpyAsync, cudaGraphLaunch...), not the many
+            // cudaEventQuery / cudaStreamWaitEvent records.
+            if (a.correlation && (name.find("aunch") != std::string_view::npos ||
+                                  name.find("emcpy") != std::string_view::npos ||
+                                  name.find("emset") != std::string_view::npos)) {
                 t_.launches[*a.correlation] = Launch{pid, tid, rel};
             }
         } else if (is_cat(cat, "user_annotation") || is_cat(cat, "gpu_user_annotation")) {
