@@ -2,12 +2,15 @@
 // `cleave trace FILE`: a PyTorch profiler trace read and summarised (trace/analyze.hpp), as
 // DESIGN §3 JSON or a table.
 
+#include "api/cleave.hpp"
 #include "trace/analyze.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <iosfwd>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace cleave::api {
 
@@ -23,5 +26,42 @@ struct TraceOptions {
 
 [[nodiscard]] nlohmann::json to_json(const trace::TraceSummary& s);
 void print_table(std::ostream& os, const trace::TraceSummary& s);
+
+}  // namespace cleave::api
+
+// --- explain --trace: the trace beside the price ------------------------------------------------
+
+namespace cleave::api {
+
+/// What the trace covers: a whole iteration (`step`), or the forward and backward of N layers of
+/// one micro-batch on the plan's first full middle stage (`layers=N`, as DeepSeek's trace is).
+struct TraceScope {
+    int64_t layers = 0;  // 0: step
+};
+
+/// "step" or "layers=N"; throws ConfigError naming --trace-scope otherwise.
+[[nodiscard]] TraceScope parse_trace_scope(const std::string& s);
+
+struct TraceRow {
+    std::string cls;
+    std::optional<double> measured_ms;
+    std::optional<double> predicted_ms;  // nullopt: cleave prices nothing of this class here
+};
+
+struct TraceComparison {
+    std::string scope;  // "step" or "layers=N"
+    std::string covers;  // what the prediction covers, in words
+    std::vector<TraceRow> rows;  // the classes, then compute, exposed communication, idle, total
+    std::vector<std::string> notes;
+};
+
+/// The price of what the trace covers, class by class (costmodel/kernel_classes.hpp), beside the
+/// trace's measured time. Throws ConfigError where the scope cannot be priced (layers=N on a
+/// hybrid model, N above the stage's layers).
+[[nodiscard]] TraceComparison
+compare_trace(const Explained& x, const trace::TraceSummary& s, const TraceScope& scope);
+
+[[nodiscard]] nlohmann::json to_json(const TraceComparison& c);
+void print_table(std::ostream& os, const TraceComparison& c);
 
 }  // namespace cleave::api

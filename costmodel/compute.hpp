@@ -79,6 +79,7 @@ struct LayerTraffic {
     Bytes fwd;
     Bytes bwd;
     Bytes attn_core_fwd;  // softmax + attention dropout forward (selective recompute redoes it)
+    Bytes permute;        // of fwd + bwd elementwise: the MoE router and token permutation
     KernelBytes fwd_by_class;  // fwd split by kernel class (norm, elementwise incl. RoPE and the
                                // MoE permutation, (gated) activation, softmax incl. attention
                                // dropout)
@@ -120,6 +121,19 @@ struct LayerCost {
     Seconds gemm;
     Seconds attention;
     Seconds memory;
+    // Of memory, by the kernel classes a profiler trace shows (trace/classes.hpp): the FP8 / FP4
+    // casts of the GEMM operands, norms, activations, the unfused softmax + attention dropout,
+    // and the MoE router and permutation; the rest of memory is element-wise (residual adds,
+    // dropout, RoPE). Of recompute: its GEMMs, attention core, norms and activations.
+    Seconds quantize;
+    Seconds norm;
+    Seconds activation;
+    Seconds softmax;
+    Seconds permute;
+    Seconds recompute_gemm;
+    Seconds recompute_attention;
+    Seconds recompute_norm;
+    Seconds recompute_activation;
 
     bool operator==(const LayerCost&) const = default;
 };
