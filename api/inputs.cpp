@@ -1,6 +1,8 @@
 // The job and plan a user describes, turned into the library's value types (api/inputs.hpp).
 #include "api/inputs.hpp"
 #include "api/detail.hpp"
+#include "core/calibration.hpp"
+#include "core/load_detail.hpp"
 #include "core/stack.hpp"
 
 #include "core/errors.hpp"
@@ -215,6 +217,18 @@ Inputs load_inputs(const JobOptions& f,
     Inputs in;
     in.model = std::move(model);
     in.cluster = std::move(cluster);
+    if (!f.calibration.empty()) {
+        // A calibration overlay of the user's (cleave calibrate --from-trace writes one) on top of
+        // the profile and its shipped overlay: it must name the profile it was fitted on.
+        const Calibration cal =
+            parse_calibration_toml(cleave::detail::read_text_file(f.calibration), f.calibration);
+        if (!in.cluster.name.empty() && cal.profile != in.cluster.name) {
+            throw ConfigError(f.calibration + ": [calibration] profile = \"" + cal.profile +
+                              "\" but CLUSTER is \"" + in.cluster.name +
+                              "\": the overlay's values hold for the profile it was fitted on");
+        }
+        apply_calibration(cal, in.cluster);
+    }
     if (!f.job_file.empty()) {
         in.job = load_job(f.job_file);
     }

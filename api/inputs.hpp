@@ -48,6 +48,7 @@ struct JobOptions {
     /// wider precision the GPU has (cleave compare, which says so).
     bool precision_fallback = false;
     std::string stack;  // software stack name or TOML; "" = [job] stack, else megatron-core
+    std::string calibration;  // --calibration OVERLAY.toml on top of the profile ("" = none)
     std::string release;  // --release YY.MM: the stack's software release ("" = the stack's own)
     std::string memory_headroom = "5%";  // GiB ("4") or percent of GPU memory ("5%")
     double moe_capacity = 0.0;           // --moe-capacity: 0 = none (dropless)

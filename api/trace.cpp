@@ -113,6 +113,7 @@ nlohmann::json to_json(const trace::TraceSummary& s) {
     j["waits_ms"] = s.waits_ms;
     j["small_kernels"] = s.small_kernels;
     j["small_kernel_ms"] = s.small_kernel_ms;
+    j["communication_sms"] = s.communication_sms;
     j["unclassified_ms"] = s.unclassified_ms;
     nlohmann::json un = nlohmann::json::array();
     for (const trace::KernelStats& k : s.unclassified) {

@@ -65,3 +65,32 @@ compare_trace(const Explained& x, const trace::TraceSummary& s, const TraceScope
 void print_table(std::ostream& os, const TraceComparison& c);
 
 }  // namespace cleave::api
+
+// --- calibrate --from-trace: what a trace can tell, as a calibration overlay --------------------
+
+#include "core/calibration.hpp"
+
+namespace cleave::api {
+
+struct TraceCalibrated {
+    Calibration calibration;  // as written (profile, [gpu] values, [trace])
+    std::string toml;         // the overlay file's text
+    TraceComparison before;   // explain --trace without the overlay
+    TraceComparison after;    // and with it
+    std::vector<std::string> fitted;        // "key = value (class: measured / priced before)"
+    std::vector<std::string> not_informed;  // what this trace could not inform, and why
+};
+
+/// Fits, for `plan` on `in`, what the trace measured class by class: the GEMM efficiency of the
+/// job's precision (gemm_efficiency_factor_<dtype>), the fused attention rate
+/// (attention_factor), and the memory-bound classes' efficiencies (quantize, norm, activation,
+/// element-wise), each until cleave's price of that class is the trace's time (fixed point, at
+/// most 12 rounds; efficiencies capped at 1). `trace_path` names the file in the overlay.
+[[nodiscard]] TraceCalibrated calibrate_from_trace(const Inputs& in,
+                                                   const Plan& plan,
+                                                   const trace::TraceSummary& s,
+                                                   const TraceScope& scope);
+
+void print_table(std::ostream& os, const TraceCalibrated& c);
+
+}  // namespace cleave::api

@@ -1,8 +1,10 @@
 // cleave calibrate: measure this machine through the executor's backend and write a hardware
 // profile (docs/calibrate.md; api::calibrate_machine()).
 #include "api/run.hpp"
+#include "api/trace.hpp"
 #include "calibrate/mpi_session.hpp"
 #include "cli/commands.hpp"
+#include "cli/common.hpp"
 #include "cli/progress.hpp"
 #include "core/errors.hpp"
 
@@ -14,6 +16,35 @@
 namespace cleave::cli {
 
 namespace {
+
+// What calibrate --from-trace needs beside the machine calibration's options.
+struct FromTraceOptions {
+    std::string trace;
+    std::string scope = "step";
+    JobFlags job;
+    PlanFlags plan;
+};
+
+void run_from_trace(const FromTraceOptions& t, const std::string& out, CliContext& ctx) {
+    if (t.job.model.empty() || t.job.cluster.empty() || t.job.gpus <= 0) {
+        throw ConfigError("calibrate --from-trace: give MODEL, CLUSTER and --gpus with the plan "
+                          "flags of the job the trace recorded");
+    }
+    const Inputs in = load_inputs(t.job);
+    const Plan plan = make_plan(t.plan, in);
+    const api::TraceCalibrated c = api::calibrate_from_trace(
+        in, plan, api::read_trace(t.trace), api::parse_trace_scope(t.scope));
+    api::print_table(ctx.out, c);
+    if (out.empty()) {
+        ctx.out << "\n" << c.toml;
+        return;
+    }
+    std::ofstream f(out);
+    if (!(f << c.toml)) {
+        throw ConfigError("--out: cannot write '" + out + "'");
+    }
+    ctx.out << "\n# overlay written to " << out << " (use it with --calibration " << out << ")\n";
+}
 
 void run_calibrate(const api::CalibrateOptions& o, CliContext& ctx) {
     calibrate::MpiSession mpi;
@@ -61,6 +92,7 @@ void run_calibrate(const api::CalibrateOptions& o, CliContext& ctx) {
 
 void setup_calibrate(CLI::App& app, CliContext& ctx) {
     auto opt = std::make_shared<api::CalibrateOptions>();
+    auto tr = std::make_shared<FromTraceOptions>();
     auto* sub = app.add_subcommand(
         "calibrate",
         "Measure this machine (GEMM, memory, collectives; run under mpirun) and write a hardware "
@@ -71,7 +103,28 @@ void setup_calibrate(CLI::App& app, CliContext& ctx) {
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     sub->add_flag("--quick", opt->quick, "Few sizes, short timings (seconds; for tests)");
-    sub->callback([opt, &ctx] { run_calibrate(*opt, ctx); });
+    sub->add_option("--from-trace", tr->trace,
+                    "Fit a calibration overlay to a PyTorch profiler trace of MODEL on CLUSTER "
+                    "under the plan flags, instead of measuring this machine (no mpirun)")
+        ->check(CLI::ExistingFile);
+    sub->add_option("--trace-scope", tr->scope,
+                    "With --from-trace: step (one iteration) or layers=N (forward + backward of "
+                    "N layers of one micro-batch)")
+        ->capture_default_str();
+    add_job_flags(*sub, tr->job, /*require_gpus=*/false, /*require_cluster=*/false,
+                  /*require_model=*/false);
+    add_plan_flags(*sub, tr->plan);
+    sub->callback([opt, tr, &ctx] {
+        if (!tr->trace.empty()) {
+            run_from_trace(*tr, opt->out, ctx);
+            return;
+        }
+        if (!tr->job.model.empty()) {
+            throw ConfigError("calibrate: MODEL and CLUSTER are read with --from-trace only; "
+                              "without it calibrate measures this machine");
+        }
+        run_calibrate(*opt, ctx);
+    });
 }
 
 }  // namespace cleave::cli

@@ -15,10 +15,13 @@
 
 namespace cleave::cli {
 
-void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_cluster) {
-    sub.add_option("MODEL", f.model, "Model: cleave TOML or Hugging Face config.json")
-        ->required()
-        ->check(CLI::ExistingFile);
+void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_cluster,
+                   bool require_model) {
+    auto* model = sub.add_option("MODEL", f.model, "Model: cleave TOML or Hugging Face config.json")
+                      ->check(CLI::ExistingFile);
+    if (require_model) {
+        model->required();
+    }
     auto* cluster =
         sub.add_option("CLUSTER", f.cluster, "Hardware profile: shipped name or TOML path");
     if (require_cluster) {
@@ -125,6 +128,11 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    f.moe_router_group_topk,
                    "Group-limited routing: a token's experts come from its best this-many groups "
                    "(DeepSeek-V3: 4 nodes)");
+    sub.add_option("--calibration",
+                   f.calibration,
+                   "A calibration overlay (TOML) applied on top of CLUSTER, such as cleave "
+                   "calibrate --from-trace writes")
+        ->check(CLI::ExistingFile);
     sub.add_option("--stack",
                    f.stack,
                    "Software stack: shipped name (cleave stack list) or TOML path "

@@ -28,7 +28,8 @@ using api::utc_now;
 void add_job_flags(CLI::App& sub,
                    JobFlags& f,
                    bool require_gpus = true,
-                   bool require_cluster = true);
+                   bool require_cluster = true,
+                   bool require_model = true);
 
 /// Adds --tokens --price-per-gpu-hour --pue --failures-per-gpu-hour --checkpoint-interval-h
 /// --restart-h (explain, plan, compare, report).

@@ -27,7 +27,8 @@ double* efficiency_field(GpuSpec& g, std::string_view key) {
         {"softmax_efficiency", &GpuSpec::softmax_efficiency},
         {"cross_entropy_efficiency", &GpuSpec::cross_entropy_efficiency},
         {"optimizer_efficiency", &GpuSpec::optimizer_efficiency},
-        {"ssm_efficiency", &GpuSpec::ssm_efficiency}};
+        {"ssm_efficiency", &GpuSpec::ssm_efficiency},
+        {"quantize_efficiency", &GpuSpec::quantize_efficiency}};
     for (const auto& [name, field] : fields) {
         if (key == name) {
             return &(g.*field);
@@ -68,9 +69,19 @@ void read_gpu(const toml::table& t, Calibration& c, detail::DiagnosticSink& sink
     if (const auto f = r.quantity("gemm_efficiency_factor", Need::optional)) {
         c.gemm_efficiency_factor = *f;
     }
+    // A trace calibration's factors on one precision's curve, and on fused attention.
+    for (const char* dt : {"bf16", "fp8", "mxfp8", "nvfp4"}) {
+        if (const auto f = r.quantity(std::string("gemm_efficiency_factor_") + dt, Need::optional)) {
+            c.gemm_factor_by_dtype.emplace_back(dt, *f);
+        }
+    }
+    if (const auto f = r.quantity("attention_factor", Need::optional)) {
+        c.attention_factor = *f;
+    }
     GpuSpec probe;
     for (auto&& [k, v] : t) {
-        if (k.str() == "gemm_efficiency_factor" || efficiency_field(probe, k.str()) == nullptr) {
+        if (k.str().rfind("gemm_efficiency_factor", 0) == 0 || k.str() == "attention_factor" ||
+            efficiency_field(probe, k.str()) == nullptr) {
             continue;
         }
         if (const auto x = r.fraction(k.str(), Need::required)) {
@@ -203,6 +214,27 @@ Calibration parse_calibration_toml(std::string_view text, const std::string& sou
     if (const toml::table* t = top.table("moe", Need::optional)) {
         read_moe(*t, c, sink);
     }
+    if (const toml::table* t = top.table("trace", Need::optional)) {
+        // Where a trace calibration came from, and what that trace measured (read, not applied).
+        TableReader r(*t, "trace", sink);
+        c.trace_file = r.text("file", Need::required).value_or("");
+        c.trace_crc32 = r.text("crc32", Need::required).value_or("");
+        for (const char* k : {"bytes", "span_ms", "launch_gaps_ms", "launch_gaps", "small_kernel_ms",
+                              "communication_sms", "scope", "gpu", "plan"}) {
+            r.accept(k);
+        }
+        if (const toml::node* n = t->get("not_informed")) {
+            r.accept("not_informed");
+            if (const toml::array* a = n->as_array()) {
+                for (const toml::node& x : *a) {
+                    if (const auto v = x.value<std::string>()) {
+                        c.not_informed.push_back(*v);
+                    }
+                }
+            }
+        }
+        r.finish();
+    }
     top.finish();
     sink.throw_if_any();
     return c;
@@ -236,6 +268,28 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
             curve.push_back({pt.size, std::min(1.0, pt.efficiency * cal.gemm_efficiency_factor)});
         }
         *curve_of = std::move(curve);
+    }
+    // Per precision: that curve alone. Every curve is first made explicit (an empty fp8 curve
+    // reads the 16-bit one), so scaling one leaves the others as they were.
+    if (!cal.gemm_factor_by_dtype.empty()) {
+        const GpuSpec before = c.gpu;
+        c.gpu.gemm_efficiency_fp8 = gemm_curve(before, Dtype::fp8);
+        c.gpu.gemm_efficiency_mxfp8 = gemm_curve(before, Dtype::mxfp8);
+        c.gpu.gemm_efficiency_nvfp4 = gemm_curve(before, Dtype::nvfp4);
+        for (const auto& [dt, factor] : cal.gemm_factor_by_dtype) {
+            std::vector<GemmEfficiencyPoint>* curve = dt == "fp8"     ? &c.gpu.gemm_efficiency_fp8
+                                                      : dt == "mxfp8" ? &c.gpu.gemm_efficiency_mxfp8
+                                                      : dt == "nvfp4" ? &c.gpu.gemm_efficiency_nvfp4
+                                                                      : &c.gpu.gemm_efficiency;
+            std::vector<GemmEfficiencyPoint> scaled;
+            for (const auto& pt : *curve) {
+                scaled.push_back({pt.size, std::min(1.0, pt.efficiency * factor)});
+            }
+            *curve = std::move(scaled);
+        }
+    }
+    if (cal.attention_factor) {
+        c.gpu.attention_factor = *cal.attention_factor;
     }
     for (const auto& [key, value] : cal.efficiencies) {
         if (double* f = efficiency_field(c.gpu, key)) {

@@ -58,6 +58,15 @@ struct Calibration {
     /// Each entry's own fitted_rows (also listed in [calibration] fitted_rows): which rows chose
     /// which value, for holding a source out of what it fitted.
     std::vector<std::vector<std::pair<int64_t, int64_t>>> from_release_rows;
+    // A trace calibration (cleave calibrate --from-trace): [gpu] gemm_efficiency_factor_<dtype>
+    // (bf16, fp8, mxfp8, nvfp4) scales that precision's curve alone, attention_factor the fused
+    // attention kernels' efficiency; [trace] names the trace (file, crc32) and what it could not
+    // inform.
+    std::vector<std::pair<std::string, double>> gemm_factor_by_dtype;
+    std::optional<double> attention_factor;
+    std::string trace_file;
+    std::string trace_crc32;
+    std::vector<std::string> not_informed;
 
     bool operator==(const Calibration&) const = default;
 

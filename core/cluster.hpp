@@ -81,6 +81,12 @@ struct GpuSpec {
     double cross_entropy_efficiency = 0.0;     // fp32 cross-entropy over the logits
     double optimizer_efficiency = 0.0;         // Adam step
     double ssm_efficiency = 0.0;  // a hybrid model's sequence mixer kernels (Mamba-2, gated DeltaNet)
+    /// The FP8 / FP4 casts of GEMM operands (quantise, transpose, scales); 0 = the element-wise
+    /// class's efficiency. Set by a trace calibration (cleave calibrate --from-trace).
+    double quantize_efficiency = 0.0;
+    /// Multiplies the fused attention kernels' efficiency (the stack's table); 1 = as the table
+    /// says. Set by a trace calibration.
+    double attention_factor = 1.0;
     /// true: the attention GEMMs of all batch elements and heads run as one batched kernel
     /// (cuBLAS strided-batched), at the efficiency of the whole batch's FLOPs; false: one GEMM
     /// per batch element and head (a loop, as the CPU executor runs them), each at its own size.

@@ -91,16 +91,18 @@ FusedAttentionCost fused_cost_at(const ModelSpec& m,
         peak = gpu.peak_fp32;
     }
     const auto eff = fused_attention_efficiency(st, gpu, hd, call_seq);
+    // attention_factor: a trace calibration's measured / priced rate (1 by default).
+    const double f = gpu.attention_factor > 0.0 ? gpu.attention_factor : 1.0;
     if (!eff || peak.value() <= 0.0) {
-        c.fwd = fallback_fwd * fallback_scale + overhead;
-        c.bwd = fallback_fwd * (2.5 * fallback_scale) + overhead;
+        c.fwd = fallback_fwd * (fallback_scale / f) + overhead;
+        c.bwd = fallback_fwd * (2.5 * fallback_scale / f) + overhead;
         return c;
     }
     // The attention kernel is tensor-core work like a GEMM: the power-limited clock caps it too
     // (core/cluster.hpp tensor_clock_ceiling; binds only where a curve exceeds it).
     const double cap = tensor_clock_ceiling(gpu);
-    c.fwd = c.fwd_flops / (peak * std::min(eff->fwd, cap)) + overhead;
-    c.bwd = (2.5 * c.fwd_flops) / (peak * std::min(eff->bwd, cap)) + overhead;
+    c.fwd = c.fwd_flops / (peak * std::min(eff->fwd * f, cap)) + overhead;
+    c.bwd = (2.5 * c.fwd_flops) / (peak * std::min(eff->bwd * f, cap)) + overhead;
     return c;
 }
 

@@ -240,6 +240,12 @@ Seconds memory_time(const GpuSpec& gpu, KernelClass k, Bytes b) {
     return b / (gpu.hbm_bw * kernel_efficiency(gpu, k));
 }
 
+Seconds quantize_time(const GpuSpec& gpu, Bytes b) {
+    const double e = gpu.quantize_efficiency > 0.0 ? gpu.quantize_efficiency
+                                                   : kernel_efficiency(gpu, KernelClass::elementwise);
+    return b / (gpu.hbm_bw * e);
+}
+
 Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b) {
     return memory_time(gpu, KernelClass::norm, b.norm) +
            memory_time(gpu, KernelClass::elementwise, b.elementwise) +
@@ -745,13 +751,13 @@ LayerCost layer_cost(const ModelSpec& m,
     const QuantiseBytes q = layer_quantise_bytes(gpu, job, g);
     LayerCost lc;
     lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.fwd);
+             quantize_time(gpu, q.fwd);
     lc.bwd = 2.0 * linear + core_bwd + memory_time(gpu, tr.bwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.bwd);
+             quantize_time(gpu, q.bwd);
     lc.gemm = 3.0 * linear;
     lc.attention = core + core_bwd;
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
-    lc.quantize = memory_time(gpu, KernelClass::elementwise, q.fwd + q.bwd);
+    lc.quantize = quantize_time(gpu, q.fwd + q.bwd);
     lc.norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm + tr.bwd_by_class.norm);
     lc.activation =
         memory_time(gpu, KernelClass::activation,
@@ -939,9 +945,9 @@ LayerCost mixer_layer_cost(const ModelSpec& m,
     LayerCost lc;
     const Seconds linear = t_in + t_out;
     lc.fwd = linear + core.fwd + memory_time(gpu, tr.fwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.fwd);
+             quantize_time(gpu, q.fwd);
     lc.bwd = 2.0 * linear + core.bwd + memory_time(gpu, tr.bwd_by_class) +
-             memory_time(gpu, KernelClass::elementwise, q.bwd);
+             quantize_time(gpu, q.bwd);
     lc.gemm = 3.0 * linear;
     lc.attention = core.fwd + core.bwd;  // the sequence mixer's core, reported beside attention's
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
@@ -1299,7 +1305,7 @@ MuonCost muon_layer_cost(const ModelSpec& m,
 }
 
 Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params) {
-    return memory_time(gpu, KernelClass::elementwise, weight_quantise_bytes(gpu, job, params));
+    return quantize_time(gpu, weight_quantise_bytes(gpu, job, params));
 }
 
 }  // namespace cleave

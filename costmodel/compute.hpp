@@ -49,6 +49,10 @@ enum class KernelClass {
 /// Time of kernels of class `k` moving `b` bytes: b / (hbm_bw * kernel_efficiency(gpu, k)).
 [[nodiscard]] Seconds memory_time(const GpuSpec& gpu, KernelClass k, Bytes b);
 
+/// Time of the FP8 / FP4 casts of GEMM operands moving `b` bytes: at quantize_efficiency of the
+/// HBM bandwidth, the element-wise class's efficiency where the profile has none.
+[[nodiscard]] Seconds quantize_time(const GpuSpec& gpu, Bytes b);
+
 /// Memory-bound bytes split by kernel class.
 struct KernelBytes {
     Bytes norm;

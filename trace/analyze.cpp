@@ -189,6 +189,9 @@ TraceSummary summarize(const KinetoTrace& t, const ClassTable& classes, const Su
             }
         } else if (c == Class::communication) {
             comm_iv[g.device].push_back(iv);
+            if (g.blocks > 0 && (t.gpu_sms == 0 || g.blocks <= t.gpu_sms)) {
+                s.communication_sms = std::max<int64_t>(s.communication_sms, g.blocks);
+            }
             const std::string& op = by_name[g.name].op;
             s.communication_by_op_ms[op.empty() ? "other" : op] += ms;
         }

@@ -105,6 +105,9 @@ struct TraceSummary {
     int64_t small_kernels = 0;  // compute kernels shorter than small_kernel_us
     double small_kernel_ms = 0.0;
     double launch_gap_us = 0.0;  // the limit used
+    // Most thread blocks a communication kernel launched, when no more than the GPU's SMs:
+    // the SMs communication holds while it runs (DeepEP's 20 of 132); 0 = not known.
+    int64_t communication_sms = 0;
     double unclassified_ms = 0.0;
     std::vector<KernelStats> unclassified;  // by time, at most `top`
     std::vector<KernelStats> top;

@@ -456,6 +456,7 @@ public:
             g.correlation = a.correlation.value_or(-1);
             g.external_id = a.external.value_or(-1);
             g.is_copy = copy;
+            g.blocks = static_cast<int32_t>(std::min<int64_t>(a.blocks, 1 << 30));
             t_.gpu.push_back(g);
         } else if (is_cat(cat, "cuda_runtime") || is_cat(cat, "cuda_driver") ||
                    is_cat(cat, "runtime")) {
@@ -566,6 +567,7 @@ public:
 private:
     struct Args {
         std::optional<int64_t> stream, device, correlation, external;
+        int64_t blocks = 0;
         std::vector<std::vector<double>> dims;
         std::string dtype;
     };
@@ -595,6 +597,16 @@ private:
                 a.correlation = integer(v);
             } else if (k == "External id") {
                 a.external = integer(v);
+            } else if (k == "grid") {
+                simdjson::ondemand::array g;
+                if (!v.get_array().get(g)) {
+                    int64_t n = 1;
+                    for (auto x : g) {
+                        n *= std::clamp<int64_t>(integer(x).value_or(1), 1, 1 << 20);
+                        n = std::min<int64_t>(n, int64_t{1} << 40);
+                    }
+                    a.blocks = n;
+                }
             } else if (k == "Input Dims") {
                 simdjson::ondemand::array outer;
                 if (v.get_array().get(outer)) {

@@ -24,6 +24,7 @@ struct GpuEvent {
     int64_t correlation = -1;  // the CPU launch's correlation id; -1 = none
     int64_t external_id = -1;  // the CPU op's "External id"; -1 = none
     bool is_copy = false;
+    int32_t blocks = 0;  // thread blocks launched (the grid's product); 0 = not recorded
 
     bool operator==(const GpuEvent&) const = default;
 };
