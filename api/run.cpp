@@ -337,6 +337,71 @@ void price_as_executed(const RunOptions& o, bool dp_overlap, SoftwareStack& s) {
     s.tp_comm_overlap = false;
 }
 
+// `cleave run --trace`: the Chrome trace of every rank's phases (pid = rank), and rank 0's
+// kernels as a PyTorch profiler (Kineto) trace holds them, so `cleave trace` and `calibrate
+// --from-trace` read it: cat "kernel", args.stream (7 compute, 20 communication), args.device,
+// names "cleave::<kernel>" that trace/kernel-classes.toml classifies (GEMMs with their dtype),
+// and rank 0's forward / backward ranges as GPU annotations.
+void write_run_trace(std::ostream& os, const executor::Measurement& m,
+                     const std::vector<executor::ProfilingBackend::Event>& kernels,
+                     const std::vector<double>& step_starts, const std::string& device,
+                     const std::string& gemm_dtype, int world) {
+    std::ostringstream chrome;
+    write_chrome_trace(chrome, m.trace);
+    nlohmann::json j = nlohmann::json::parse(chrome.str());
+    nlohmann::json& ev = j["traceEvents"];
+    constexpr int64_t kPid = 1000;  // the kernels' process, apart from the ranks' phase tracks
+    ev.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", kPid}, {"tid", 0},
+                  {"args", {{"name", "rank 0 kernels (Kineto)"}}}});
+    const auto is_comm = [](const std::string& k) {
+        for (const char* c : {"all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send ", "recv"}) {
+            if (k.rfind(c, 0) == 0) {
+                return true;
+            }
+        }
+        return false;
+    };
+    int64_t corr = 1;
+    for (const auto& k : kernels) {
+        const bool comm = is_comm(k.name);
+        const int64_t stream = comm ? 20 : 7;
+        std::string name = "cleave::" + k.name;
+        if (k.name.rfind("gemm ", 0) == 0) {
+            name = "cleave::gemm_" + gemm_dtype + k.name.substr(4);
+        }
+        ev.push_back({{"ph", "X"}, {"cat", "kernel"}, {"name", name}, {"pid", kPid}, {"tid", stream},
+                      {"ts", (k.t0_s - m.trace_origin_s) * 1e6}, {"dur", (k.t1_s - k.t0_s) * 1e6},
+                      {"args", {{"device", 0}, {"stream", stream}, {"correlation", corr}, {"External id", corr}}}});
+        ++corr;
+    }
+    // Each measured iteration as ProfilerStep#N (from its first step to the next one's, the last
+    // to its last kernel), as torch.profiler marks steps: cleave trace divides by them.
+    double last_end = 0.0;
+    for (const auto& k : kernels) {
+        last_end = std::max(last_end, k.t1_s);
+    }
+    for (size_t i = 0; i < step_starts.size(); ++i) {
+        const double t0 = step_starts[i];
+        const double t1 = i + 1 < step_starts.size() ? step_starts[i + 1] : std::max(last_end, t0);
+        ev.push_back({{"ph", "X"}, {"cat", "gpu_user_annotation"}, {"name", "ProfilerStep#" + std::to_string(i)},
+                      {"pid", kPid}, {"tid", 7}, {"ts", (t0 - m.trace_origin_s) * 1e6}, {"dur", (t1 - t0) * 1e6}});
+    }
+    // Rank 0's micro-batch forward / backward ranges as GPU annotations (cleave trace's phases).
+    for (const TraceEvent& e : m.trace.events) {
+        if (e.pid != 0 || e.category != "compute" || e.name.size() < 2 || e.name[1] != ' ') {
+            continue;
+        }
+        const char* phase = e.name[0] == 'F' ? "forward" : e.name[0] == 'B' ? "backward" : nullptr;
+        if (phase != nullptr) {
+            ev.push_back({{"ph", "X"}, {"cat", "gpu_user_annotation"}, {"name", phase}, {"pid", kPid},
+                          {"tid", 7}, {"ts", e.ts_us}, {"dur", e.dur_us}});
+        }
+    }
+    j["deviceProperties"] = nlohmann::json::array({{{"id", 0}, {"name", device}}});
+    j["distributedInfo"] = {{"backend", "cleave"}, {"rank", 0}, {"world_size", world}};
+    os << j.dump() << "\n";
+}
+
 }  // namespace
 
 std::optional<Ran> run(JobOptions job,
@@ -358,17 +423,25 @@ std::optional<Ran> run(JobOptions job,
     ro.overlap_dp = o.dp_overlap == "on" || (o.dp_overlap == "auto" && o.backend == "cuda");
     ro.on_step = fault_hook(o, rank, err);
     executor::ProfilingBackend profiled(*be);
-    if (o.kernel_profile) {  // count the measured iterations only
-        ro.on_step = [&profiled, warmup = o.warmup, fault = ro.on_step](int64_t it, int64_t step) {
+    const bool profile = o.kernel_profile || !o.trace.empty();
+    profiled.record_events(!o.trace.empty() && rank == 0);
+    std::vector<double> step_starts;  // each measured iteration's first step (backend clock)
+    if (profile) {  // count the measured iterations only
+        ro.on_step = [&profiled, &step_starts, warmup = o.warmup, fault = ro.on_step](int64_t it,
+                                                                                    int64_t step) {
             if (it == warmup && step == 0) {
                 profiled.reset();
+                step_starts.clear();
+            }
+            if (step == 0) {
+                step_starts.push_back(profiled.clock_s());
             }
             if (fault) {
                 fault(it, step);
             }
         };
     }
-    executor::Backend& runner = o.kernel_profile ? profiled : *be;
+    executor::Backend& runner = profile ? profiled : *be;
     Ran r{in, plan, executor::run_training(runner, in.model, in.job, plan, ro), {}, be->device_name(),
           o, {}};
     if (rank != 0) {
@@ -381,7 +454,8 @@ std::optional<Ran> run(JobOptions job,
         if (!f) {
             throw ConfigError("--trace: cannot write '" + o.trace + "'");
         }
-        write_chrome_trace(f, r.measurement.trace);
+        write_run_trace(f, r.measurement, profiled.events(), step_starts, r.device,
+                        o.backend == "cpu" ? "fp32" : to_string(r.inputs.job.compute), world);
     }
     if (o.kernel_profile) {
         r.kernels = profiled.stats();

@@ -77,6 +77,7 @@ nlohmann::json to_json(const trace::TraceSummary& s) {
     j["sms"] = s.sms;
     j["rank"] = s.rank;
     j["world_size"] = s.world_size;
+    j["backend"] = s.backend;
     j["devices"] = s.devices;
     j["events"] = s.events;
     j["span_ms"] = s.span_ms;

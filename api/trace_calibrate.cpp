@@ -88,9 +88,18 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
         {"elementwise_efficiency", {"elementwise", "moe_permute"},
          kernel_efficiency(g0, KernelClass::elementwise)},
     };
+    // Materialised attention is its score GEMMs and the softmax + dropout passes: both scaled
+    // by the attention class's one ratio, so the class moves as one rate.
     if (in.job.stack.attention != AttentionImpl::fused) {
-        knobs.erase(knobs.begin() + 1);  // unfused attention is GEMMs + softmax: no fused rate
+        knobs.push_back({"softmax_efficiency", {"attention"}, kernel_efficiency(g0, KernelClass::softmax)});
     }
+    // The GEMM factor's ceiling: the curve's best point at efficiency 1 (apply_calibration caps
+    // every point there, so a larger factor would change nothing).
+    double best = 0.0;
+    for (const GemmEfficiencyPoint& pt : gemm_curve(g0, in.job.compute)) {
+        best = std::max(best, pt.efficiency);
+    }
+    const double gemm_ceiling = best > 0.0 ? 1.0 / best : 1.0;
     const auto overlay = [&](bool with_trace) {
         Calibration c;
         c.source = "calibrate --from-trace " + s.file;
@@ -147,8 +156,9 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
                 continue;
             }
             double v = k.value / *r;
-            k.capped = k.efficiency && v > 1.0;
-            v = k.efficiency ? std::min(v, 1.0) : v;
+            const double ceiling = k.efficiency ? 1.0 : k.cls.front() == "gemm" ? gemm_ceiling : 1e6;
+            k.capped = v > ceiling;
+            v = std::min(v, ceiling);
             moved = moved || std::abs(v - k.value) > 1e-6 * k.value;
             k.value = v;
         }
@@ -174,7 +184,7 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
         if (k.used) {
             out.fitted.push_back(k.key + " = " + fmt("%.4g", k.value) + "  (" + names + ": measured " +
                                  fmt("%.2f", m) + " ms, priced " + fmt("%.2f", p) + " ms before" +
-                                 (k.capped ? "; capped at 1: still slower than measured" : "") + ")");
+                                 (k.capped ? "; at its ceiling (efficiency 1): still off" : "") + ")");
         } else {
             out.not_informed.push_back(k.key + ": the trace has no " + names +
                                        " kernels, or cleave prices none in this scope");
@@ -187,9 +197,13 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
                                        ": the plan's GEMMs are " + dt);
         }
     }
-    out.not_informed.push_back("hbm_efficiency, softmax_efficiency, cross_entropy_efficiency, "
-                               "optimizer_efficiency, ssm_efficiency: their kernels are not priced "
-                               "in this scope or not in the trace");
+    const bool softmax_fitted = std::any_of(knobs.begin(), knobs.end(), [](const Knob& k) {
+        return k.used && k.key == "softmax_efficiency";
+    });
+    out.not_informed.push_back(std::string("hbm_efficiency, ") +
+                               (softmax_fitted ? "" : "softmax_efficiency, ") +
+                               "cross_entropy_efficiency, optimizer_efficiency, ssm_efficiency: "
+                               "their kernels are not priced in this scope or not in the trace");
     out.not_informed.push_back("moe_permute apart from elementwise: both are priced at elementwise_efficiency, fitted to their sum");
     out.not_informed.push_back("communication: a trace shows collective kernels' residency, not the "
                                "link bandwidth; cleave calibrate measures links");

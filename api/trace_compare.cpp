@@ -146,7 +146,7 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
     row("exposed_communication", s.exposed_communication_ms / per, ms(pred.communication));
     row("idle", (s.span_ms - s.gpu_busy_ms) / per, pred_idle);
     row("total", s.span_ms / per, pred_total);
-    if (ms(pred.other) > 0.0) {
+    if (ms(pred.other) > 0.005) {
         out.notes.push_back("cleave's 'other' is the fitted per-expert cost of quantised MoE GEMMs "
                             "(hwprofiles/calibration), which has no kernel class of its own");
     }

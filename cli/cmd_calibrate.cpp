@@ -3,6 +3,7 @@
 #include "api/run.hpp"
 #include "api/trace.hpp"
 #include "calibrate/mpi_session.hpp"
+#include "calibrate/validate.hpp"
 #include "cli/commands.hpp"
 #include "cli/common.hpp"
 #include "cli/progress.hpp"
@@ -30,10 +31,17 @@ void run_from_trace(const FromTraceOptions& t, const std::string& out, CliContex
         throw ConfigError("calibrate --from-trace: give MODEL, CLUSTER and --gpus with the plan "
                           "flags of the job the trace recorded");
     }
-    const Inputs in = load_inputs(t.job);
+    const trace::TraceSummary s = api::read_trace(t.trace);
+    // cleave's own executor (cleave run --trace) is priced as validate prices it: Megatron's
+    // materialised attention (megatron-2021 unless --stack says otherwise) and fp32 on the CPU.
+    const bool executor = s.backend == "cleave";
+    Inputs in = load_inputs(t.job, executor ? "megatron-2021" : default_stack_name);
+    if (executor && s.gpu.rfind("CPU", 0) == 0) {
+        in.job = calibrate::as_executed(in.job);
+    }
     const Plan plan = make_plan(t.plan, in);
-    const api::TraceCalibrated c = api::calibrate_from_trace(
-        in, plan, api::read_trace(t.trace), api::parse_trace_scope(t.scope));
+    const api::TraceCalibrated c =
+        api::calibrate_from_trace(in, plan, s, api::parse_trace_scope(t.scope));
     api::print_table(ctx.out, c);
     if (out.empty()) {
         ctx.out << "\n" << c.toml;

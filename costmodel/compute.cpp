@@ -739,10 +739,16 @@ LayerCost layer_cost(const ModelSpec& m,
                            gemm_time(gpu, job.compute, g.shared) + t_latent;
     Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
                    gemm_time(gpu, core_dtype(job.compute), g.attn_v);
+    // A trace calibration's attention rate (GpuSpec::attention_factor, 1 by default) scales the
+    // materialised core's GEMMs as it scales the fused kernel (costmodel/attention.cpp).
+    const Seconds core_gemms = core;  // the fused kernel's fallback (it applies the factor)
+    if (gpu.attention_factor > 0.0 && gpu.attention_factor != 1.0) {
+        core = core / gpu.attention_factor;
+    }
     // Backward: data-gradient and weight-gradient GEMM per forward GEMM (2x FLOPs).
     Seconds core_bwd = 2.0 * core;
     if (job.stack.attention == AttentionImpl::fused && has_attn) {
-        const FusedAttentionCost fa = fused_attention_cost(m, gpu, job, p, core);
+        const FusedAttentionCost fa = fused_attention_cost(m, gpu, job, p, core_gemms);
         core = fa.fwd;
         core_bwd = fa.bwd;
     }

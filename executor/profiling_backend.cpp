@@ -16,6 +16,9 @@ KernelStat& ProfilingBackend::timed(const std::string& key, double flop, F&& f) 
     s.calls += 1;
     s.total_s += t1 - t0;
     s.flop += flop;
+    if (record_) {
+        events_.push_back({key, t0, t1, false});
+    }
     return s;
 }
 

@@ -38,7 +38,22 @@ public:
         : be_(inner) {}
 
     /// Drops what was recorded so far (call after the warm-up iterations).
-    void reset() { stats_.clear(); }
+    void reset() {
+        stats_.clear();
+        events_.clear();
+    }
+
+    /// Also keeps every timed call as an event (`cleave run --trace`: kernel by kernel).
+    void record_events(bool on) { record_ = on; }
+
+    struct Event {
+        std::string name;  // the KernelStat key: "gemm NT 256x1024x256", "norm_fwd", ...
+        double t0_s = 0.0;  // backend clock
+        double t1_s = 0.0;
+        bool comm = false;
+    };
+
+    [[nodiscard]] const std::vector<Event>& events() const { return events_; }
 
     /// Per kernel, most total time first.
     [[nodiscard]] std::vector<KernelStat> stats() const;
@@ -310,6 +325,8 @@ private:
 
     Backend& be_;
     std::map<std::string, KernelStat> stats_;
+    bool record_ = false;
+    std::vector<Event> events_;
 };
 
 }  // namespace cleave::executor

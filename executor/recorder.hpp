@@ -36,6 +36,8 @@ public:
     /// Sets the trace's time origin (call after a barrier, so ranks share it approximately).
     void set_origin(double t_s) { origin_s_ = t_s; }
 
+    [[nodiscard]] double origin_s() const { return origin_s_; }
+
     /// Runs f and charges its wall time to `phase`, and to a trace event on `stream`.
     template <class F>
     void timed(Phase phase, Stream stream, const char* name, F&& f) {

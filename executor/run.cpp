@@ -572,6 +572,7 @@ Measurement run_training(Backend& be,
     }
     Measurement m = col.finish(s.params.checksum(be), s.params.probes(be), at, rec);
     m.warmup_iterations = warmup_run;
+    m.trace_origin_s = rec.origin_s();
     return m;
 }
 

@@ -80,6 +80,7 @@ struct Measurement {
     int64_t peak_memory_B = 0;              // max over ranks
     std::vector<RankReport> ranks;          // world rank 0 only
     Trace trace;                            // world rank 0 only, with RunOptions::trace
+    double trace_origin_s = 0.0;  // this rank's backend clock at the trace's time 0
 };
 
 /// Throws ConfigError when the executor cannot run `plan` for this model and job on

@@ -153,6 +153,7 @@ TraceSummary summarize(const KinetoTrace& t, const ClassTable& classes, const Su
     s.sms = t.gpu_sms;
     s.rank = t.rank;
     s.world_size = t.world_size;
+    s.backend = t.backend;
     s.events = t.events;
     s.launch_gap_us = o.launch_gap_us;
     s.class_files = classes.files;

@@ -84,6 +84,7 @@ struct TraceSummary {
     int64_t sms = 0;
     int64_t rank = -1;
     int64_t world_size = 0;
+    std::string backend;  // distributedInfo.backend ("cleave": written by cleave run --trace)
     int64_t devices = 0;
     int64_t events = 0;
     double span_ms = 0.0;  // first GPU activity start to last end

@@ -528,7 +528,12 @@ public:
                     continue;
                 }
                 auto v = f.value();
-                if (k == "rank") {
+                if (k == "backend") {
+                    std::string_view b;
+                    if (!v.get_string().get(b)) {
+                        t_.backend = std::string(b);
+                    }
+                } else if (k == "rank") {
                     t_.rank = integer(v).value_or(-1);
                 } else if (k == "world_size") {
                     t_.world_size = integer(v).value_or(0);

@@ -79,6 +79,7 @@ struct KinetoTrace {
     int64_t gpu_sms = 0;
     int64_t rank = -1;
     int64_t world_size = 0;
+    std::string backend;  // distributedInfo.backend: "nccl", "cleave" (cleave run --trace), ...
     int64_t events = 0;  // every event in traceEvents
     std::unordered_map<std::string, int64_t> categories;  // events per "cat", for diagnostics
 };
