@@ -21,6 +21,11 @@
 #      kernel time by kind, cleave's price of the same layers (examples/layer_probe.py)
 #                                                                           -> layer_probe.json,
 #                                                                              layer_probe.txt
+#   7. one Llama 3.1 8B layer's training step (AdamW) under torch.profiler, its Kineto trace read
+#      by cleave trace and priced by cleave explain --trace --trace-scope layers=1, class by
+#      class (examples/trace_probe.py); the CPU dry run records cleave trace's exit 2 (no GPU
+#      kernels in a CPU-only trace)                                         -> trace_probe.txt,
+#                                                                             trace_probe/
 #   A summary of all of it                                                  -> summary.txt
 #
 # Environment:
@@ -28,7 +33,8 @@
 #                   bin/test_cuda, lib/ with the Open MPI runtime); default: build/gpu-bundle
 #   CLEAVE_BACKEND  cuda (default) or cpu: the dry run, the same steps on the CPU backend with a
 #                   scaled-down model (tests/cuda registers it as a CTest)
-#   CLUSTER         profile the predictions use (default dgx-h200)
+#   CLUSTER         profile the predictions use (default dgx-h200; step 7: dgx-h100 / dgx-h200 from
+#                   the GPU's name unless CLUSTER is set)
 #   LAYER_PROBE_SECONDS  how long step 6 runs the layer back to back (default 60)
 #   CUDA_LIBS       extra folders with libcudart / libcublas / libnccl (default: found in the
 #                   Python environment's nvidia-* packages)
@@ -241,6 +247,22 @@ if python3 -c 'import torch' >/dev/null 2>&1; then
 else
     echo "SKIPPED: PyTorch is not installed here" | tee "$out/layer_probe.txt" >/dev/null
     log "6. layer probe SKIPPED: no PyTorch"
+fi
+# ---- 7. the trace probe: a real Kineto trace through cleave trace and explain --trace (issue 46) --
+# Last, so that a timeout leaves the earlier steps' files. One Llama 3.1 8B layer on the GPU (a
+# few seconds); the CPU dry run profiles a scaled-down layer on the CPU only.
+if python3 -c 'import torch' >/dev/null 2>&1; then
+    tdev=()
+    [[ "$backend" == cpu ]] && tdev=(--device cpu)
+    if python3 "$root/examples/trace_probe.py" "${tdev[@]}" --cleave "$(printf '%q ' "${cleave[@]}")" \
+        --cluster "${CLUSTER:-auto}" --out-dir "$out/trace_probe" >"$out/trace_probe.txt" 2>&1; then
+        log "7. trace probe: $(tail -1 "$out/trace_probe.txt")"
+    else
+        fail "7. trace probe (see trace_probe.txt, trace_probe/summary.json)"
+    fi
+else
+    echo "SKIPPED: PyTorch is not installed here" | tee "$out/trace_probe.txt" >/dev/null
+    log "7. trace probe SKIPPED: no PyTorch"
 fi
 log "done in $(($(date +%s) - started)) s, status $status"
 exit "$status"

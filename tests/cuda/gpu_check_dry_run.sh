@@ -15,7 +15,7 @@ if ! CLEAVE_BACKEND=cpu CLEAVE_BUNDLE="$work/bundle" "$src/examples/gpu-check.sh
     exit 1
 fi
 for f in summary.txt tests.txt calibrate.txt calibrated.toml gemm.txt validate.txt table.txt \
-    peer.txt peer.json layer_probe.txt; do
+    peer.txt peer.json layer_probe.txt trace_probe.txt; do
     [[ -s "$work/out/$f" ]] || { echo "gpu_check_dry_run: $f missing or empty" >&2; exit 1; }
 done
 rows="$(grep -c '^--mbs' "$work/out/table.txt")"
@@ -23,5 +23,6 @@ rows="$(grep -c '^--mbs' "$work/out/table.txt")"
 grep -q 'SKIPPED' "$work/out/tests.txt" || { echo "gpu_check_dry_run: CUDA tests not reported skipped" >&2; exit 1; }
 grep -q 'MAPE' "$work/out/table.txt"
 grep -q '# gpu-check: 6. layer probe' "$work/out/summary.txt"
+grep -q '# gpu-check: 7. trace probe' "$work/out/summary.txt"
 grep -q '2b. fp32 gemm NN 128x128x128: [0-9][0-9.]* TFLOP/s measured' "$work/out/summary.txt"
 echo "gpu_check_dry_run: ok"
