@@ -102,6 +102,7 @@ const std::vector<Entry>& entries() {
             [](NamedOptions& o) { return Ref(&o.job.moe_router_group_topk); });
         add("stack", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.stack); });
         add("release", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.release); });
+        add("calibration", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.calibration); });
         // add_train_flags
         add("tokens", G::train, "str", [](NamedOptions& o) { return Ref(&o.job.train.tokens); });
         add("price-per-gpu-hour", G::train, "float",

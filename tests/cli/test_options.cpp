@@ -33,7 +33,7 @@ TEST_SUITE("api options") {
         cli::CliContext ctx{out, err};
         const auto app = cli::make_app(ctx);
         // Flags of one command's own output or of the simulator, not options of a job or plan.
-        const std::set<std::string> own = {"help", "format", "trace", "sim-schedule",
+        const std::set<std::string> own = {"help", "format", "trace", "trace-scope", "sim-schedule",
                                            "no-dp-overlap", "no-optimizer-sync"};
         int64_t checked = 0;
         for (const char* cmd : {"plan", "explain", "simulate"}) {
