@@ -147,74 +147,91 @@ nlohmann::json precision_json(const Inputs& in) {
     return o;
 }
 
-}  // namespace
+/// One caution: the full sentence (JSON "cautions", the report) and its one line for the tables,
+/// which ends with the docs section that holds the rest.
+struct Caution {
+    std::string text;
+    std::string line;
+};
 
 // Where the prediction is known to be weaker than the published-run table says it is: said next
 // to the numbers (docs/costmodel.md section 9), not a risk to the job.
-std::vector<std::string> cautions(const Inputs& in, std::optional<Schedule> schedule) {
-    std::vector<std::string> out;
+std::vector<Caution> caution_list(const Inputs& in, std::optional<Schedule> schedule) {
+    std::vector<Caution> out;
+    const auto add = [&out](std::string text, std::string line) {
+        out.push_back({std::move(text), std::move(line)});
+    };
     // DualPipe / DualPipeV hide each rank's all-to-all and pipeline sends under the other
     // direction's compute, as the DeepSeek-V3 report says they do; against that report's own
     // step the price is far too fast (docs/costmodel.md section 9, "DualPipe").
     if (schedule && bidirectional(*schedule)) {
-        out.push_back(
-            "DualPipe: the all-to-all and pipeline sends are priced as hidden under the other "
+        add("DualPipe: the all-to-all and pipeline sends are priced as hidden under the other "
             "direction's compute, as the DeepSeek-V3 report describes; cleave's one published "
             "check, DeepSeek-V3 as that report trained it (2,048 H800, PP 16 x EP 64, FP8), is "
             "predicted at 12.2 s a step against the report's ~19.9 s (180K H800 GPU-hours per "
             "trillion tokens), 39 % fast, while 1F1B with the all-to-all exposed prices 20.3 s; "
             "if the overlap is as full as the report says, the compute under it is what is priced "
-            "fast (docs/costmodel.md section 9): treat this time as optimistic");
+            "fast (docs/costmodel.md section 9): treat this time as optimistic",
+            "DualPipe: its overlap is priced as complete; DeepSeek-V3's published step is 39 % "
+            "slower (docs/costmodel.md section 9)");
     }
     if (in.model.attention_sinks) {
-        out.push_back(
-            "attention with learnable sinks (GPT-OSS): Transformer Engine runs it without "
+        add("attention with learnable sinks (GPT-OSS): Transformer Engine runs it without "
             "FlashAttention (cuDNN fused attention only, priced at its head-dim-64 rate on "
             "Hopper); Megatron-Bridge's published GPT-OSS 120B runs are 21-53 % slower than "
             "cleave predicts on every system (public_runs_2025.csv rows 1007, 1016, 1024, 1027; "
             "public_runs_2026h1.csv rows 2003, 2019, 2023, 2028; docs/costmodel.md section 9): "
-            "treat this time as optimistic");
+            "treat this time as optimistic",
+            "attention with learnable sinks (GPT-OSS): published runs are 21-53 % slower than "
+            "predicted (docs/costmodel.md section 9)");
     }
     // Hopper: every source of published H100 runs is slower than cleave predicts except one
     // layout (docs/costmodel.md section 9, "The four time files" and "Hopper").
     const std::string& gpu = in.cluster.gpu.name;
     if (gpu.find("H100") != std::string::npos || gpu.find("H800") != std::string::npos ||
         gpu.find("H200") != std::string::npos) {
-        out.push_back(
-            "Hopper: NVIDIA's published H100 training runs are 5-18 % slower than cleave "
+        const bool fp8 = is_quantised(in.job.compute);
+        add("Hopper: NVIDIA's published H100 training runs are 5-18 % slower than cleave "
             "predicts on most layouts (public_runs_2024.csv, the 38 DGX Cloud rows on NeMo 24.09 "
             "/ 24.11: signed mean -10 %; Megatron-Bridge's H100 tables 25.11-26.04 and DGX Cloud's "
             "on NeMo 25.04: -5 to -15 %); within 2 % only for Megatron-Bridge's Llama 3 70B at "
             "TP 4 PP 8. The cause is not identified (docs/costmodel.md section 9): " +
-            std::string(is_quantised(in.job.compute)
-                            ? "in FP8 the same 38 DGX Cloud layouts are 13 % slower than "
-                              "cleave predicts on average and up to 24 % "
-                              "(tests/data/public_runs_2024_fp8.csv, the recipes' FP8 tables): "
-                              "treat this time as up to about 20 % optimistic"
-                            : "treat this time as up to about 15 % optimistic"));
+                std::string(fp8 ? "in FP8 the same 38 DGX Cloud layouts are 13 % slower than "
+                                  "cleave predicts on average and up to 24 % "
+                                  "(tests/data/public_runs_2024_fp8.csv, the recipes' FP8 tables): "
+                                  "treat this time as up to about 20 % optimistic"
+                                : "treat this time as up to about 15 % optimistic"),
+            fp8 ? "Hopper: published H100 FP8 runs are up to 24 % slower than predicted: up to "
+                  "~20 % optimistic (docs/costmodel.md section 9)"
+                : "Hopper: published H100 runs are 5-18 % slower than predicted: up to ~15 % "
+                  "optimistic (docs/costmodel.md section 9)");
     }
     // Blackwell = a GPU with MXFP8 tensor cores (the profile's mxfp8 peak; Hopper has none).
     const int64_t mamba = kind_count(in.model, LayerKind::mamba, 0,
                                      static_cast<int64_t>(in.model.layer_kinds.size()));
     if (mamba > 0 && peak_flops(in.cluster.gpu, Dtype::mxfp8) > FlopsPerSecond{}) {
-        out.push_back(
-            "Mamba-2 layers on Blackwell: Megatron-Bridge's published Nemotron 3 runs on B200, "
+        add("Mamba-2 layers on Blackwell: Megatron-Bridge's published Nemotron 3 runs on B200, "
             "GB200 and GB300 are 14-29 % slower than cleave predicts (public_runs_2026h1.csv "
             "rows 2030, 2031, 2033, 2034; the H100 row 2026 is within 5 %); what the missing "
             "time is (the SSD scan's Triton kernels on Blackwell are a lead) is not measured "
-            "(docs/costmodel.md section 9): treat this time as optimistic");
+            "(docs/costmodel.md section 9): treat this time as optimistic",
+            "Mamba-2 layers on Blackwell: published Nemotron 3 runs are 14-29 % slower than "
+            "predicted (docs/costmodel.md section 9)");
     }
     if (in.model.moe.enabled() && is_quantised(in.job.compute) &&
         in.cluster.node.quantised_expert_overhead <= Seconds{}) {
-        out.push_back(
-            "quantised expert GEMMs' fixed cost per local expert is not priced on this profile "
+        add("quantised expert GEMMs' fixed cost per local expert is not priced on this profile "
             "(no calibration overlay sets [moe] quantised_expert_overhead_us; the shipped overlays "
             "were fitted at 160-1210 us per local expert per MoE layer per micro-batch, "
-            "docs/costmodel.md section 4.2): the time may be optimistic");
+            "docs/costmodel.md section 4.2): the time may be optimistic",
+            "quantised expert GEMMs' fixed cost per local expert is not priced on this profile: "
+            "optimistic (docs/costmodel.md section 4.2)");
     }
     // A release the stack has no data for is priced as the nearest earlier one it knows.
     if (std::string why = unknown_release_caution(in.job.stack); !why.empty()) {
-        out.push_back(std::move(why));
+        add(std::move(why),
+            "release " + in.job.stack.release + " is not one stack '" + in.job.stack.name +
+                "' knows: priced as one it knows (docs/stacks.md)");
     }
     const std::string& fitted = in.cluster.node.quantised_expert_recipe;
     if (in.model.moe.enabled() && is_quantised(in.job.compute) &&
@@ -223,11 +240,31 @@ std::vector<std::string> cautions(const Inputs& in, std::optional<Schedule> sche
                                     ? std::string("fp8-") + to_string(in.job.fp8_recipe)
                                     : std::string(to_string(in.job.compute));
         if (job != fitted) {
-            out.push_back("the quantised expert GEMMs' fixed cost per local expert on this "
-                          "profile was fitted to " +
-                          fitted + " runs; this job runs " + job +
-                          ", for which the value is a guess (docs/costmodel.md section 4.2)");
+            add("the quantised expert GEMMs' fixed cost per local expert on this "
+                "profile was fitted to " +
+                    fitted + " runs; this job runs " + job +
+                    ", for which the value is a guess (docs/costmodel.md section 4.2)",
+                "quantised expert GEMMs' fixed cost was fitted to " + fitted +
+                    " runs, this job runs " + job + ": a guess (docs/costmodel.md section 4.2)");
         }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> cautions(const Inputs& in, std::optional<Schedule> schedule) {
+    std::vector<std::string> out;
+    for (Caution& c : caution_list(in, schedule)) {
+        out.push_back(std::move(c.text));
+    }
+    return out;
+}
+
+std::vector<std::string> caution_lines(const Inputs& in, std::optional<Schedule> schedule) {
+    std::vector<std::string> out;
+    for (Caution& c : caution_list(in, schedule)) {
+        out.push_back(std::move(c.line));
     }
     return out;
 }
@@ -543,13 +580,13 @@ void print_train(std::ostream& os, const Inputs& in, const Estimate& e) {
 }
 
 void print_cautions(std::ostream& os, const Inputs& in, const Plan& p) {
-    const auto c = cautions(in, p.schedule);
+    const auto c = caution_lines(in, p.schedule);
     if (c.empty()) {
         return;
     }
     os << "#\n# cautions (" << c.size() << ")\n";
     for (const std::string& s : c) {
-        wrap(os, "  ", "    ", s);
+        os << "  " << s << "\n";  // one line each, however wide (issue 49)
     }
 }
 

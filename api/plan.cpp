@@ -113,7 +113,7 @@ void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
     if (!fixed.empty()) {
         os << "# fixed by the user (not searched): " << fixed << "\n";
     }
-    for (const std::string& c : cautions(in, so.fixed.schedule)) {
+    for (const std::string& c : caution_lines(in, so.fixed.schedule)) {
         os << "# caution: " << c << "\n";
     }
 }

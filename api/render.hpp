@@ -42,5 +42,10 @@ void print_estimate_table(std::ostream& os, const Inputs& in, const Plan& p, con
 /// the cautions that belong to a schedule (DualPipe's overlap); none where it is not known.
 [[nodiscard]] std::vector<std::string> cautions(const Inputs& in,
                                                 std::optional<Schedule> schedule = std::nullopt);
+/// cautions() as the tables print them, one line each in the same order: what is optimistic and
+/// by how much, ending with the docs section that holds the rest ("(docs/costmodel.md section
+/// 9)"); the full sentences stay in JSON "cautions".
+[[nodiscard]] std::vector<std::string>
+caution_lines(const Inputs& in, std::optional<Schedule> schedule = std::nullopt);
 
 }  // namespace cleave::api
