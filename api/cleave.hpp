@@ -90,6 +90,8 @@ struct Planned {
     SearchResult result;
     std::vector<SimScore> simulated;  // empty unless plan(..., simulate = true); one per plan
     double elapsed_s = 0.0;
+    /// Why no plan is feasible, one cause a line (planner/why_empty.hpp); empty when one is.
+    std::string why_empty;
 };
 
 /// Called with (done, total) job sizes while the search runs.

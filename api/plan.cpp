@@ -4,10 +4,11 @@
 #include "api/detail.hpp"
 #include "core/errors.hpp"
 #include "core/schedule.hpp"
-#include "export/export.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/risks.hpp"
+#include "export/export.hpp"
 #include "planner/search.hpp"
+#include "planner/why_empty.hpp"
 #include "simulator/simulate.hpp"
 
 #include <algorithm>
@@ -254,15 +255,26 @@ void print_sim_rows(std::ostream& os, const SearchResult& r, const SimScores& si
     }
 }
 
+void print_why_empty(std::ostream& os, const std::string& why) {
+    std::size_t at = 0;
+    while (at < why.size()) {
+        const std::size_t end = std::min(why.find('\n', at), why.size());
+        os << "# why empty: " << why.substr(at, end - at) << "\n";
+        at = end + 1;
+    }
+}
+
 void print_table(std::ostream& os,
                  const Inputs& in,
                  const SearchOptions& so,
                  const SearchResult& r,
                  const SimScores& sims,
-                 double elapsed_s) {
+                 double elapsed_s,
+                 const std::string& why_empty) {
     print_header(os, in, so);
     os << "# searched " << r.candidates_evaluated << " candidates: " << r.feasible
        << " feasible, top " << r.plans.size() << " below\n";
+    print_why_empty(os, why_empty);
     os << "# memory headroom " << f("%.1f", to_gib(in.job.memory_headroom))
        << " GiB per GPU (--memory-headroom): " << r.set_aside_for_headroom
        << " plans that fit without it set aside\n";
@@ -316,7 +328,8 @@ nlohmann::json plan_result_json(const Inputs& in,
                                 const SearchOptions& so,
                                 const SearchResult& r,
                                 const SimScores& sims,
-                                double elapsed_s) {
+                                double elapsed_s,
+                                const std::string& why_empty) {
     nlohmann::json rejected = nlohmann::json::object();
     nlohmann::json best = nlohmann::json::object();
     for (std::size_t i = 0; i < reject_reason_count; ++i) {
@@ -357,6 +370,7 @@ nlohmann::json plan_result_json(const Inputs& in,
             {"rejected", rejected},
             {"rejected_best", best},
             {"rejected_total", r.rejected_total()},
+            {"why_empty", why_empty},
             {"baseline_pure_dp",
              r.has_baseline ? estimate_to_json(in, r.baseline.plan, r.baseline.estimate)
                             : nlohmann::json(nullptr)},
@@ -484,23 +498,24 @@ Inputs inputs_for(const Inputs& in, const Plan& p) {
 }
 
 Planned plan(const Inputs& in, const SearchOptions& so, bool simulate, const ProgressFn& progress) {
-    Planned out{in, so, {}, {}, 0.0};
+    Planned out{in, so, {}, {}, 0.0, {}};
     const auto t0 = std::chrono::steady_clock::now();
     out.result = progress ? search(in.model, in.cluster, in.job, so, progress)
                           : search(in.model, in.cluster, in.job, so);
     if (simulate) {
         out.simulated = rescore(in, out.result);
     }
+    out.why_empty = why_empty(in.model, in.cluster, in.job, so, out.result);
     out.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return out;
 }
 
 nlohmann::json to_json(const Planned& r) {
-    return plan_result_json(r.inputs, r.options, r.result, r.simulated, r.elapsed_s);
+    return plan_result_json(r.inputs, r.options, r.result, r.simulated, r.elapsed_s, r.why_empty);
 }
 
 void print_table(std::ostream& os, const Planned& r) {
-    print_table(os, r.inputs, r.options, r.result, r.simulated, r.elapsed_s);
+    print_table(os, r.inputs, r.options, r.result, r.simulated, r.elapsed_s, r.why_empty);
 }
 
 void print_csv(std::ostream& os, const Planned& r) {

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 
 namespace cleave::cli {
@@ -69,7 +70,11 @@ void run_plan(const PlanCommand& o, const CLI::App& sub, CliContext& ctx) {
             api::print_why_not(ctx.err, r);
         }
         ctx.err << "cleave plan: no feasible plan among " << r.result.candidates_evaluated
-                << " candidates\n";
+                << " candidates" << (r.why_empty.empty() ? "" : ":") << "\n";
+        std::istringstream why(r.why_empty);
+        for (std::string line; std::getline(why, line);) {
+            ctx.err << "cleave plan:   " << line << "\n";
+        }
         ctx.exit_code = 1;
     }
 }

@@ -458,6 +458,9 @@ private:
             return;
         }
         if (!m_.moe.enabled()) {
+            if (o_.fixed.ep > 1 || o_.fixed.etp > 1) {
+                return;  // a dense model has no experts to split (Rule::ep_moe): not ignored
+            }
             micro_batches(p);
             return;
         }
