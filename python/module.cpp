@@ -588,6 +588,11 @@ PYBIND11_MODULE(cleave, m) {
         .def_property_readonly("rejected", [](const PyPlanResult& r) { return to_python(r.dict["rejected"]); })
         .def_property_readonly("rejected_total",
                                [](const PyPlanResult& r) { return r.planned.result.rejected_total(); })
+        .def_property_readonly(
+            "why_empty",
+            [](const PyPlanResult& r) { return r.planned.why_empty; },
+            "Why no plan is feasible: which fixed flag breaks which plan rule, or the memory "
+            "missed ('' when a plan is feasible); to_dict()['why_empty'] too")
         .def(
             "export",
             [](const PyPlanResult& r, const std::string& format) {

@@ -107,6 +107,16 @@ class TestObjects(unittest.TestCase):
         self.assertEqual({p.tp for p in r.plans}, {2})
         self.assertIn("--tp 2", r.to_dict()["fixed"])
 
+    def test_an_empty_plan_says_why(self):
+        # Issue 49: --tp 3 divides neither the 64 GPUs nor Qwen3-8B's 32 heads.
+        qwen = os.path.join(SRC, "examples", "hf", "qwen3-8b.config.json")
+        r = cleave.plan(qwen, "dgx-h100", gpus=64, gbs=256, seq=4096, tp=3)
+        self.assertEqual(len(r), 0)
+        self.assertIn("--tp 3: tp=3 does not divide gpus=64 (rule gpus)", r.why_empty)
+        self.assertIn("tp=3 does not divide heads=32 (rule tp_heads)", r.why_empty)
+        self.assertEqual(r.to_dict()["why_empty"], r.why_empty)
+        self.assertEqual(cleave.plan(SEED, "dgx-a100-80g", top=1, **SEED_JOB).why_empty, "")
+
     def test_export_parses_back(self):
         r = cleave.plan(SEED, "dgx-a100-80g", top=1, **SEED_JOB)
         args = r.export("megatron")
