@@ -1,3 +1,4 @@
+#include "api/detail.hpp"
 #include "api/trace.hpp"
 
 #include <cstdio>
@@ -11,14 +12,10 @@ namespace {
 using trace::Class;
 using trace::kClasses;
 
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
+using detail::format_number;
 
 std::string pct(double part, double whole) {
-    return whole > 0.0 ? fmt("%5.1f %%", 100.0 * part / whole) : "    -";
+    return whole > 0.0 ? format_number("%5.1f %%", 100.0 * part / whole) : "    -";
 }
 
 nlohmann::json kernel_json(const trace::KernelStats& k) {
@@ -163,21 +160,21 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
         os << "; rank " << s.rank << " of " << s.world_size;
     }
     os << "\n";
-    os << "span " << fmt("%.2f", s.span_ms) << " ms: " << s.kernels << " kernels, " << s.copies
+    os << "span " << format_number("%.2f", s.span_ms) << " ms: " << s.kernels << " kernels, " << s.copies
        << " copies on " << s.streams.size() << " streams; GPU busy "
-       << fmt("%.2f", s.gpu_busy_ms) << " ms, idle " << fmt("%.2f", s.span_ms - s.gpu_busy_ms)
+       << format_number("%.2f", s.gpu_busy_ms) << " ms, idle " << format_number("%.2f", s.span_ms - s.gpu_busy_ms)
        << " ms\n\n";
 
     os << "stream  kernels  busy (ms)  kind      launch gaps (ms)  waits (ms)\n";
     for (const trace::StreamStats& st : s.streams) {
         os << pad(std::to_string(st.id) + (s.devices > 1 ? "@" + std::to_string(st.device) : ""), 8)
-           << pad(std::to_string(st.kernels), 9) << pad(fmt("%.2f", st.busy_ms), 11)
+           << pad(std::to_string(st.kernels), 9) << pad(format_number("%.2f", st.busy_ms), 11)
            << pad(st.compute ? "compute" : "comm/copy", 10)
-           << pad(st.compute ? fmt("%.2f", st.launch_gaps_ms) + " (" +
+           << pad(st.compute ? format_number("%.2f", st.launch_gaps_ms) + " (" +
                                    std::to_string(st.launch_gaps) + ")"
                              : "-",
                   18)
-           << (st.compute ? fmt("%.2f", st.waits_ms) : "-") << "\n";
+           << (st.compute ? format_number("%.2f", st.waits_ms) : "-") << "\n";
     }
 
     os << "\nclass           time (ms)  of span\n";
@@ -186,30 +183,30 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
             continue;
         }
         os << pad(trace::to_string(static_cast<Class>(i)), 16)
-           << pad(fmt("%9.2f", s.by_class_ms[i]), 11) << pct(s.by_class_ms[i], s.span_ms) << "\n";
+           << pad(format_number("%9.2f", s.by_class_ms[i]), 11) << pct(s.by_class_ms[i], s.span_ms) << "\n";
     }
-    os << "\ncompute kernels      " << fmt("%9.2f", s.compute_kernel_ms) << " ms (sum)\n";
-    os << "compute busy         " << fmt("%9.2f", s.compute_busy_ms)
+    os << "\ncompute kernels      " << format_number("%9.2f", s.compute_kernel_ms) << " ms (sum)\n";
+    os << "compute busy         " << format_number("%9.2f", s.compute_busy_ms)
        << " ms (union over compute kernels)\n";
-    os << "communication busy   " << fmt("%9.2f", s.communication_busy_ms) << " ms: hidden "
-       << fmt("%.2f", s.hidden_communication_ms) << ", exposed "
-       << fmt("%.2f", s.exposed_communication_ms) << "\n";
-    os << "launch gaps          " << fmt("%9.2f", s.launch_gaps_ms) << " ms (" << s.launch_gaps
-       << " gaps <= " << fmt("%g", s.launch_gap_us) << " us on compute streams; longer waits "
-       << fmt("%.2f", s.waits_ms) << " ms)\n";
-    os << "small kernels        " << fmt("%9.2f", s.small_kernel_ms) << " ms (" << s.small_kernels
+    os << "communication busy   " << format_number("%9.2f", s.communication_busy_ms) << " ms: hidden "
+       << format_number("%.2f", s.hidden_communication_ms) << ", exposed "
+       << format_number("%.2f", s.exposed_communication_ms) << "\n";
+    os << "launch gaps          " << format_number("%9.2f", s.launch_gaps_ms) << " ms (" << s.launch_gaps
+       << " gaps <= " << format_number("%g", s.launch_gap_us) << " us on compute streams; longer waits "
+       << format_number("%.2f", s.waits_ms) << " ms)\n";
+    os << "small kernels        " << format_number("%9.2f", s.small_kernel_ms) << " ms (" << s.small_kernels
        << " compute kernels under 10 us)\n";
     if (!s.gemm_by_dtype_ms.empty()) {
         os << "GEMM by dtype       ";
         for (const auto& [dt, ms] : s.gemm_by_dtype_ms) {
-            os << " " << dt << " " << fmt("%.2f", ms) << " ms";
+            os << " " << dt << " " << format_number("%.2f", ms) << " ms";
         }
         os << "\n";
     }
     if (!s.communication_by_op_ms.empty()) {
         os << "communication by op ";
         for (const auto& [op, ms] : s.communication_by_op_ms) {
-            os << " " << op << " " << fmt("%.2f", ms) << " ms";
+            os << " " << op << " " << format_number("%.2f", ms) << " ms";
         }
         os << "\n";
     }
@@ -224,9 +221,9 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
                 }
             }
             os << pad(r.name, 18) << pad(std::to_string(r.kernels), 9)
-               << pad(fmt("%.2f", r.span_ms), 11) << pad(fmt("%.2f", comp), 14)
-               << pad(fmt("%.2f", r.by_class_ms[static_cast<size_t>(Class::gemm)]), 11)
-               << fmt("%.2f", r.by_class_ms[static_cast<size_t>(Class::communication)]) << "\n";
+               << pad(format_number("%.2f", r.span_ms), 11) << pad(format_number("%.2f", comp), 14)
+               << pad(format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::gemm)]), 11)
+               << format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::communication)]) << "\n";
         }
     }
     if (!s.phases.empty()) {
@@ -235,10 +232,10 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
         for (const trace::RangeStats& r : s.phases) {
             os << pad(r.name.size() > 29 ? r.name.substr(0, 26) + "..." : r.name, 30)
                << pad(std::to_string(r.occurrences), 7) << pad(std::to_string(r.kernels), 9)
-               << pad(fmt("%.2f", r.kernel_ms), 13)
-               << pad(fmt("%.2f", r.by_class_ms[static_cast<size_t>(Class::gemm)]), 6)
-               << pad(fmt("%.2f", r.by_class_ms[static_cast<size_t>(Class::attention)]), 11)
-               << fmt("%.2f", r.by_class_ms[static_cast<size_t>(Class::communication)]) << "\n";
+               << pad(format_number("%.2f", r.kernel_ms), 13)
+               << pad(format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::gemm)]), 6)
+               << pad(format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::attention)]), 11)
+               << format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::communication)]) << "\n";
         }
     }
     if (!s.gemm_shapes.empty()) {
@@ -248,13 +245,13 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
             if (++shown > 15) {
                 break;
             }
-            std::string shape = fmt("%.0f", g.m) + "x" + fmt("%.0f", g.n) + "x" + fmt("%.0f", g.k);
+            std::string shape = format_number("%.0f", g.m) + "x" + format_number("%.0f", g.n) + "x" + format_number("%.0f", g.k);
             if (g.batch > 1.0) {
-                shape = fmt("%.0f", g.batch) + "*" + shape;
+                shape = format_number("%.0f", g.batch) + "*" + shape;
             }
             os << pad(g.op.substr(g.op.rfind(':') + 1) + " " + shape, 36) << pad(g.dtype, 11)
-               << pad(std::to_string(g.calls), 7) << pad(fmt("%.3f", g.kernel_ms), 11)
-               << fmt("%.1f", g.tflops) << "\n";
+               << pad(std::to_string(g.calls), 7) << pad(format_number("%.3f", g.kernel_ms), 11)
+               << format_number("%.1f", g.tflops) << "\n";
         }
     }
 
@@ -266,18 +263,18 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
             n = n.substr(0, 49) + "...";
         }
         os << pad(n, 53) << pad(trace::to_string(k.cls), 15) << pad(std::to_string(k.count), 7)
-           << pad(fmt("%.3f", k.total_ms), 12)
-           << fmt("%.1f", 1e3 * k.total_ms / static_cast<double>(std::max<int64_t>(k.count, 1)))
+           << pad(format_number("%.3f", k.total_ms), 12)
+           << format_number("%.1f", 1e3 * k.total_ms / static_cast<double>(std::max<int64_t>(k.count, 1)))
            << "\n";
     }
-    os << "\nunclassified " << fmt("%.3f", s.unclassified_ms) << " ms ("
+    os << "\nunclassified " << format_number("%.3f", s.unclassified_ms) << " ms ("
        << pct(s.unclassified_ms, s.compute_kernel_ms + s.by_class_ms[static_cast<size_t>(
                                                            Class::communication)])
        << " of kernel time)";
     if (!s.unclassified.empty()) {
         os << ": add a [[rule]] for these to a table of your own (--classes FILE):\n";
         for (const trace::KernelStats& k : s.unclassified) {
-            os << "  " << fmt("%8.3f", k.total_ms) << " ms  " << trace::short_kernel_name(k.name)
+            os << "  " << format_number("%8.3f", k.total_ms) << " ms  " << trace::short_kernel_name(k.name)
                << "\n";
         }
     } else {

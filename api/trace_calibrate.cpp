@@ -1,8 +1,10 @@
 // calibrate --from-trace: the values a profiler trace informs, fitted so that cleave's price of
 // each kernel class equals the trace's time for the plan it recorded, as a calibration overlay.
+#include "api/detail.hpp"
 #include "api/trace.hpp"
 #include "core/errors.hpp"
 #include "costmodel/compute.hpp"
+#include "costmodel/precision.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,11 +16,7 @@ namespace cleave::api {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
+using detail::format_number;
 
 const TraceRow* find_row(const TraceComparison& c, const std::string& cls) {
     for (const TraceRow& r : c.rows) {
@@ -46,17 +44,10 @@ std::optional<double> ratio(const TraceComparison& c, const std::vector<std::str
     return m / p;
 }
 
+// The overlay key of d's GEMM curve: a quantised dtype's own, else the 16-bit curve (bf16, fp16;
+// fp32 and tf32 read it too).
 std::string dtype_key(Dtype d) {
-    switch (d) {
-    case Dtype::fp8:
-        return "fp8";
-    case Dtype::mxfp8:
-        return "mxfp8";
-    case Dtype::nvfp4:
-        return "nvfp4";
-    default:
-        return "bf16";  // the 16-bit curve (bf16, fp16; fp32 and tf32 read it too)
-    }
+    return is_quantised(d) ? to_string(d) : "bf16";
 }
 
 struct Knob {
@@ -182,8 +173,8 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
             names += (names.empty() ? "" : " + ") + cls;
         }
         if (k.used) {
-            out.fitted.push_back(k.key + " = " + fmt("%.4g", k.value) + "  (" + names + ": measured " +
-                                 fmt("%.2f", m) + " ms, priced " + fmt("%.2f", p) + " ms before" +
+            out.fitted.push_back(k.key + " = " + format_number("%.4g", k.value) + "  (" + names + ": measured " +
+                                 format_number("%.2f", m) + " ms, priced " + format_number("%.2f", p) + " ms before" +
                                  (k.capped ? "; at its ceiling (efficiency 1): still off" : "") + ")");
         } else {
             out.not_informed.push_back(k.key + ": the trace has no " + names +
@@ -209,7 +200,7 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
                                "link bandwidth; cleave calibrate measures links");
     out.not_informed.push_back(
         "launch floor: the trace's " + std::to_string(s.launch_gaps) + " launch gaps (" +
-        fmt("%.2f", s.launch_gaps_ms) + " ms) and " + std::to_string(s.small_kernels) +
+        format_number("%.2f", s.launch_gaps_ms) + " ms) and " + std::to_string(s.small_kernels) +
         " kernels under 10 us are recorded in [trace]; cleave prices no per-launch cost");
     if (s.communication_sms > 0) {
         out.not_informed.push_back(
@@ -231,7 +222,7 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
       << "method = \"" << out.calibration.method << "\"\n\n[gpu]\n";
     for (const Knob& k : knobs) {
         if (k.used) {
-            t << k.key << " = " << fmt("%.6g", k.value) << "\n";
+            t << k.key << " = " << format_number("%.6g", k.value) << "\n";
         }
     }
     t << "\n[trace]\n"
@@ -240,10 +231,10 @@ TraceCalibrated calibrate_from_trace(const Inputs& in, const Plan& plan, const t
       << "bytes = " << s.file_bytes << "\n"
       << "gpu = \"" << s.gpu << "\"\n"
       << "scope = \"" << out.before.scope << "\"\n"
-      << "span_ms = " << fmt("%.4f", s.span_ms) << "\n"
+      << "span_ms = " << format_number("%.4f", s.span_ms) << "\n"
       << "launch_gaps = " << s.launch_gaps << "\n"
-      << "launch_gaps_ms = " << fmt("%.4f", s.launch_gaps_ms) << "\n"
-      << "small_kernel_ms = " << fmt("%.4f", s.small_kernel_ms) << "\n"
+      << "launch_gaps_ms = " << format_number("%.4f", s.launch_gaps_ms) << "\n"
+      << "small_kernel_ms = " << format_number("%.4f", s.small_kernel_ms) << "\n"
       << "communication_sms = " << s.communication_sms << "\n"
       << "not_informed = [\n";
     for (const std::string& n : out.not_informed) {

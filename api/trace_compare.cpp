@@ -1,4 +1,5 @@
 // explain --trace: cleave's price of what a profiler trace covers, class by class, beside it.
+#include "api/detail.hpp"
 #include "api/trace.hpp"
 #include "core/errors.hpp"
 #include "costmodel/collectives.hpp"
@@ -16,11 +17,7 @@ using trace::Class;
 
 double ms(Seconds s) { return s.value() * 1e3; }
 
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
+using detail::format_number;
 
 // One layer of the kind the plan's middle stages hold (MoE when the model has experts).
 LayerCost representative_layer(const Explained& x) {
@@ -151,8 +148,8 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
                             "(hwprofiles/calibration), which has no kernel class of its own");
     }
     out.notes.push_back("communication: the trace's collective kernels run " +
-                        fmt("%.2f", s.by_class_ms[static_cast<size_t>(Class::communication)] / per) +
-                        " ms, " + fmt("%.2f", s.hidden_communication_ms / per) +
+                        format_number("%.2f", s.by_class_ms[static_cast<size_t>(Class::communication)] / per) +
+                        " ms, " + format_number("%.2f", s.hidden_communication_ms / per) +
                         " of them under compute; cleave prices the exposed part");
     return out;
 }
@@ -178,15 +175,15 @@ void print_table(std::ostream& os, const TraceComparison& c) {
     for (const TraceRow& r : c.rows) {
         std::string name = r.cls;
         name.resize(std::max<size_t>(name.size(), 23), ' ');
-        os << "  " << name << (r.measured_ms ? fmt("%13.2f", *r.measured_ms) : std::string(13, ' '));
+        os << "  " << name << (r.measured_ms ? format_number("%13.2f", *r.measured_ms) : std::string(13, ' '));
         if (!r.predicted_ms) {
             os << "   not priced\n";
             continue;
         }
-        os << fmt("%13.2f", *r.predicted_ms);
+        os << format_number("%13.2f", *r.predicted_ms);
         if (r.measured_ms && *r.measured_ms > 0.0) {
             const double d = *r.predicted_ms - *r.measured_ms;
-            os << fmt("%11.2f", d) << fmt(" (%+.1f %%)", 100.0 * d / *r.measured_ms);
+            os << format_number("%11.2f", d) << format_number(" (%+.1f %%)", 100.0 * d / *r.measured_ms);
         }
         os << "\n";
     }

@@ -115,10 +115,7 @@ void setup_calibrate(CLI::App& app, CliContext& ctx) {
                     "Fit a calibration overlay to a PyTorch profiler trace of MODEL on CLUSTER "
                     "under the plan flags, instead of measuring this machine (no mpirun)")
         ->check(CLI::ExistingFile);
-    sub->add_option("--trace-scope", tr->scope,
-                    "With --from-trace: step (one iteration) or layers=N (forward + backward of "
-                    "N layers of one micro-batch)")
-        ->capture_default_str();
+    add_trace_scope_flag(*sub, tr->scope);
     add_job_flags(*sub, tr->job, /*require_gpus=*/false, /*require_cluster=*/false,
                   /*require_model=*/false);
     add_plan_flags(*sub, tr->plan);

@@ -60,10 +60,7 @@ void setup_explain(CLI::App& app, CliContext& ctx) {
                     "A PyTorch profiler trace (Kineto JSON, .gz too) of this plan: print cleave's "
                     "price of what it covers beside it, class by class")
         ->check(CLI::ExistingFile);
-    sub->add_option("--trace-scope", opt->trace_scope,
-                    "What the trace covers: step (one iteration) or layers=N (forward + backward "
-                    "of N layers of one micro-batch)")
-        ->capture_default_str();
+    add_trace_scope_flag(*sub, opt->trace_scope);
     sub->callback([opt, &ctx] { run_explain(*opt, ctx); });
 }
 

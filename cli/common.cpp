@@ -147,6 +147,13 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
         });
 }
 
+void add_trace_scope_flag(CLI::App& sub, std::string& scope) {
+    sub.add_option("--trace-scope", scope,
+                   "What the trace covers: step (one iteration) or layers=N (forward + backward "
+                   "of N layers of one micro-batch)")
+        ->capture_default_str();
+}
+
 void add_train_flags(CLI::App& sub, TrainFlags& f) {
     sub.add_option("--tokens",
                    f.tokens,

@@ -31,6 +31,9 @@ void add_job_flags(CLI::App& sub,
                    bool require_cluster = true,
                    bool require_model = true);
 
+/// Adds --trace-scope (explain --trace, calibrate --from-trace): what a profiler trace covers.
+void add_trace_scope_flag(CLI::App& sub, std::string& scope);
+
 /// Adds --tokens --price-per-gpu-hour --pue --failures-per-gpu-hour --checkpoint-interval-h
 /// --restart-h (explain, plan, compare, report).
 void add_train_flags(CLI::App& sub, TrainFlags& f);

@@ -88,6 +88,13 @@ TEST_CASE("run --trace -> cleave trace -> calibrate --from-trace -> validate, on
     const double with = validate_mape(profile, " --calibration " + overlay);
     MESSAGE("validate tiny_gpt MAPE: " << without << " % with the microbenchmark profile, " << with
                                        << " % with the trace overlay");
+#ifdef CLEAVE_SANITIZED
+    // Under ASan + UBSan every memory access is instrumented, and more so in the small kernels than
+    // in the GEMMs: the efficiencies a trace fits then describe the sanitizer (CI measured 5 %
+    // without, 34 % with), not the machine. The loop above is checked; the comparison below is
+    // for optimised builds.
+    return;
+#endif
     // Timing on a shared 2-core VM swings by tens of percent between runs (each figure is one
     // validate run, measured apart; one run in five under three other jobs came out 51.6 against
     // 51.3 % at a bound of 1.5 x + 10), so the bound leaves room for that noise while still
