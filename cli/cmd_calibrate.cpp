@@ -18,6 +18,14 @@ namespace cleave::cli {
 
 namespace {
 
+// --out FILE: the profile or the overlay, or exit 2 naming the file.
+void write_out(const std::string& path, const std::string& text) {
+    std::ofstream f(path);
+    if (!(f << text)) {
+        throw ConfigError("--out: cannot write '" + path + "'");
+    }
+}
+
 // What calibrate --from-trace needs beside the machine calibration's options.
 struct FromTraceOptions {
     std::string trace;
@@ -47,10 +55,7 @@ void run_from_trace(const FromTraceOptions& t, const std::string& out, CliContex
         ctx.out << "\n" << c.toml;
         return;
     }
-    std::ofstream f(out);
-    if (!(f << c.toml)) {
-        throw ConfigError("--out: cannot write '" + out + "'");
-    }
+    write_out(out, c.toml);
     ctx.out << "\n# overlay written to " << out << " (use it with --calibration " << out << ")\n";
 }
 
@@ -89,10 +94,7 @@ void run_calibrate(const api::CalibrateOptions& o, CliContext& ctx) {
         ctx.out << "\n" << c.profile;
         return;
     }
-    std::ofstream f(o.out);
-    if (!(f << c.profile)) {
-        throw ConfigError("--out: cannot write '" + o.out + "'");
-    }
+    write_out(o.out, c.profile);
     ctx.out << "# profile written to " << o.out << " (use it as CLUSTER)\n";
 }
 

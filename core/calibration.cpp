@@ -256,6 +256,19 @@ std::optional<Calibration> find_calibration(const std::string& profile) {
     return std::nullopt;
 }
 
+namespace {
+
+// Every point's efficiency times `factor`, at most 1 (points rebuilt: ln_size is set at construction).
+void scale_curve(std::vector<GemmEfficiencyPoint>& curve, double factor) {
+    std::vector<GemmEfficiencyPoint> scaled;
+    for (const auto& pt : curve) {
+        scaled.push_back({pt.size, std::min(1.0, pt.efficiency * factor)});
+    }
+    curve = std::move(scaled);
+}
+
+}  // namespace
+
 void apply_calibration(const Calibration& cal, ClusterSpec& c) {
     // Every precision's curve (16-bit, fp8, mxfp8, nvfp4): the factor is the stack's, not a
     // dtype's.
@@ -263,11 +276,7 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
                            &c.gpu.gemm_efficiency_fp8,
                            &c.gpu.gemm_efficiency_mxfp8,
                            &c.gpu.gemm_efficiency_nvfp4}) {
-        std::vector<GemmEfficiencyPoint> curve;
-        for (const auto& pt : *curve_of) {
-            curve.push_back({pt.size, std::min(1.0, pt.efficiency * cal.gemm_efficiency_factor)});
-        }
-        *curve_of = std::move(curve);
+        scale_curve(*curve_of, cal.gemm_efficiency_factor);
     }
     // Per precision: that curve alone. Every curve is first made explicit (an empty fp8 curve
     // reads the 16-bit one), so scaling one leaves the others as they were.
@@ -281,11 +290,7 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
                                                       : dt == "mxfp8" ? &c.gpu.gemm_efficiency_mxfp8
                                                       : dt == "nvfp4" ? &c.gpu.gemm_efficiency_nvfp4
                                                                       : &c.gpu.gemm_efficiency;
-            std::vector<GemmEfficiencyPoint> scaled;
-            for (const auto& pt : *curve) {
-                scaled.push_back({pt.size, std::min(1.0, pt.efficiency * factor)});
-            }
-            *curve = std::move(scaled);
+            scale_curve(*curve, factor);
         }
     }
     if (cal.attention_factor) {

@@ -387,6 +387,7 @@ public:
         if (err) {
             bad(line, col, err);
         }
+        // get_string's views stay valid until the parser's next iterate(): no copies needed.
         std::string_view name, cat, ph;
         std::optional<double> ts, dur;
         int64_t pid = 0, tid = 0;
@@ -401,20 +402,14 @@ public:
                 if (v.get_string().get(name)) {
                     name = {};
                 }
-                name_copy_.assign(name);  // the parser's buffer moves on with later strings
-                name = name_copy_;
             } else if (k == "cat") {
                 if (v.get_string().get(cat)) {
                     cat = {};
                 }
-                cat_copy_.assign(cat);
-                cat = cat_copy_;
             } else if (k == "ph") {
                 if (v.get_string().get(ph)) {
                     ph = {};
                 }
-                ph_copy_.assign(ph);
-                ph = ph_copy_;
             } else if (k == "ts") {
                 ts = number(v);
             } else if (k == "dur") {
@@ -690,7 +685,6 @@ private:
     simdjson::ondemand::parser parser_;
     std::unordered_map<std::string, uint32_t> ids_;
     std::vector<DeviceProps> devices_;
-    std::string name_copy_, cat_copy_, ph_copy_;
     bool have_base_ = false;
 };
 
