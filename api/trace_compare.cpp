@@ -19,11 +19,12 @@ double ms(Seconds s) { return s.value() * 1e3; }
 
 using detail::format_number;
 
-// One layer of the kind the plan's middle stages hold (MoE when the model has experts).
-LayerCost representative_layer(const Explained& x) {
+// One layer of the kind the plan's middle stages hold (MoE when the model has experts), and its
+// split by class.
+LayerCost representative_layer(const Explained& x, LayerClasses& k) {
     const Inputs& in = x.inputs;
     return layer_cost(in.model, in.cluster, in.job, x.plan, plan_links(in.cluster, x.plan),
-                      in.model.moe.enabled(), LayerShape::full);
+                      in.model.moe.enabled(), LayerShape::full, &k);
 }
 
 }  // namespace
@@ -45,8 +46,9 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
     const Plan& p = x.plan;
     const Estimate& e = x.estimate;
     TraceComparison out;
-    const LayerCost lc = representative_layer(x);
-    const ClassTimes layer = layer_class_times(lc);
+    LayerClasses k;
+    const LayerCost lc = representative_layer(x, k);
+    const ClassTimes layer = layer_class_times(lc, k);
     ClassTimes pred;
     std::optional<double> pred_optimizer;
     std::optional<double> pred_idle;
@@ -82,18 +84,18 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
         const auto share = [](Seconds part, Seconds whole) {
             return whole.value() > 0.0 ? part.value() / whole.value() : 0.0;
         };
-        const Seconds named = lc.quantize + lc.norm + lc.activation + lc.softmax + lc.permute;
+        const Seconds named = k.quantize + k.norm + k.activation + k.softmax + k.permute;
         const Seconds rest = max(Seconds{}, lc.memory - named);
         const Seconds redo_named =
-            lc.recompute_gemm + lc.recompute_attention + lc.recompute_norm + lc.recompute_activation;
+            k.recompute_gemm + k.recompute_attention + k.recompute_norm + k.recompute_activation;
         const auto mem = [&](Seconds part) { return c.memory_bound * share(part, lc.memory); };
         const auto redo = [&](Seconds part) { return c.recompute * share(part, lc.recompute); };
-        pred.gemm = (c.gemm + redo(lc.recompute_gemm)) * m;
-        pred.attention = (c.attention + mem(lc.softmax) + redo(lc.recompute_attention)) * m;
-        pred.quantize = mem(lc.quantize) * m;
-        pred.norm = (mem(lc.norm) + redo(lc.recompute_norm)) * m;
-        pred.activation = (mem(lc.activation) + redo(lc.recompute_activation)) * m;
-        pred.moe_permute = mem(lc.permute) * m;
+        pred.gemm = (c.gemm + redo(k.recompute_gemm)) * m;
+        pred.attention = (c.attention + mem(k.softmax) + redo(k.recompute_attention)) * m;
+        pred.quantize = mem(k.quantize) * m;
+        pred.norm = (mem(k.norm) + redo(k.recompute_norm)) * m;
+        pred.activation = (mem(k.activation) + redo(k.recompute_activation)) * m;
+        pred.moe_permute = mem(k.permute) * m;
         pred.elementwise = (mem(rest) + redo(max(Seconds{}, lc.recompute - redo_named))) * m;
         const Seconds comm = c.fwd_comm + c.bwd_comm;
         pred.other = max(Seconds{}, c.fwd + c.bwd - c.gemm - c.attention - c.memory_bound - c.recompute - comm) * m;

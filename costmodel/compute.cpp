@@ -705,10 +705,12 @@ LayerCost layer_cost(const ModelSpec& m,
                      const Plan& p,
                      const PlanLinks& links,
                      bool moe,
-                     LayerShape shape) {
+                     LayerShape shape,
+                     LayerClasses* classes) {
     const bool has_attn = shape != LayerShape::ffn;
     const bool has_ffn = shape != LayerShape::attention;
     moe = moe && has_ffn;
+    LayerClasses cls;
     LayerGemms g = layer_gemms(m, job, p, moe, shape);
     const GpuSpec& gpu = c.gpu;
     // MLA's up projections are part of the QKV step (they feed the attention core).
@@ -763,15 +765,17 @@ LayerCost layer_cost(const ModelSpec& m,
     lc.gemm = 3.0 * linear;
     lc.attention = core + core_bwd;
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
-    lc.quantize = quantize_time(gpu, q.fwd + q.bwd);
-    lc.norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm + tr.bwd_by_class.norm);
-    lc.activation =
-        memory_time(gpu, KernelClass::activation,
-                    tr.fwd_by_class.activation + tr.bwd_by_class.activation) +
-        memory_time(gpu, KernelClass::gated_activation,
-                    tr.fwd_by_class.gated_activation + tr.bwd_by_class.gated_activation);
-    lc.softmax = memory_time(gpu, KernelClass::softmax, tr.fwd_by_class.softmax + tr.bwd_by_class.softmax);
-    lc.permute = memory_time(gpu, KernelClass::elementwise, tr.permute);
+    if (classes != nullptr) {  // the trace's classes (explain --trace), not the planner's
+        cls.quantize = quantize_time(gpu, q.fwd + q.bwd);
+        cls.norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm + tr.bwd_by_class.norm);
+        cls.activation =
+            memory_time(gpu, KernelClass::activation,
+                        tr.fwd_by_class.activation + tr.bwd_by_class.activation) +
+            memory_time(gpu, KernelClass::gated_activation,
+                        tr.fwd_by_class.gated_activation + tr.bwd_by_class.gated_activation);
+        cls.softmax = memory_time(gpu, KernelClass::softmax, tr.fwd_by_class.softmax + tr.bwd_by_class.softmax);
+        cls.permute = memory_time(gpu, KernelClass::elementwise, tr.permute);
+    }
     switch (p.recompute) {
     case Recompute::none:
         break;
@@ -783,7 +787,7 @@ LayerCost layer_cost(const ModelSpec& m,
         const uint16_t mods = p.recompute_modules;
         if (mods == 0) {
             lc.recompute = attn_again;
-            lc.recompute_attention = attn_again;
+            cls.recompute_attention = attn_again;
             break;
         }
         // Each listed module's forward once more in backward (transformer_config.py
@@ -795,12 +799,12 @@ LayerCost layer_cost(const ModelSpec& m,
         const auto has = [mods](uint16_t bit) { return (mods & bit) != 0; };
         if (has(rm::core_attn)) {
             lc.recompute += attn_again;
-            lc.recompute_attention += attn_again;
+            cls.recompute_attention += attn_again;
         }
         if (has(rm::mla_up_proj)) {
             const Seconds up = gemm_time(gpu, job.compute, g.q_up) + gemm_time(gpu, job.compute, g.kv_up);
             lc.recompute += up;
-            lc.recompute_gemm += up;
+            cls.recompute_gemm += up;
         }
         if (has(rm::layernorm)) {  // two norms (one in a hybrid layer): read and write T h / sp
             const double norms = shape == LayerShape::full ? 2.0 : 1.0;
@@ -808,17 +812,17 @@ LayerCost layer_cost(const ModelSpec& m,
                 gpu, KernelClass::elementwise,
                 bytes(norms * 2.0 * ab * tok * static_cast<double>(m.hidden) / sp));
             lc.recompute += ln;
-            lc.recompute_norm += ln;
+            cls.recompute_norm += ln;
         }
         if (!moe && has_ffn && has(rm::mlp)) {
             lc.recompute += t_in + t_out;
-            lc.recompute_gemm += t_in + t_out;
+            cls.recompute_gemm += t_in + t_out;
         }
         if (moe && has(rm::moe)) {
             const Seconds mlp = t_in + t_out + gemm_time(gpu, core_dtype(job.compute), g.router) +
                                 gemm_time(gpu, job.compute, g.shared) + t_latent;
             lc.recompute += mlp;
-            lc.recompute_gemm += mlp;
+            cls.recompute_gemm += mlp;
         } else if (moe) {
             if (has(rm::moe_act)) {  // SwiGLU over the routed rows: read 2 f_e, write f_e
                 // (+ 8 f_e: the clamped GLU's unfused clamp and concatenation, layer_traffic).
@@ -828,11 +832,11 @@ LayerCost layer_cost(const ModelSpec& m,
                     bytes(passes * ab * g.mlp_in.m * g.mlp_in.count * static_cast<double>(m.moe.expert_ffn_hidden) /
                           static_cast<double>(expert_tp(p))));
                 lc.recompute += act;
-                lc.recompute_activation += act;
+                cls.recompute_activation += act;
             }
             if (has(rm::shared_experts)) {
                 lc.recompute += gemm_time(gpu, job.compute, g.shared);
-                lc.recompute_gemm += gemm_time(gpu, job.compute, g.shared);
+                cls.recompute_gemm += gemm_time(gpu, job.compute, g.shared);
             }
         }
         break;
@@ -841,10 +845,10 @@ LayerCost layer_cost(const ModelSpec& m,
         lc.recompute = lc.fwd;
         // The forward once more: its GEMMs (a third of gemm), attention core and the forward's
         // share of the memory-bound classes.
-        lc.recompute_gemm = lc.gemm / 3.0;
-        lc.recompute_attention = core + memory_time(gpu, KernelClass::softmax, tr.fwd_by_class.softmax);
-        lc.recompute_norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm);
-        lc.recompute_activation =
+        cls.recompute_gemm = lc.gemm / 3.0;
+        cls.recompute_attention = core + memory_time(gpu, KernelClass::softmax, tr.fwd_by_class.softmax);
+        cls.recompute_norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm);
+        cls.recompute_activation =
             memory_time(gpu, KernelClass::activation, tr.fwd_by_class.activation) +
             memory_time(gpu, KernelClass::gated_activation, tr.fwd_by_class.gated_activation);
         break;
@@ -866,6 +870,9 @@ LayerCost layer_cost(const ModelSpec& m,
             lc.recompute += lc.ep_fwd;  // the re-run MoE block dispatches and combines again
         }
         add_expert_overhead(lc, c, job, p, local_experts);
+    }
+    if (classes != nullptr) {
+        *classes = cls;
     }
     return lc;
 }

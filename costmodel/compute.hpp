@@ -125,10 +125,16 @@ struct LayerCost {
     Seconds gemm;
     Seconds attention;
     Seconds memory;
-    // Of memory, by the kernel classes a profiler trace shows (trace/classes.hpp): the FP8 / FP4
-    // casts of the GEMM operands, norms, activations, the unfused softmax + attention dropout,
-    // and the MoE router and permutation; the rest of memory is element-wise (residual adds,
-    // dropout, RoPE). Of recompute: its GEMMs, attention core, norms and activations.
+
+    bool operator==(const LayerCost&) const = default;
+};
+
+/// Of a LayerCost, by the kernel classes a profiler trace shows (trace/classes.hpp): of memory,
+/// the FP8 / FP4 casts of the GEMM operands, norms, activations, the unfused softmax + attention
+/// dropout, and the MoE router and permutation (the rest is element-wise: residual adds, dropout,
+/// RoPE); of recompute, its GEMMs, attention core, norms and activations. Kept apart from
+/// LayerCost, which the planner caches per layer shape, and filled only when asked for.
+struct LayerClasses {
     Seconds quantize;
     Seconds norm;
     Seconds activation;
@@ -139,7 +145,7 @@ struct LayerCost {
     Seconds recompute_norm;
     Seconds recompute_activation;
 
-    bool operator==(const LayerCost&) const = default;
+    bool operator==(const LayerClasses&) const = default;
 };
 
 /// Of an EP all-to-all's copies through the NIC, the share a DeepEP-style dispatcher sends (one
@@ -170,7 +176,8 @@ nic_copy_ratio(const AllToAllLinks& l, double top_k, int64_t groups, int64_t gro
                                    const Plan& p,
                                    const PlanLinks& links,
                                    bool moe,
-                                   LayerShape shape = LayerShape::full);
+                                   LayerShape shape = LayerShape::full,
+                                   LayerClasses* classes = nullptr);
 
 /// Memory traffic of one Mamba-2 layer's non-GEMM kernels per micro-batch on one GPU (bytes by
 /// kernel class; see mamba_layer_cost).

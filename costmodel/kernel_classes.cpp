@@ -21,17 +21,17 @@ ClassTimes operator*(const ClassTimes& c, double k) {
             c.moe_permute * k, c.communication * k, c.other * k};
 }
 
-ClassTimes layer_class_times(const LayerCost& lc) {
+ClassTimes layer_class_times(const LayerCost& lc, const LayerClasses& k) {
     ClassTimes t;
-    t.gemm = lc.gemm + lc.recompute_gemm;
-    t.attention = lc.attention + lc.softmax + lc.recompute_attention;
-    t.quantize = lc.quantize;
-    t.norm = lc.norm + lc.recompute_norm;
-    t.activation = lc.activation + lc.recompute_activation;
-    t.moe_permute = lc.permute;
-    const Seconds named_memory = lc.quantize + lc.norm + lc.activation + lc.softmax + lc.permute;
+    t.gemm = lc.gemm + k.recompute_gemm;
+    t.attention = lc.attention + k.softmax + k.recompute_attention;
+    t.quantize = k.quantize;
+    t.norm = k.norm + k.recompute_norm;
+    t.activation = k.activation + k.recompute_activation;
+    t.moe_permute = k.permute;
+    const Seconds named_memory = k.quantize + k.norm + k.activation + k.softmax + k.permute;
     const Seconds named_redo =
-        lc.recompute_gemm + lc.recompute_attention + lc.recompute_norm + lc.recompute_activation;
+        k.recompute_gemm + k.recompute_attention + k.recompute_norm + k.recompute_activation;
     t.elementwise = max(Seconds{}, lc.memory - named_memory) + max(Seconds{}, lc.recompute - named_redo);
     t.communication = lc.tp_fwd + lc.tp_bwd + lc.cp_fwd + lc.cp_bwd + lc.ep_fwd + lc.ep_bwd;
     t.other = lc.expert_overhead;

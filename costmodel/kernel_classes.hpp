@@ -35,6 +35,6 @@ struct ClassTimes {
 /// activation likewise; quantize, moe_permute as priced; elementwise = memory less the named
 /// classes, plus the recompute not named; other = the expert overhead; communication = the
 /// exposed TP + CP + EP time.
-[[nodiscard]] ClassTimes layer_class_times(const LayerCost& lc);
+[[nodiscard]] ClassTimes layer_class_times(const LayerCost& lc, const LayerClasses& k);
 
 }  // namespace cleave

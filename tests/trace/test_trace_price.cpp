@@ -53,24 +53,25 @@ Seconds s(double x) { return Seconds{x}; }
 // 7.05 = gemm + attention + memory + recompute + expert overhead (3 + 1 + 2 + 1 + 0.05).
 TEST_CASE("layer_class_times splits a layer's cost by the trace's classes, as worked by hand") {
     LayerCost lc;
+    LayerClasses k;
     lc.gemm = s(3.0);
     lc.attention = s(1.0);
     lc.memory = s(2.0);
-    lc.quantize = s(0.5);
-    lc.norm = s(0.3);
-    lc.activation = s(0.4);
-    lc.softmax = s(0.1);
-    lc.permute = s(0.2);
+    k.quantize = s(0.5);
+    k.norm = s(0.3);
+    k.activation = s(0.4);
+    k.softmax = s(0.1);
+    k.permute = s(0.2);
     lc.recompute = s(1.0);
-    lc.recompute_gemm = s(0.4);
-    lc.recompute_attention = s(0.3);
-    lc.recompute_norm = s(0.1);
-    lc.recompute_activation = s(0.1);
+    k.recompute_gemm = s(0.4);
+    k.recompute_attention = s(0.3);
+    k.recompute_norm = s(0.1);
+    k.recompute_activation = s(0.1);
     lc.tp_fwd = s(0.2);
     lc.tp_bwd = s(0.3);
     lc.ep_fwd = s(0.1);
     lc.expert_overhead = s(0.05);
-    const ClassTimes t = layer_class_times(lc);
+    const ClassTimes t = layer_class_times(lc, k);
     CHECK(t.gemm.value() == doctest::Approx(3.4));
     CHECK(t.attention.value() == doctest::Approx(1.4));
     CHECK(t.quantize.value() == doctest::Approx(0.5));
@@ -115,8 +116,11 @@ TEST_CASE("a priced layer's classes add up to its forward, backward and recomput
         p.mbs = 1;
         p.recompute = c.rc;
         p.recompute_modules = c.modules;
-        const LayerCost lc = layer_cost(m, cl, job, p, plan_links(cl, p), c.moe, LayerShape::full);
-        const ClassTimes t = layer_class_times(lc);
+        LayerClasses k;
+        const LayerCost lc = layer_cost(m, cl, job, p, plan_links(cl, p), c.moe, LayerShape::full, &k);
+        const ClassTimes t = layer_class_times(lc, k);
+        // The planner's call (no classes asked for) prices the layer the same.
+        CHECK(layer_cost(m, cl, job, p, plan_links(cl, p), c.moe, LayerShape::full) == lc);
         CHECK(t.compute().value() == doctest::Approx((lc.fwd + lc.bwd + lc.recompute).value()).epsilon(1e-9));
         CHECK(t.gemm.value() > 0.0);
         CHECK(t.norm.value() > 0.0);
