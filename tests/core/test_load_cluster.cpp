@@ -163,6 +163,7 @@ TEST_SUITE("core") {
                                      "dgx-a100-40g",
                                      "dgx-a100-80g",
                                      "dgx-b200",
+                                     "dgx-b300",
                                      "dgx-h100",
                                      "dgx-h200",
                                      "dgx1-v100",
@@ -170,8 +171,12 @@ TEST_SUITE("core") {
                                      "gb200-nvl72",
                                      "gb300-nvl72",
                                      "h100-96gb",
+                                     "h200-nvl",
                                      "h800",
-                                     "mi300x"}) {
+                                     "mi300x",
+                                     "mi325x",
+                                     "mi350x",
+                                     "mi355x"}) {
             CAPTURE(expected);
             CHECK(std::find(names.begin(), names.end(), expected) != names.end());
         }
@@ -179,9 +184,11 @@ TEST_SUITE("core") {
             CAPTURE(name);
             const ClusterSpec c = load_cluster(name);
             CHECK(c.name == name);
-            // DGX-2: 16 GPUs; NVL72 racks: 4 per tray, 72 per NVLink domain; others 8 and 8.
+            // DGX-2: 16 GPUs; NVL72 racks: 4 per tray, 72 per NVLink domain; H200 NVL: one
+            // 4-card NVLink-bridge island per node; others 8 and 8.
             const bool nvl72 = name.find("nvl72") != std::string::npos;
-            CHECK(c.node.gpus_per_node == (name == "dgx2-v100" ? 16 : nvl72 ? 4 : 8));
+            const bool four = nvl72 || name == "h200-nvl";
+            CHECK(c.node.gpus_per_node == (name == "dgx2-v100" ? 16 : four ? 4 : 8));
             CHECK(nvlink_domain(c.node) == (nvl72 ? 72 : c.node.gpus_per_node));
             CHECK(usable_memory(c.gpu).value() > 0.0);
             CHECK(c.gpu.gemm_efficiency.size() >= 5);
