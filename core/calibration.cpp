@@ -278,6 +278,9 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
                            &c.gpu.gemm_efficiency_nvfp4}) {
         scale_curve(*curve_of, cal.gemm_efficiency_factor);
     }
+    // The FP8 shape model's tensor efficiency is that curve's counterpart: scaled alike.
+    c.gpu.gemm_tensor_efficiency_fp8 =
+        std::min(1.0, c.gpu.gemm_tensor_efficiency_fp8 * cal.gemm_efficiency_factor);
     // Per precision: that curve alone. Every curve is first made explicit (an empty fp8 curve
     // reads the 16-bit one), so scaling one leaves the others as they were.
     if (!cal.gemm_factor_by_dtype.empty()) {
@@ -291,6 +294,10 @@ void apply_calibration(const Calibration& cal, ClusterSpec& c) {
                                                       : dt == "nvfp4" ? &c.gpu.gemm_efficiency_nvfp4
                                                                       : &c.gpu.gemm_efficiency;
             scale_curve(*curve, factor);
+            if (dt == "fp8") {
+                c.gpu.gemm_tensor_efficiency_fp8 =
+                    std::min(1.0, c.gpu.gemm_tensor_efficiency_fp8 * factor);
+            }
         }
     }
     if (cal.attention_factor) {

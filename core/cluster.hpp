@@ -81,9 +81,29 @@ struct GpuSpec {
     double cross_entropy_efficiency = 0.0;     // fp32 cross-entropy over the logits
     double optimizer_efficiency = 0.0;         // Adam step
     double ssm_efficiency = 0.0;  // a hybrid model's sequence mixer kernels (Mamba-2, gated DeltaNet)
-    /// The FP8 / FP4 casts of GEMM operands (quantise, transpose, scales); 0 = the element-wise
-    /// class's efficiency. Set by a trace calibration (cleave calibrate --from-trace).
+    /// The FP8 / FP4 casts of GEMM operands (quantise, transpose, scales); 0 = the recipe's
+    /// value below, then the element-wise class's efficiency. Set by a trace calibration (cleave
+    /// calibrate --from-trace).
     double quantize_efficiency = 0.0;
+    /// The same per recipe, for the cast kernels of that recipe (costmodel quantize_time): FP8
+    /// per-tensor current scaling, delayed scaling, blockwise (1x128 / 128x128), MXFP8, NVFP4;
+    /// 0 = quantize_efficiency's fallback. A kernel class measured per recipe (hwprofiles/).
+    double quantize_efficiency_tensorwise = 0.0;
+    double quantize_efficiency_delayed = 0.0;
+    double quantize_efficiency_blockwise = 0.0;
+    double quantize_efficiency_mxfp8 = 0.0;
+    double quantize_efficiency_nvfp4 = 0.0;
+    /// FP8 GEMMs by shape (costmodel gemm_time): the tensor work at this fraction of peak_fp8
+    /// (capped at tensor_clock_ceiling) plus the operands and result streamed through HBM at
+    /// hbm_efficiency, a kernel class fitted to a per-shape GEMM table; 0 = the size curve
+    /// gemm_efficiency_fp8 alone.
+    double gemm_tensor_efficiency_fp8 = 0.0;
+    /// The least time one kernel launch occupies the GPU, however little it moves (costmodel:
+    /// memory-bound kernels and casts, per launch); 0 = none.
+    Seconds kernel_floor;
+    /// Streaming multiprocessors of the GPU (compute kernels beside communication kernels that
+    /// hold some run on the rest, costmodel compute_sm_share); 0 = not known, not priced.
+    int64_t sm_count = 0;
     /// Multiplies the fused attention kernels' efficiency (the stack's table); 1 = as the table
     /// says. Set by a trace calibration.
     double attention_factor = 1.0;

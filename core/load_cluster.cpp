@@ -89,6 +89,18 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
     set(g.cross_entropy_efficiency, r.fraction("cross_entropy_efficiency", Need::optional));
     set(g.optimizer_efficiency, r.fraction("optimizer_efficiency", Need::optional));
     set(g.ssm_efficiency, r.fraction("ssm_efficiency", Need::optional));
+    set(g.quantize_efficiency_tensorwise,
+        r.fraction("quantize_efficiency_tensorwise", Need::optional));
+    set(g.quantize_efficiency_delayed, r.fraction("quantize_efficiency_delayed", Need::optional));
+    set(g.quantize_efficiency_blockwise,
+        r.fraction("quantize_efficiency_blockwise", Need::optional));
+    set(g.quantize_efficiency_mxfp8, r.fraction("quantize_efficiency_mxfp8", Need::optional));
+    set(g.quantize_efficiency_nvfp4, r.fraction("quantize_efficiency_nvfp4", Need::optional));
+    set(g.gemm_tensor_efficiency_fp8, r.fraction("gemm_tensor_efficiency_fp8", Need::optional));
+    set(g.sm_count, r.count("sm_count", Need::optional));
+    if (const auto f = r.quantity("kernel_floor_us", Need::optional, true)) {
+        g.kernel_floor = us(*f);
+    }
     set(g.batched_gemm_fused, r.flag("batched_gemm_fused", Need::optional));
     g.peak_fp32 = peak(r, "peak_tflops_fp32", Need::required);
     g.peak_tf32 = peak(r, "peak_tflops_tf32", Need::optional);

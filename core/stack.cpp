@@ -247,6 +247,7 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.moe_grouped_gemm_streams, r.count("grouped_gemm_streams", Need::required, true));
         set(s.moe_sync_us, r.quantity("sync_us", Need::required, true));
         set(s.moe_probs_in_experts, r.flag("probs_in_experts", Need::optional));
+        set(s.moe_deepep_num_sms, r.count("deepep_num_sms", Need::optional, true));
         r.finish();
     }
     if (const toml::table* t = top.table("export", Need::optional)) {

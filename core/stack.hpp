@@ -150,6 +150,9 @@ struct SoftwareStack {
     /// per expert over this many streams; 0 = one fused grouped kernel for the whole group.
     int64_t moe_grouped_gemm_streams = 0;
     double moe_sync_us = 0.0;  // per MoE layer forward: host waits for the device (D2H)
+    /// SMs the DeepEP dispatcher's kernels hold while they run (Megatron --moe-deepep-num-sms);
+    /// where they run beside compute, compute kernels get the rest; 0 = none held.
+    int64_t moe_deepep_num_sms = 0;
     /// The router's probabilities multiply inside the experts (Megatron-Core >= 0.13: the
     /// weighted activation), so the combine keeps no expert outputs for their gradient; false:
     /// unpermute / the combine scales the expert outputs and keeps them (memory.hpp).
