@@ -87,13 +87,64 @@ Flops gemm_lookup_size(const GpuSpec& gpu, const GemmShape& g) {
 
 }  // namespace
 
-Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g) {
+double gemm_pass_bytes(const GemmShape& g, GemmPass pass, double operand_B) {
+    const double mk = g.m * g.k;
+    const double kn = g.k * g.n;
+    const double mn = g.m * g.n;
+    switch (pass) {
+    case GemmPass::fprop:
+        return (mk + kn) * operand_B + 2.0 * mn;
+    case GemmPass::dgrad:
+        return (mn + kn) * operand_B + 2.0 * mk;
+    case GemmPass::wgrad:
+        return (mk + mn) * operand_B + 8.0 * kn;
+    }
+    return 0.0;
+}
+
+Seconds shaped_gemm_time(
+    const GpuSpec& gpu, Dtype run, double tensor_efficiency, const GemmShape& g, GemmPass pass) {
+    const Flops f = gemm_flops(g);
+    if (f.value() <= 0.0) {
+        return {};
+    }
+    const double e = std::min(tensor_efficiency, tensor_clock_ceiling(gpu));
+    const double stream = gpu.hbm_efficiency > 0.0 ? gpu.hbm_efficiency : 1.0;
+    return f / (peak_flops(gpu, run) * e) +
+           bytes(gemm_pass_bytes(g, pass, bytes_of(run)) * g.count) / (gpu.hbm_bw * stream);
+}
+
+namespace {
+
+// The profile's shape model for GEMMs run in `run` (0: none, the size curve prices them).
+double tensor_efficiency(const GpuSpec& gpu, Dtype run) {
+    return run == Dtype::fp8 && peak_flops(gpu, run).value() > 0.0 && gpu.hbm_bw.value() > 0.0
+               ? gpu.gemm_tensor_efficiency_fp8
+               : 0.0;
+}
+
+}  // namespace
+
+double compute_sm_share(const GpuSpec& gpu, const JobSpec& job, const Plan& p) {
+    const int64_t held = job.stack.moe_deepep_num_sms;
+    const bool beside = bidirectional(p.schedule) || job.stack.moe_a2a_overlap;
+    if (job.stack.moe_dispatcher != MoeDispatcher::deepep || p.ep <= 1 || !beside ||
+        gpu.sm_count <= 0 || held <= 0 || held >= gpu.sm_count) {
+        return 1.0;
+    }
+    return d(gpu.sm_count - held) / d(gpu.sm_count);
+}
+
+Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g, GemmPass pass) {
     const Flops f = gemm_flops(g);
     if (f.value() <= 0.0) {
         return {};
     }
     // A precision the GPU lacks runs in the next wider one it has (fp8 on an A100: bf16).
     const Dtype run = runnable_dtype(gpu, dtype);
+    if (const double e = tensor_efficiency(gpu, run); e > 0.0) {
+        return shaped_gemm_time(gpu, run, e, g, pass);
+    }
     FlopsPerSecond peak = peak_flops(gpu, run);
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
@@ -157,13 +208,20 @@ ExpertGemms expert_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) 
     return e;
 }
 
-Seconds expert_gemm_time(
-    const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group, double local) {
+Seconds expert_gemm_time(const GpuSpec& gpu,
+                         const JobSpec& job,
+                         const GemmShape& g,
+                         Flops group,
+                         double local,
+                         GemmPass pass) {
     const Flops f = gemm_flops(g);
     if (f.value() <= 0.0) {
         return {};
     }
     const Dtype run = runnable_dtype(gpu, job.compute);
+    if (const double e = tensor_efficiency(gpu, run); e > 0.0) {
+        return shaped_gemm_time(gpu, run, e, g, pass);
+    }
     FlopsPerSecond peak = peak_flops(gpu, run);
     if (peak.value() <= 0.0) {
         peak = gpu.peak_fp32;
@@ -240,21 +298,55 @@ Seconds memory_time(const GpuSpec& gpu, KernelClass k, Bytes b) {
     return b / (gpu.hbm_bw * kernel_efficiency(gpu, k));
 }
 
-Seconds quantize_time(const GpuSpec& gpu, Bytes b) {
-    const double e = gpu.quantize_efficiency > 0.0 ? gpu.quantize_efficiency
-                                                   : kernel_efficiency(gpu, KernelClass::elementwise);
-    return b / (gpu.hbm_bw * e);
+double quantize_efficiency(const GpuSpec& gpu, const JobSpec& job) {
+    if (gpu.quantize_efficiency > 0.0) {
+        return gpu.quantize_efficiency;
+    }
+    double e = 0.0;
+    switch (job.compute) {
+    case Dtype::fp8:
+        e = job.fp8_recipe == Fp8Recipe::blockwise    ? gpu.quantize_efficiency_blockwise
+            : job.fp8_recipe == Fp8Recipe::tensorwise ? gpu.quantize_efficiency_tensorwise
+                                                      : gpu.quantize_efficiency_delayed;
+        break;
+    case Dtype::mxfp8:
+        e = gpu.quantize_efficiency_mxfp8;
+        break;
+    case Dtype::nvfp4:
+        e = gpu.quantize_efficiency_nvfp4;
+        break;
+    default:
+        break;
+    }
+    return e > 0.0 ? e : kernel_efficiency(gpu, KernelClass::elementwise);
 }
 
-Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b) {
-    return memory_time(gpu, KernelClass::norm, b.norm) +
-           memory_time(gpu, KernelClass::elementwise, b.elementwise) +
-           memory_time(gpu, KernelClass::activation, b.activation) +
-           memory_time(gpu, KernelClass::gated_activation, b.gated_activation) +
-           memory_time(gpu, KernelClass::softmax, b.softmax) +
+Seconds quantize_time(const GpuSpec& gpu, const JobSpec& job, Bytes b) {
+    return b / (gpu.hbm_bw * quantize_efficiency(gpu, job));
+}
+
+Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b, const KernelLaunches& n) {
+    const auto floored = [&gpu](KernelClass k, Bytes x, double launches) {
+        return max(memory_time(gpu, k, x), gpu.kernel_floor * launches);
+    };
+    return floored(KernelClass::norm, b.norm, n.norm) +
+           floored(KernelClass::elementwise, b.elementwise, n.elementwise) +
+           floored(KernelClass::activation, b.activation, n.activation) +
+           floored(KernelClass::gated_activation, b.gated_activation, n.gated_activation) +
+           floored(KernelClass::softmax, b.softmax, n.softmax) +
            memory_time(gpu, KernelClass::cross_entropy, b.cross_entropy) +
            memory_time(gpu, KernelClass::optimizer, b.optimizer) +
            memory_time(gpu, KernelClass::ssm, b.ssm);
+}
+
+double deepep_rank_copies(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    const double k = d(m.moe.top_k);
+    double ranks = d(std::max<int64_t>(1, p.ep));
+    const auto [groups, group_topk] = router_groups(m, job);
+    if (groups > 0 && group_topk > 0 && group_topk < groups) {
+        ranks = std::max(1.0, ranks * d(group_topk) / d(groups));
+    }
+    return ranks <= 1.0 ? 1.0 : ranks * (1.0 - std::pow(1.0 - 1.0 / ranks, k));
 }
 
 LayerTraffic layer_traffic(
@@ -283,13 +375,26 @@ LayerTraffic layer_traffic(
     const bool swiglu = m.mlp == MlpKind::swiglu;
     const double hd = d(head_dim(m));
     // RoPE reads and writes the rotated parts of q and k. MLA rotates only the decoupled
-    // qk_rope_dim columns: one per query head and one key part shared by all heads
-    // (DeepSeek-V2, arXiv:2405.04434, eq. 12-19: q^R per head, k^R = RoPE(W^KR h) shared).
+    // qk_rope_dim columns, one per query head and one key part k^R shared by all heads
+    // (DeepSeek-V2, arXiv:2405.04434, eq. 12-19), but Megatron-Core's fused MLA RoPE
+    // (fusions/fused_mla_yarn_rope_apply.py, core 0.13) also assembles the key: the query's rope
+    // part in place (read + write a r), and the key and value split out of the kv up-projection
+    // with k^R rotated and concatenated to every head's key: read a (n + v) + r, write
+    // a (n + r) + a v; its backward the reverse (the same bytes).
     double rope = 0.0;
     if (m.positions == PositionKind::rope && attn) {
-        rope = m.mla.enabled() ? 2.0 * ab * tok * (d(m.heads) / t + 1.0) * d(m.mla.qk_rope_dim)
+        const MlaSpec& a = m.mla;
+        const double heads = d(m.heads) / t;
+        const double q_rope = 2.0 * heads * d(a.qk_rope_dim);
+        const double kv_split = heads * d(2 * a.qk_nope_dim + 2 * a.v_dim + a.qk_rope_dim);
+        rope = m.mla.enabled() ? ab * tok * (q_rope + kv_split + d(a.qk_rope_dim))
                                : 2.0 * ab * tok * (d(m.heads) + d(m.kv_heads)) * hd / t;
     }
+    // MLA's latent norms (q_a_layernorm, kv_a_layernorm: DeepSeek-V2 arXiv:2405.04434 App. B;
+    // Megatron-Core MLASelfAttention q_layernorm / kv_layernorm) on the down projections'
+    // outputs, whole on every TP rank.
+    const double latent_norm =
+        m.mla.enabled() && attn ? tok * d(m.mla.q_lora_rank + m.mla.kv_lora_rank) : 0.0;
     // MoE permutation (Megatron-Core moe_utils.py permute / sort_chunks_by_idxs / unpermute,
     // @d98e8a64): permute reads T x h, writes k T x h; the chunk sort after the all-to-all and
     // the one before the combine each read + write k T x h; unpermute reads k T x h, writes
@@ -300,9 +405,15 @@ LayerTraffic layer_traffic(
     const double shard = tok / (p.sp ? t : 1.0);
     // LatentMoE permutes latent-wide rows (the projection runs before dispatch_preprocess).
     const double w = d(moe_token_width(m));
-    const double permute = moe && ffn ? ab * shard * w * (2.0 + 2.0 * k + 4.0 * k * moe_load) +
-                                     12.0 * shard * d(m.moe.experts)
-                               : 0.0;
+    // DeepEP (the flex dispatcher, token_dispatcher.py MoEFlexTokenDispatcher) reads the tokens
+    // in place and delivers each once per rank it reaches: the rank permutes its r received rows
+    // to k expert rows (read r, write k) and unpermutes them back before the combine (read k,
+    // write r), r = deepep_rank_copies: 2 (r + k) T h.
+    const bool deepep = job.stack.moe_dispatcher == MoeDispatcher::deepep && p.ep > 1;
+    const double routed = deepep ? 2.0 * (deepep_rank_copies(m, job, p) + k) * moe_load
+                                 : 2.0 + 2.0 * k + 4.0 * k * moe_load;
+    const double permute =
+        moe && ffn ? ab * shard * w * routed + 12.0 * shard * d(m.moe.experts) : 0.0;
     LayerTraffic tr;
     tr.attn_core_fwd = bytes((2.0 * ab + 2.0 * ab + 1.0) * scores);
     // fwd: norms 2 x (read + write); bias-dropout-add 2 x (x, residual, out, mask);
@@ -318,20 +429,31 @@ LayerTraffic layer_traffic(
     // backward, each clamp's gradient reads the gradient and the saved input and writes f
     // (6 f), and the chunk's gradient is concatenated back (read 2 f, write 2 f): 10 f.
     const double clamp = m.clamped_glu && moe && ffn ? ab * inner : 0.0;
-    f.norm = bytes(norms * 2.0 * ab * e_ln);
+    f.norm = bytes(norms * 2.0 * ab * e_ln + 2.0 * ab * latent_norm);
     f.elementwise = bytes(nblocks * (3.0 * ab + mask) * e_ln + rope + permute + 8.0 * clamp);
     (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
     f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
     KernelBytes& b = tr.bwd_by_class;
-    b.norm = bytes(norms * 3.0 * ab * e_ln);
+    b.norm = bytes(norms * 3.0 * ab * e_ln + 3.0 * ab * latent_norm);
     b.elementwise = bytes(nblocks * (2.0 * ab + mask) * e_ln + rope + permute + 10.0 * clamp);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
     tr.fwd = f.total();
     tr.bwd = b.total();
     tr.permute = bytes(2.0 * permute);
+    tr.rope = bytes(rope);
+    // Launches, each at least the profile's kernel_floor: a norm each (latent norms two more),
+    // the residual add of each block, RoPE (q and k), the router's softmax / top-k and the
+    // permutation's two (four through the alltoall dispatcher's chunk sorts), the activation.
+    KernelLaunches& fl = tr.fwd_launches;
+    fl.norm = norms + (latent_norm > 0.0 ? 2.0 : 0.0);
+    fl.elementwise =
+        nblocks + (rope > 0.0 ? 2.0 : 0.0) + (permute > 0.0 ? (deepep ? 3.0 : 5.0) : 0.0);
+    (swiglu ? fl.gated_activation : fl.activation) = inner > 0.0 ? 1.0 : 0.0;
+    fl.softmax = scores > 0.0 ? 2.0 : 0.0;
+    tr.bwd_launches = fl;
     return tr;
 }
 
@@ -697,6 +819,98 @@ void add_expert_overhead(
     lc.expert_overhead = fwd + bwd + redo;
 }
 
+// A linear layer's forward GEMM and its backward (data- and weight-gradient GEMMs).
+struct PassTimes {
+    Seconds fwd;
+    Seconds bwd;
+};
+
+PassTimes linear_passes(const GpuSpec& gpu, Dtype dt, const GemmShape& g) {
+    return {gemm_time(gpu, dt, g),
+            gemm_time(gpu, dt, g, GemmPass::dgrad) + gemm_time(gpu, dt, g, GemmPass::wgrad)};
+}
+
+// The routed experts' GEMMs of one pass: `others` experts at the average load, one hot.
+Seconds expert_pass(const GpuSpec& gpu,
+                    const JobSpec& job,
+                    const GemmShape& avg,
+                    const GemmShape& hot,
+                    Flops group,
+                    double others,
+                    GemmPass pass) {
+    return expert_gemm_time(gpu, job, avg, group, others + 1.0, pass) * others +
+           expert_gemm_time(gpu, job, hot, group, others + 1.0, pass);
+}
+
+PassTimes expert_passes(const GpuSpec& gpu,
+                        const JobSpec& job,
+                        const GemmShape& avg,
+                        const GemmShape& hot,
+                        double others) {
+    const Flops group = gemm_flops(avg) * others + gemm_flops(hot);
+    return {expert_pass(gpu, job, avg, hot, group, others, GemmPass::fprop),
+            expert_pass(gpu, job, avg, hot, group, others, GemmPass::dgrad) +
+                expert_pass(gpu, job, avg, hot, group, others, GemmPass::wgrad)};
+}
+
+// The linear GEMMs of one layer (forward each, and the sums forward and backward), at `sm` of
+// the SMs (compute_sm_share). An MoE layer's g.mlp_in / mlp_out become its local experts'
+// average shapes.
+struct LinearTimes {
+    Seconds qkv;  // MLA's up projections with it (they feed the attention core)
+    Seconds proj;
+    Seconds in;
+    Seconds out;
+    Seconds router;
+    Seconds shared;
+    Seconds latent;
+    Seconds fwd;
+    Seconds bwd;
+    double local_experts = 0.0;  // this GPU's routed experts (MoE layers)
+};
+
+LinearTimes linear_times(const ModelSpec& m,
+                         const GpuSpec& gpu,
+                         const JobSpec& job,
+                         const Plan& p,
+                         bool moe,
+                         LayerGemms& g,
+                         double sm) {
+    const Dtype dt = job.compute;
+    const PassTimes qkv = linear_passes(gpu, dt, g.qkv);
+    const PassTimes q_up = linear_passes(gpu, dt, g.q_up);
+    const PassTimes kv_up = linear_passes(gpu, dt, g.kv_up);
+    const PassTimes proj = linear_passes(gpu, dt, g.proj);
+    PassTimes in = linear_passes(gpu, dt, g.mlp_in);
+    PassTimes out = linear_passes(gpu, dt, g.mlp_out);
+    LinearTimes t;
+    if (moe) {
+        // Routed experts on the expert grid (split by etp, not tp), the busiest one at its load.
+        const ExpertGemms e = expert_gemms(m, job, p);
+        t.local_experts = e.others + 1.0;
+        in = expert_passes(gpu, job, e.avg_in, e.hot_in, e.others);
+        out = expert_passes(gpu, job, e.avg_out, e.hot_out, e.others);
+        g.mlp_in = {e.avg_in.m, e.avg_in.n, e.avg_in.k, e.others + 1.0};
+        g.mlp_out = {e.avg_out.m, e.avg_out.n, e.avg_out.k, e.others + 1.0};
+    }
+    const PassTimes router = linear_passes(gpu, core_dtype(dt), g.router);
+    const PassTimes shared = linear_passes(gpu, dt, g.shared);
+    const PassTimes lat_in = linear_passes(gpu, dt, g.latent_in);
+    const PassTimes lat_out = linear_passes(gpu, dt, g.latent_out);
+    t.qkv = (qkv.fwd + q_up.fwd + kv_up.fwd) / sm;
+    t.proj = proj.fwd / sm;
+    t.in = in.fwd / sm;
+    t.out = out.fwd / sm;
+    t.router = router.fwd / sm;
+    t.shared = shared.fwd / sm;
+    t.latent = (lat_in.fwd + lat_out.fwd) / sm;
+    t.fwd = t.qkv + t.proj + t.in + t.out + t.router + t.shared + t.latent;
+    t.bwd = ((qkv.bwd + q_up.bwd + kv_up.bwd) + proj.bwd + in.bwd + out.bwd + router.bwd +
+             shared.bwd + (lat_in.bwd + lat_out.bwd)) /
+            sm;
+    return t;
+}
+
 }  // namespace
 
 LayerCost layer_cost(const ModelSpec& m,
@@ -713,34 +927,18 @@ LayerCost layer_cost(const ModelSpec& m,
     LayerClasses cls;
     LayerGemms g = layer_gemms(m, job, p, moe, shape);
     const GpuSpec& gpu = c.gpu;
-    // MLA's up projections are part of the QKV step (they feed the attention core).
-    const Seconds t_qkv = gemm_time(gpu, job.compute, g.qkv) + gemm_time(gpu, job.compute, g.q_up) +
-                          gemm_time(gpu, job.compute, g.kv_up);
-    const Seconds t_proj = gemm_time(gpu, job.compute, g.proj);
-    Seconds t_in = gemm_time(gpu, job.compute, g.mlp_in);
-    Seconds t_out = gemm_time(gpu, job.compute, g.mlp_out);
-    double local_experts = 0.0;  // this GPU's routed experts (MoE layers)
-    if (moe) {
-        // Routed experts on the expert grid (split by etp, not tp), the busiest one at its load.
-        const ExpertGemms e = expert_gemms(m, job, p);
-        const Flops grp_in = gemm_flops(e.avg_in) * e.others + gemm_flops(e.hot_in);
-        const Flops grp_out = gemm_flops(e.avg_out) * e.others + gemm_flops(e.hot_out);
-        const double local = e.others + 1.0;
-        local_experts = local;
-        t_in = expert_gemm_time(gpu, job, e.avg_in, grp_in, local) * e.others +
-               expert_gemm_time(gpu, job, e.hot_in, grp_in, local);
-        t_out = expert_gemm_time(gpu, job, e.avg_out, grp_out, local) * e.others +
-                expert_gemm_time(gpu, job, e.hot_out, grp_out, local);
-        g.mlp_in = {e.avg_in.m, e.avg_in.n, e.avg_in.k, e.others + 1.0};
-        g.mlp_out = {e.avg_out.m, e.avg_out.n, e.avg_out.k, e.others + 1.0};
-    }
-    const Seconds t_latent =
-        gemm_time(gpu, job.compute, g.latent_in) + gemm_time(gpu, job.compute, g.latent_out);
-    const Seconds linear = t_qkv + t_proj + t_in + t_out +
-                           gemm_time(gpu, core_dtype(job.compute), g.router) +
-                           gemm_time(gpu, job.compute, g.shared) + t_latent;
-    Seconds core = gemm_time(gpu, core_dtype(job.compute), g.score) +
-                   gemm_time(gpu, core_dtype(job.compute), g.attn_v);
+    // Compute-bound kernels beside a DeepEP all-to-all run on the SMs it leaves them.
+    const double sm = moe ? compute_sm_share(gpu, job, p) : 1.0;
+    const LinearTimes lt = linear_times(m, gpu, job, p, moe, g, sm);
+    const Seconds t_qkv = lt.qkv;
+    const Seconds t_proj = lt.proj;
+    const Seconds t_in = lt.in;
+    const Seconds t_out = lt.out;
+    const Seconds t_latent = lt.latent;
+    const Seconds linear = lt.fwd;
+    Seconds core = (gemm_time(gpu, core_dtype(job.compute), g.score) +
+                    gemm_time(gpu, core_dtype(job.compute), g.attn_v)) /
+                   sm;
     // A trace calibration's attention rate (GpuSpec::attention_factor, 1 by default) scales the
     // materialised core's GEMMs as it scales the fused kernel (costmodel/attention.cpp).
     const Seconds core_gemms = core;  // the fused kernel's fallback (it applies the factor)
@@ -751,22 +949,23 @@ LayerCost layer_cost(const ModelSpec& m,
     Seconds core_bwd = 2.0 * core;
     if (job.stack.attention == AttentionImpl::fused && has_attn) {
         const FusedAttentionCost fa = fused_attention_cost(m, gpu, job, p, core_gemms);
-        core = fa.fwd;
-        core_bwd = fa.bwd;
+        core = fa.fwd / sm;
+        core_bwd = fa.bwd / sm;
     }
     const LayerTraffic tr = layer_traffic(m, job, p, moe, shape);
     // Quantised training casts each linear GEMM's input (fwd) and output gradient (bwd).
     const QuantiseBytes q = layer_quantise_bytes(gpu, job, g);
     LayerCost lc;
-    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class) +
-             quantize_time(gpu, q.fwd);
-    lc.bwd = 2.0 * linear + core_bwd + memory_time(gpu, tr.bwd_by_class) +
-             quantize_time(gpu, q.bwd);
-    lc.gemm = 3.0 * linear;
+    // Each cast is a launch of its own (one per quantised GEMM operand, each pass).
+    const Seconds cast_fwd = max(quantize_time(gpu, job, q.fwd), gpu.kernel_floor * q.tensors);
+    const Seconds cast_bwd = max(quantize_time(gpu, job, q.bwd), gpu.kernel_floor * q.tensors);
+    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class, tr.fwd_launches) + cast_fwd;
+    lc.bwd = lt.bwd + core_bwd + memory_time(gpu, tr.bwd_by_class, tr.bwd_launches) + cast_bwd;
+    lc.gemm = linear + lt.bwd;
     lc.attention = core + core_bwd;
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
     if (classes != nullptr) {  // the trace's classes (explain --trace), not the planner's
-        cls.quantize = quantize_time(gpu, q.fwd + q.bwd);
+        cls.quantize = cast_fwd + cast_bwd;
         cls.norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm + tr.bwd_by_class.norm);
         cls.activation =
             memory_time(gpu, KernelClass::activation,
@@ -802,9 +1001,14 @@ LayerCost layer_cost(const ModelSpec& m,
             cls.recompute_attention += attn_again;
         }
         if (has(rm::mla_up_proj)) {
-            const Seconds up = gemm_time(gpu, job.compute, g.q_up) + gemm_time(gpu, job.compute, g.kv_up);
+            const Seconds up =
+                (gemm_time(gpu, job.compute, g.q_up) + gemm_time(gpu, job.compute, g.kv_up)) / sm;
             lc.recompute += up;
             cls.recompute_gemm += up;
+            // and the RoPE applied to their outputs ("mla_up_proj: the MLA up projection and
+            // RoPE", transformer_config.py recompute_modules)
+            const Seconds rope = memory_time(gpu, KernelClass::elementwise, tr.rope);
+            lc.recompute += rope;
         }
         if (has(rm::layernorm)) {  // two norms (one in a hybrid layer): read and write T h / sp
             const double norms = shape == LayerShape::full ? 2.0 : 1.0;
@@ -819,8 +1023,7 @@ LayerCost layer_cost(const ModelSpec& m,
             cls.recompute_gemm += t_in + t_out;
         }
         if (moe && has(rm::moe)) {
-            const Seconds mlp = t_in + t_out + gemm_time(gpu, core_dtype(job.compute), g.router) +
-                                gemm_time(gpu, job.compute, g.shared) + t_latent;
+            const Seconds mlp = t_in + t_out + lt.router + lt.shared + t_latent;
             lc.recompute += mlp;
             cls.recompute_gemm += mlp;
         } else if (moe) {
@@ -835,8 +1038,8 @@ LayerCost layer_cost(const ModelSpec& m,
                 cls.recompute_activation += act;
             }
             if (has(rm::shared_experts)) {
-                lc.recompute += gemm_time(gpu, job.compute, g.shared);
-                cls.recompute_gemm += gemm_time(gpu, job.compute, g.shared);
+                lc.recompute += lt.shared;
+                cls.recompute_gemm += lt.shared;
             }
         }
         break;
@@ -845,7 +1048,7 @@ LayerCost layer_cost(const ModelSpec& m,
         lc.recompute = lc.fwd;
         // The forward once more: its GEMMs (a third of gemm), attention core and the forward's
         // share of the memory-bound classes.
-        cls.recompute_gemm = lc.gemm / 3.0;
+        cls.recompute_gemm = linear;
         cls.recompute_attention = core + memory_time(gpu, KernelClass::softmax, tr.fwd_by_class.softmax);
         cls.recompute_norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm);
         cls.recompute_activation =
@@ -869,7 +1072,7 @@ LayerCost layer_cost(const ModelSpec& m,
         if (p.recompute == Recompute::selective && (p.recompute_modules & recompute_module::moe) != 0) {
             lc.recompute += lc.ep_fwd;  // the re-run MoE block dispatches and combines again
         }
-        add_expert_overhead(lc, c, job, p, local_experts);
+        add_expert_overhead(lc, c, job, p, lt.local_experts);
     }
     if (classes != nullptr) {
         *classes = cls;
@@ -949,8 +1152,10 @@ LayerCost mixer_layer_cost(const ModelSpec& m,
                            double cp_in,
                            double cp_out) {
     const GpuSpec& gpu = c.gpu;
-    const Seconds t_in = gemm_time(gpu, job.compute, in_proj);
-    const Seconds t_out = gemm_time(gpu, job.compute, out_proj);
+    const PassTimes p_in = linear_passes(gpu, job.compute, in_proj);
+    const PassTimes p_out = linear_passes(gpu, job.compute, out_proj);
+    const Seconds t_in = p_in.fwd;
+    const Seconds t_out = p_out.fwd;
     LayerGemms lg;  // for the quantisation casts of in_proj / out_proj
     lg.mlp_in = in_proj;
     lg.mlp_out = out_proj;
@@ -958,10 +1163,10 @@ LayerCost mixer_layer_cost(const ModelSpec& m,
     LayerCost lc;
     const Seconds linear = t_in + t_out;
     lc.fwd = linear + core.fwd + memory_time(gpu, tr.fwd_by_class) +
-             quantize_time(gpu, q.fwd);
-    lc.bwd = 2.0 * linear + core.bwd + memory_time(gpu, tr.bwd_by_class) +
-             quantize_time(gpu, q.bwd);
-    lc.gemm = 3.0 * linear;
+             quantize_time(gpu, job, q.fwd);
+    lc.bwd = (p_in.bwd + p_out.bwd) + core.bwd + memory_time(gpu, tr.bwd_by_class) +
+             quantize_time(gpu, job, q.bwd);
+    lc.gemm = linear + (p_in.bwd + p_out.bwd);
     lc.attention = core.fwd + core.bwd;  // the sequence mixer's core, reported beside attention's
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
     if (p.recompute == Recompute::full) {
@@ -1134,7 +1339,7 @@ mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job
     const double tok = tokens_per_gpu(job, p);
     const double h = d(m.hidden);
     const GemmShape proj{tok, h / d(p.tp), 2.0 * h, 1.0};
-    const Seconds gemm = gemm_time(c.gpu, job.compute, proj);
+    const PassTimes gemm = linear_passes(c.gpu, job.compute, proj);
     // Three norms over T x h: read + write forward, read x and dy + write dx backward.
     const double norm = (p.sp ? 1.0 / d(p.tp) : 1.0) * tok * h;
     KernelBytes fwd;
@@ -1142,9 +1347,9 @@ mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job
     KernelBytes bwd;
     bwd.norm = bytes(3.0 * 3.0 * ab * norm);
     EdgeCost e;
-    e.fwd = gemm + memory_time(c.gpu, fwd);
-    e.bwd = 2.0 * gemm + memory_time(c.gpu, bwd);
-    e.gemm = 3.0 * gemm;
+    e.fwd = gemm.fwd + memory_time(c.gpu, fwd);
+    e.bwd = gemm.bwd + memory_time(c.gpu, bwd);
+    e.gemm = gemm.fwd + gemm.bwd;
     return e;
 }
 
@@ -1318,7 +1523,7 @@ MuonCost muon_layer_cost(const ModelSpec& m,
 }
 
 Seconds weight_quantise_time(const GpuSpec& gpu, const JobSpec& job, double params) {
-    return quantize_time(gpu, weight_quantise_bytes(gpu, job, params));
+    return quantize_time(gpu, job, weight_quantise_bytes(gpu, job, params));
 }
 
 }  // namespace cleave

@@ -15,11 +15,41 @@
 
 namespace cleave {
 
-/// Time of `g.count` GEMMs: FLOPs / (peak(dtype) * efficiency). The efficiency is the curve's
-/// at the FLOPs of the whole batch when the GPU runs a batch as one kernel
-/// (`batched_gemm_fused`, cuBLAS strided-batched), else at the FLOPs of one GEMM of it (a loop
-/// of count GEMMs, each at the efficiency of its own shape).
-[[nodiscard]] Seconds gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g);
+/// Which of a linear layer's three GEMMs: the forward Y = X W (m x k by k x n), the data
+/// gradient dX = dY W^T (m x n by n x k) or the weight gradient dW = X^T dY (k x m by m x n,
+/// accumulated into the fp32 main gradient). All three have the forward's FLOPs.
+enum class GemmPass : uint8_t { fprop, dgrad, wgrad };
+
+/// Time of `g.count` GEMMs of pass `pass` of the forward shape g: FLOPs / (peak(dtype) *
+/// efficiency). The efficiency is the curve's at the FLOPs of the whole batch when the GPU runs a
+/// batch as one kernel (`batched_gemm_fused`, cuBLAS strided-batched), else at the FLOPs of one
+/// GEMM of it (a loop of count GEMMs, each at the efficiency of its own shape); the same for the
+/// three passes. Where the profile prices that dtype's GEMMs by shape (GpuSpec::
+/// gemm_tensor_efficiency_fp8): shaped_gemm_time.
+[[nodiscard]] Seconds
+gemm_time(const GpuSpec& gpu, Dtype dtype, const GemmShape& g, GemmPass pass = GemmPass::fprop);
+
+/// HBM bytes of one GEMM of pass `pass` of the forward shape g (count 1): the two operands at
+/// `operand_B` a element and the result, 2 B (bf16) for fprop and dgrad, 8 B for wgrad (the fp32
+/// main gradient read and written: Megatron's gradient-accumulation fusion, DeepGEMM PR #95's
+/// accumulating wgrad kernels): fprop m k + k n + 2 m n, dgrad m n + n k + 2 m k (x operand_B
+/// for the operands), wgrad m k + m n + 8 k n.
+[[nodiscard]] double gemm_pass_bytes(const GemmShape& g, GemmPass pass, double operand_B);
+
+/// A GEMM priced by its shape: the tensor work FLOPs / (peak x min(e, tensor_clock_ceiling))
+/// plus gemm_pass_bytes through HBM at hbm_bw x hbm_efficiency, the two in sequence (a kernel
+/// class fitted to DeepGEMM's per-shape table, hwprofiles/h800.toml); e =
+/// gemm_tensor_efficiency_fp8. Times g.count.
+[[nodiscard]] Seconds shaped_gemm_time(
+    const GpuSpec& gpu, Dtype run, double tensor_efficiency, const GemmShape& g, GemmPass pass);
+
+/// The share of the GPU's SMs left to compute kernels of a layer whose MoE all-to-all runs
+/// beside them: (sm_count - held) / sm_count, held = the stack's moe_deepep_num_sms, where the
+/// dispatcher is DeepEP (its kernels keep their SMs for as long as they run; Megatron
+/// --moe-deepep-num-sms) and its all-to-all runs under compute (the DualPipe / DualPipeV pairs,
+/// or the stack's a2a_overlap) with ep > 1; 1 otherwise, or where the profile has no sm_count.
+/// Compute-bound kernels (GEMMs, attention) run in time / share (throughput linear in SMs).
+[[nodiscard]] double compute_sm_share(const GpuSpec& gpu, const JobSpec& job, const Plan& p);
 
 /// Classes of memory-bound kernel, each priced at its own achieved fraction of HBM bandwidth
 /// (GpuSpec::norm_efficiency ...): on a GPU they all stream at about the same rate, on a CPU
@@ -49,9 +79,15 @@ enum class KernelClass {
 /// Time of kernels of class `k` moving `b` bytes: b / (hbm_bw * kernel_efficiency(gpu, k)).
 [[nodiscard]] Seconds memory_time(const GpuSpec& gpu, KernelClass k, Bytes b);
 
-/// Time of the FP8 / FP4 casts of GEMM operands moving `b` bytes: at quantize_efficiency of the
-/// HBM bandwidth, the element-wise class's efficiency where the profile has none.
-[[nodiscard]] Seconds quantize_time(const GpuSpec& gpu, Bytes b);
+/// The achieved fraction of HBM bandwidth of the job's cast kernels: the profile's
+/// quantize_efficiency (a trace calibration), else its value for the job's recipe
+/// (quantize_efficiency_tensorwise / _delayed / _blockwise / _mxfp8 / _nvfp4), else the
+/// element-wise class's efficiency.
+[[nodiscard]] double quantize_efficiency(const GpuSpec& gpu, const JobSpec& job);
+
+/// Time of the FP8 / FP4 casts of GEMM operands moving `b` bytes: b / (hbm_bw x
+/// quantize_efficiency(gpu, job)).
+[[nodiscard]] Seconds quantize_time(const GpuSpec& gpu, const JobSpec& job, Bytes b);
 
 /// Memory-bound bytes split by kernel class.
 struct KernelBytes {
@@ -72,8 +108,28 @@ struct KernelBytes {
     bool operator==(const KernelBytes&) const = default;
 };
 
-/// Sum over the classes of memory_time(gpu, class, bytes of that class).
-[[nodiscard]] Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b);
+/// Launches of memory-bound kernels by class, in one pass of one layer.
+struct KernelLaunches {
+    double norm = 0.0;
+    double elementwise = 0.0;
+    double activation = 0.0;
+    double gated_activation = 0.0;
+    double softmax = 0.0;
+
+    bool operator==(const KernelLaunches&) const = default;
+};
+
+/// Sum over the classes of memory_time(gpu, class, bytes of that class), each at least its
+/// launches x the profile's kernel_floor (a launch occupies the GPU for at least that, however
+/// few bytes it moves).
+[[nodiscard]] Seconds
+memory_time(const GpuSpec& gpu, const KernelBytes& b, const KernelLaunches& launches = {});
+
+/// Expected EP ranks one token's top_k experts land on (DeepEP sends a token once per rank):
+/// R (1 - (1 - 1/R)^k) with R = ep, or ep x group_topk / groups under group-limited routing
+/// (router_groups), the experts drawn evenly over the ranks. DeepSeek-V3 at EP 64 (8 groups, top
+/// 4): R = 32, 32 (1 - (31/32)^8) = 7.18 ranks per token.
+[[nodiscard]] double deepep_rank_copies(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
 /// HBM traffic of the memory-bound kernels of one layer (Megatron's fused kernels):
 /// forward: 2 norms (read + write 2 B/elem), 2 bias-dropout-add (x, residual, out, 1-B mask),
@@ -88,6 +144,9 @@ struct LayerTraffic {
                                // MoE permutation, (gated) activation, softmax incl. attention
                                // dropout)
     KernelBytes bwd_by_class;
+    Bytes rope;  // of fwd (and again of bwd) elementwise: RoPE (MLA: with its q / k assembly)
+    KernelLaunches fwd_launches;
+    KernelLaunches bwd_launches;
 
     bool operator==(const LayerTraffic&) const = default;
 };
@@ -246,8 +305,14 @@ struct ExpertGemms {
 /// moe_grouped_gemm_streams streams (min(local, streams) GEMMs at once); a loop (no grouped
 /// GEMM) one at a time. Either way no faster than streaming the expert's weight and its rows
 /// through HBM once (roofline: a small-M expert GEMM reads a K x N weight for few rows).
-[[nodiscard]] Seconds expert_gemm_time(
-    const GpuSpec& gpu, const JobSpec& job, const GemmShape& g, Flops group_flops, double local);
+/// Where the profile prices the dtype's GEMMs by shape, shaped_gemm_time of the expert's own
+/// shape (a grouped kernel's time is the sum of its groups': DeepGEMM's grouped table).
+[[nodiscard]] Seconds expert_gemm_time(const GpuSpec& gpu,
+                                       const JobSpec& job,
+                                       const GemmShape& g,
+                                       Flops group_flops,
+                                       double local,
+                                       GemmPass pass = GemmPass::fprop);
 
 /// Embedding (first stage) and output layer + fp32 cross-entropy (last stage), one micro-batch.
 struct EdgeCost {

@@ -60,6 +60,13 @@ Plan stage_view(const Plan& p) {
     return q;
 }
 
+/// The share of the SMs the DualPipe pair's hidden all-to-all costs its compute: none where the
+/// dispatcher's SMs are priced in the layers' compute (DeepEP, compute_sm_share), else the
+/// stack's comm_sm_fraction (NCCL's kernels).
+double pair_sm_share(const GpuSpec& gpu, const JobSpec& job, const Plan& p) {
+    return compute_sm_share(gpu, job, p) < 1.0 ? 0.0 : job.stack.comm_sm_fraction;
+}
+
 /// A plan that recomputes only some layers (block) prices the others as recompute none.
 bool mixed_recompute(const Plan& p) {
     return p.recompute == Recompute::full && p.recompute_method == RecomputeMethod::block;
@@ -1046,7 +1053,8 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         // larger of the two, and the compute the hidden communication runs beside loses the SMs
         // its kernels hold (overlap_slowdown, the stack's comm_sm_fraction; the report gives
         // communication 20 SMs of the H800's 132).
-        const double sm_share = job.stack.comm_sm_fraction;
+        // DeepEP's SMs are in the layers' compute already (compute_sm_share).
+        const double sm_share = pair_sm_share(cluster.gpu, job, plan);
         const auto pair = [sm_share](const StageWork& r) {
             const Seconds work = r.cost.fwd + r.cost.bwd - r.ep;
             const Seconds comm = r.ep + r.p2p;
@@ -1093,7 +1101,8 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     if (dual) {  // what the overlapped pair leaves of the communication, and its SM cost
         const Seconds comm = ws.ep + ws.p2p;
         const Seconds exposed = max(Seconds{}, comm - (ws.cost.fwd + ws.cost.bwd - ws.ep));
-        e.time.ep_comm = (exposed + overlap_slowdown(comm, exposed, job.stack.comm_sm_fraction)) * mb;
+        e.time.ep_comm =
+            (exposed + overlap_slowdown(comm, exposed, pair_sm_share(cluster.gpu, job, plan))) * mb;
         e.time.pp_comm = Seconds{};
     }
     const int tp_partner = dual ? partner(tail_stage) : tail_stage;

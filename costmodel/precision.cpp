@@ -101,6 +101,7 @@ QuantiseBytes layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const
           &g.latent_out}) {
         b.fwd += bytes(q * s->m * s->k * s->count);
         b.bwd += bytes(q * s->m * s->n * s->count);
+        b.tensors += q > 0.0 && s->m * s->k > 0.0 ? 1.0 : 0.0;
     }
     return b;
 }

@@ -50,6 +50,7 @@ namespace cleave {
 struct QuantiseBytes {
     Bytes fwd;
     Bytes bwd;
+    double tensors = 0.0;  // casts per pass: one per quantised GEMM (each expert group one)
 
     bool operator==(const QuantiseBytes&) const = default;
 };

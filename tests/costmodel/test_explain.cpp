@@ -436,9 +436,10 @@ TEST_SUITE("costmodel") {
     TEST_CASE("dualpipe: explain cautions that its one published check is priced fast") {
         // DeepSeek-V3 as its report trained it (arXiv:2412.19437 Sec. 3.2-3.3: 2,048 H800, PP 16,
         // EP 64, ZeRO-1, FP8 blockwise, DualPipe; 180K H800 GPU-hours per trillion tokens = 19.9 s
-        // per 15,360 x 4,096-token step). The caution quotes 12.2 s under DualPipe and 20.3 s
+        // per 15,360 x 4,096-token step). The caution quotes 13.8 s under DualPipe and 23.4 s
         // under 1F1B: these are the prices it must stay true to (a cost-model change that moves
-        // them must restate the caution and docs/costmodel.md section 9).
+        // them must restate the caution and docs/costmodel.md section 9). Issue 47 (the kernels
+        // from public measurements) moved them from 12.2 and 20.3 s.
         const std::string ds =
             std::string(CLEAVE_TEST_DATA_DIR) + "/examples/hf/deepseek-v3.config.json";
         const auto explain = [&](const char* schedule) {
@@ -461,11 +462,11 @@ TEST_SUITE("costmodel") {
         };
         const auto dual = explain("dualpipe");
         const auto one = explain("1f1b");
-        CHECK(dual["iteration_time_s"].get<double>() == doctest::Approx(12.2).epsilon(0.01));
-        CHECK(one["iteration_time_s"].get<double>() == doctest::Approx(20.3).epsilon(0.01));
-        // 12.2 / 19.9 - 1 = -38.7 %: the "39 % fast" of the caution.
+        CHECK(dual["iteration_time_s"].get<double>() == doctest::Approx(13.8).epsilon(0.01));
+        CHECK(one["iteration_time_s"].get<double>() == doctest::Approx(23.4).epsilon(0.01));
+        // 13.8 / 19.9 - 1 = -30.7 %: the "31 % fast" of the caution.
         CHECK(dual["iteration_time_s"].get<double>() / 19.9 - 1.0 ==
-              doctest::Approx(-0.39).epsilon(0.03));
+              doctest::Approx(-0.31).epsilon(0.03));
         CHECK(said(dual));
         CHECK_FALSE(said(one));
         // DualPipeV hides the same communication the same way: the caution goes with it.

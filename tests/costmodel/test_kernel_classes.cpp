@@ -169,15 +169,19 @@ TEST_SUITE("costmodel") {
                   layer_traffic(small_gpt(), fp32_job(), test::plan(1, 1, 1), false)
                       .bwd_by_class.elementwise.value() ==
               524288.0);
-        // MLA (nope 32, rope 16): only q's 8 heads x 16 rope columns and the one shared 16-wide
-        // key part rotate: 2 x 4 x 128 x (8 + 1) x 16 = 147456 B, not 2 x 4 x 128 x 16 x 48.
+        // MLA (nope 32, rope 16, v 32) under Megatron-Core's fused MLA RoPE: q's 8 heads x 16
+        // rope columns in place (read + write: 2 x 8 x 16 = 256) and the key and value split out
+        // of the kv up projection with the shared 16-wide key part rotated and concatenated to
+        // every head: read 8 x (32 + 32) + 16, write 8 x (32 + 16) + 8 x 32 (1168): 4 B x 128
+        // tokens x 1424 = 729088 B.
         ModelSpec mla = plain;
         mla.mla.kv_lora_rank = 64;
         mla.mla.qk_nope_dim = 32;
         mla.mla.qk_rope_dim = 16;
         mla.mla.v_dim = 32;
         const LayerTraffic q = layer_traffic(mla, fp32_job(), test::plan(1, 1, 1), false);
-        CHECK(q.fwd_by_class.elementwise.value() - base == 147456.0);
+        CHECK(q.fwd_by_class.elementwise.value() - base == 729088.0);
+        CHECK(q.rope.value() == 729088.0);
     }
 
     TEST_CASE("kernel classes: a layer prices each class at its own efficiency") {
