@@ -73,9 +73,7 @@ std::string assumptions(const std::vector<ProfileBest>& all) {
     return s;
 }
 
-std::string f(const char* spec, double v) {
-    return detail::format_number(spec, v);
-}
+using detail::f;
 
 /// "#   train: 12.3 days (0.4 lost), 9.4e+04 GPU-h, 45.6 MWh, $234,000" when --tokens is given.
 void print_train_line(std::ostream& os, const Inputs& in, const Estimate& e) {

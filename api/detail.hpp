@@ -15,6 +15,11 @@ namespace cleave::api::detail {
 /// v formatted with one printf conversion ("%.3f"): the tables' number cells.
 [[nodiscard]] std::string format_number(const char* spec, double v);
 
+/// format_number under the short name the table writers use.
+[[nodiscard]] inline std::string f(const char* spec, double v) {
+    return format_number(spec, v);
+}
+
 [[nodiscard]] nlohmann::json memory_json(const std::vector<CheckedMemory>& rows,
                                          const std::string& path);
 void print_memory_table(std::ostream& os,

@@ -330,9 +330,7 @@ namespace cleave::api {
 
 namespace {
 
-std::string f(const char* spec, double v) {
-    return detail::format_number(spec, v);
-}
+using detail::f;
 
 std::string pad(const std::string& s, size_t w) {
     return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;

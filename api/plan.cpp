@@ -29,9 +29,7 @@ namespace {
 
 using SimScores = std::vector<SimScore>;
 
-std::string f(const char* spec, double v) {
-    return detail::format_number(spec, v);
-}
+using detail::f;
 
 const char* risk_code(RiskKind k) {
     switch (k) {

@@ -26,9 +26,7 @@ namespace {
 constexpr int64_t max_points = 2000;
 
 
-std::string f(const char* spec, double v) {
-    return detail::format_number(spec, v);
-}
+using detail::f;
 
 /// Memory of every pipeline stage of `p`, part by part, from the cost model's per-stage
 /// breakdown. The one place the report reads per-stage memory: today Estimate::stage holds the

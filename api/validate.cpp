@@ -144,7 +144,7 @@ void print_validate_table(std::ostream& os,
     }
 }
 
-nlohmann::json phases_json(const executor::PhaseTimes& p) {
+nlohmann::json validate_phases_json(const executor::PhaseTimes& p) {
     return {{"compute", p.compute_s},
             {"tp_comm", p.tp_comm_s},
             {"pp_wait", p.pp_wait_s},
@@ -167,8 +167,8 @@ validate_json(const calibrate::ValidationReport& r, const ValidateOptions& o, co
         j["measured_min_s"] = p.measured_min_s;
         j["measured_max_s"] = p.measured_max_s;
         j["error_pct"] = p.error_pct;
-        j["phases_s"] = {{"predicted", phases_json(p.predicted_phases)},
-                         {"measured", phases_json(p.measured_phases)}};
+        j["phases_s"] = {{"predicted", validate_phases_json(p.predicted_phases)},
+                         {"measured", validate_phases_json(p.measured_phases)}};
         j["peak_memory_gib"] = {{"predicted", p.predicted_memory_B / 1073741824.0},
                                 {"measured", p.measured_memory_B / 1073741824.0}};
         j["loss"] = p.loss;

@@ -88,7 +88,7 @@ struct Entry {
 };
 
 // clang-format off
-const std::array<Entry, rule_count> table{{
+const std::array<Entry, rule_count> rule_table{{
     {Rule::sizes, {"sizes", "every parallel size and the micro-batch size is a count (>= 1)"},
      [](const Ctx& x) { return sizes_ok(x.p); },
      [](const Ctx&) { return std::string("every parallel size and the micro-batch size must be at least 1"); }},
@@ -272,17 +272,17 @@ const std::array<Entry, rule_count> table{{
 }  // namespace
 
 const RuleInfo& rule_info(Rule r) {
-    return table[static_cast<std::size_t>(r)].info;
+    return rule_table[static_cast<std::size_t>(r)].info;
 }
 
 bool keeps(Rule r, const ModelSpec& m, const JobSpec& job, const Plan& p) {
-    return table[static_cast<std::size_t>(r)].ok(Ctx{m, job, p});
+    return rule_table[static_cast<std::size_t>(r)].ok(Ctx{m, job, p});
 }
 
 std::vector<Violation> plan_violations(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     std::vector<Violation> out;
     const Ctx x{m, job, p};
-    for (const Entry& e : table) {
+    for (const Entry& e : rule_table) {
         if (!e.ok(x)) {
             out.push_back({e.rule, e.message(x)});
             if (e.rule == Rule::sizes) {

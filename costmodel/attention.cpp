@@ -1,4 +1,5 @@
 #include "costmodel/attention.hpp"
+#include "costmodel/num.hpp"
 
 #include "costmodel/flops.hpp"
 #include "costmodel/precision.hpp"
@@ -11,9 +12,7 @@ namespace cleave {
 
 namespace {
 
-double d(int64_t x) {
-    return static_cast<double>(x);
-}
+using detail::d;
 
 bool contains_nocase(const std::string& hay, const std::string& needle) {
     const auto it =

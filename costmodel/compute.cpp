@@ -1,4 +1,5 @@
 #include "costmodel/compute.hpp"
+#include "costmodel/num.hpp"
 
 #include "core/errors.hpp"
 #include "costmodel/attention.hpp"
@@ -13,9 +14,7 @@ namespace cleave {
 
 namespace {
 
-double d(int64_t x) {
-    return static_cast<double>(x);
-}
+using detail::d;
 
 // Attention-core GEMMs (Q K^T, softmax V), the router and the output layer stay 16-bit under
 // quantised training (costmodel/precision.cpp, unquantised()).

@@ -1,6 +1,7 @@
 // estimate(): assembles memory, compute, communication and pipeline into one Estimate.
 // Derivations: docs/costmodel.md.
 #include "costmodel/estimate.hpp"
+#include "costmodel/num.hpp"
 
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
@@ -20,9 +21,7 @@ namespace cleave {
 
 namespace {
 
-double d(int64_t x) {
-    return static_cast<double>(x);
-}
+using detail::d;
 
 // Megatron DDP bucket: max(40M, 1M x dp) parameters (NVIDIA/Megatron-LM@d98e8a64
 // megatron/core/distributed/distributed_data_parallel.py:134); 40M is the stack's bucket_mparams.

@@ -1,4 +1,5 @@
 #include "costmodel/flops.hpp"
+#include "costmodel/num.hpp"
 
 #include <algorithm>
 
@@ -6,9 +7,7 @@ namespace cleave {
 
 namespace {
 
-double d(int64_t x) {
-    return static_cast<double>(x);
-}
+using detail::d;
 
 double mlp_matrices(const ModelSpec& m) {
     return m.mlp == MlpKind::swiglu ? 3.0 : 2.0;

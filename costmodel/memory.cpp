@@ -1,4 +1,5 @@
 #include "costmodel/memory.hpp"
+#include "costmodel/num.hpp"
 
 #include "costmodel/attention.hpp"
 #include "costmodel/compute.hpp"
@@ -11,9 +12,7 @@ namespace cleave {
 
 namespace {
 
-double d(int64_t x) {
-    return static_cast<double>(x);
-}
+using detail::d;
 
 // GPT-OSS's clamped GLU: each clamp keeps its input, the 2 f_e wide fc1 output of every routed
 // copy, beside the activation's own saved (clamped) input (Megatron-LM @d98e8a64

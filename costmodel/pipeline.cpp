@@ -1,4 +1,5 @@
 #include "costmodel/pipeline.hpp"
+#include "costmodel/num.hpp"
 
 #include "core/schedule.hpp"
 
@@ -8,9 +9,7 @@ namespace cleave {
 
 namespace {
 
-double d(int64_t x) {
-    return static_cast<double>(x);
-}
+using detail::d;
 
 bool interleaved(const Plan& p) {
     return p.schedule == Schedule::interleaved && p.vpp > 1;

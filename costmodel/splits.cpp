@@ -1,4 +1,5 @@
 #include "costmodel/splits.hpp"
+#include "costmodel/num.hpp"
 
 #include "costmodel/flops.hpp"
 
@@ -9,9 +10,7 @@ namespace cleave {
 
 namespace {
 
-double d(int64_t x) {
-    return static_cast<double>(x);
-}
+using detail::d;
 
 /// The plan's stage-layer rules, for a pipeline of (pp, vpp) with split `s`.
 bool accepted(

@@ -9,7 +9,7 @@ namespace cleave::executor {
 
 namespace {
 
-size_t at(int64_t i) {
+size_t idx(int64_t i) {
     return static_cast<size_t>(i);
 }
 
@@ -19,28 +19,28 @@ std::vector<float>
 router_logit_grads(const MoeDims& m, const MoeCache& mc, const std::vector<float>& dg, double aux) {
     const int64_t E = m.experts;
     const int64_t K = m.top_k;
-    std::vector<float> dz(at(mc.tokens * E));
-    std::vector<double> dp(at(E));
+    std::vector<float> dz(idx(mc.tokens * E));
+    std::vector<double> dp(idx(E));
     for (int64_t t = 0; t < mc.tokens; ++t) {
-        const float* p = &mc.probs[at(t * E)];
+        const float* p = &mc.probs[idx(t * E)];
         double s = 0.0;
         double dot = 0.0;
         for (int64_t k = 0; k < K; ++k) {
-            s += p[mc.chosen[at(t * K + k)]];
-            dot += static_cast<double>(dg[at(t * K + k)]) * mc.gates[at(t * K + k)];
+            s += p[mc.chosen[idx(t * K + k)]];
+            dot += static_cast<double>(dg[idx(t * K + k)]) * mc.gates[idx(t * K + k)];
         }
         for (int64_t e = 0; e < E; ++e) {
-            dp[at(e)] = aux * mc.expert_load[at(e)];
+            dp[idx(e)] = aux * mc.expert_load[idx(e)];
         }
         for (int64_t k = 0; k < K; ++k) {
-            dp[at(mc.chosen[at(t * K + k)])] += (dg[at(t * K + k)] - dot) / s;
+            dp[idx(mc.chosen[idx(t * K + k)])] += (dg[idx(t * K + k)] - dot) / s;
         }
         double pdp = 0.0;
         for (int64_t e = 0; e < E; ++e) {
-            pdp += p[e] * dp[at(e)];
+            pdp += p[e] * dp[idx(e)];
         }
         for (int64_t e = 0; e < E; ++e) {
-            dz[at(t * E + e)] = static_cast<float>(p[e] * (dp[at(e)] - pdp));
+            dz[idx(t * E + e)] = static_cast<float>(p[e] * (dp[idx(e)] - pdp));
         }
     }
     return dz;
@@ -49,13 +49,13 @@ router_logit_grads(const MoeDims& m, const MoeCache& mc, const std::vector<float
 // d gate_tk = dy_t . expert_k(x_t) for every slot.
 std::vector<float>
 gate_grads(const std::vector<float>& dy, const MoeCache& mc, int64_t h, int64_t K) {
-    std::vector<float> dgate(at(mc.tokens * K));
+    std::vector<float> dgate(idx(mc.tokens * K));
     for (int64_t slot = 0; slot < mc.tokens * K; ++slot) {
         double dot = 0.0;
         for (int64_t c = 0; c < h; ++c) {
-            dot += static_cast<double>(dy[at((slot / K) * h + c)]) * mc.slot_out[at(slot * h + c)];
+            dot += static_cast<double>(dy[idx((slot / K) * h + c)]) * mc.slot_out[idx(slot * h + c)];
         }
-        dgate[at(slot)] = static_cast<float>(dot);
+        dgate[idx(slot)] = static_cast<float>(dot);
     }
     return dgate;
 }
@@ -105,7 +105,7 @@ Buffer
 Transformer::moe_router_bwd(const LayerHandles& l, View x, const MoeCache& mc, View dslot_gate) {
     const MoeDims& m = d_.moe;
     const int64_t E = m.experts;
-    std::vector<float> dg(at(mc.tokens * m.top_k));
+    std::vector<float> dg(idx(mc.tokens * m.top_k));
     be_.download(dg, dslot_gate);
     const auto T = static_cast<double>(d_.tokens());
     const double aux = static_cast<double>(m.microbatch_weight) * m.aux_coeff *
@@ -123,15 +123,15 @@ Buffer Transformer::moe_bwd(const LayerHandles& l, View x, View dy, MoeCache& mc
     const int64_t h = d_.hidden;
     const int64_t K = d_.moe.top_k;
     const int64_t n = mc.tokens;
-    std::vector<float> dout(at(n * h));
+    std::vector<float> dout(idx(n * h));
     be_.download(dout, dy);
     // d expert_k(x_t) = gate_tk dy_t, sent in dispatch order.
-    std::vector<float> rows(mc.send_rows.size() * at(h));
+    std::vector<float> rows(mc.send_rows.size() * idx(h));
     for (size_t i = 0; i < mc.send_rows.size(); ++i) {
         const int64_t slot = mc.send_rows[i];
-        const float g = mc.gates[at(slot)];
+        const float g = mc.gates[idx(slot)];
         for (int64_t c = 0; c < h; ++c) {
-            rows[i * at(h) + at(c)] = g * dout[at((slot / K) * h + c)];
+            rows[i * idx(h) + idx(c)] = g * dout[idx((slot / K) * h + c)];
         }
     }
     Buffer send = buf(static_cast<int64_t>(rows.size()));
@@ -143,12 +143,12 @@ Buffer Transformer::moe_bwd(const LayerHandles& l, View x, View dy, MoeCache& mc
     Buffer dg = buf(n * K);
     be_.upload(dg, gate_grads(dout, mc, h, K));
     Buffer dx = moe_router_bwd(l, x, mc, dg);
-    std::vector<float> dxh(at(n * h));
+    std::vector<float> dxh(idx(n * h));
     be_.download(dxh, dx);
     for (size_t i = 0; i < mc.send_rows.size(); ++i) {
         const int64_t t = mc.send_rows[i] / K;
         for (int64_t c = 0; c < h; ++c) {
-            dxh[at(t * h + c)] += rows[i * at(h) + at(c)];
+            dxh[idx(t * h + c)] += rows[i * idx(h) + idx(c)];
         }
     }
     be_.upload(dx, dxh);

@@ -15,7 +15,7 @@ namespace {
 
 using Row = std::map<std::string, std::string>;
 
-bool contains(const std::string& s, const char* what) {
+bool has_text(const std::string& s, const char* what) {
     return s.find(what) != std::string::npos;
 }
 
@@ -40,7 +40,7 @@ int64_t stated_microbatches(const std::string& cell) {
 
 ModelSpec model_of(const Cells& r, std::string& notes) {
     const std::string& name = r.str("model");
-    if (contains(name, "Moonlight")) {
+    if (has_text(name, "Moonlight")) {
         const std::filesystem::path path = shipped_model_config_path("moonlight-16b-a3b.config.json");
         if (path.empty()) {
             r.fail("model", "the shipped config moonlight-16b-a3b.config.json is not found");
@@ -53,34 +53,34 @@ ModelSpec model_of(const Cells& r, std::string& notes) {
     return detail::columns_model(r);  // Llama 3.1 / Llama 2: the Llama family
 }
 
-void job_of(const Cells& r, MemoryCase& c, std::string& notes) {
+void memory_job_of(const Cells& r, MemoryCase& c, std::string& notes) {
     JobSpec& j = c.job;
     j.gpus = r.count("num_gpus");
     j.seq_len = r.count("seq_length");
     const std::string& prec = r.str("precision");
-    if (contains(prec, "Float8")) {
+    if (has_text(prec, "Float8")) {
         j.compute = Dtype::fp8;
         j.fp8_recipe = Fp8Recipe::tensorwise;  // torchao dynamic tensorwise scaling
         notes += "Float8 linears priced as fp8 tensorwise; ";
     }
     const std::string& sh = r.str("dp_sharding");
-    if (contains(sh, "precision-aware")) {
+    if (has_text(sh, "precision-aware")) {
         // Megatron's precision-aware optimizer as the row states it (fp32 main params).
-        if (contains(sh, "bf16 main grads")) {
+        if (has_text(sh, "bf16 main grads")) {
             j.grads = Dtype::bf16;
         }
-        if (contains(sh, "exp_avg_sq")) {
+        if (has_text(sh, "exp_avg_sq")) {
             j.optimizer_states = Dtype::bf16;
             j.optimizer_states_sq = Dtype::bf16;
         }
         notes += "precision-aware optimizer: grads " + std::string(to_string(j.grads)) +
                  ", moments " + to_string(j.optimizer_states) + ", fp32 main params; ";
-    } else if (contains(prec, "grad_reduce bf16")) {
+    } else if (has_text(prec, "grad_reduce bf16")) {
         j.grads = Dtype::bf16;
     }
 }
 
-void plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
+void memory_plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
     Plan& p = c.plan;
     p.tp = r.count("tp", 1);
     p.pp = r.count("pp", 1);
@@ -90,7 +90,7 @@ void plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
     p.etp = r.count("etp", 0);
     p.vpp = r.count("vpp", 1);
     p.mbs = r.count("micro_batch_size", 1);
-    p.schedule = p.vpp > 1 || contains(r.str("pp_schedule"), "Interleaved") ? Schedule::interleaved
+    p.schedule = p.vpp > 1 || has_text(r.str("pp_schedule"), "Interleaved") ? Schedule::interleaved
                                                                           : Schedule::one_f_one_b;
     p.sp = starts(r.str("sequence_parallel"), "yes");
     const std::string& rc = r.str("recompute");
@@ -105,9 +105,9 @@ void plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
         p.recompute = Recompute::selective;
     }
     const std::string& sh = r.str("dp_sharding");
-    if (contains(sh, "FSDP")) {
+    if (has_text(sh, "FSDP")) {
         p.zero = 3;
-    } else if (contains(sh, "ZeRO-1") || contains(sh, "distributed optimizer")) {
+    } else if (has_text(sh, "ZeRO-1") || has_text(sh, "distributed optimizer")) {
         p.zero = 1;
     }
     // Batch: the row's GBS, else local batch x DP ranks (x the stated PP micro-batch count).
@@ -127,7 +127,7 @@ void plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
     }
 }
 
-MemoryCase case_of(const Cells& r) {
+MemoryCase memory_case_of(const Cells& r) {
     MemoryCase c;
     c.row_id = r.count("row_id");
     c.source_key = r.str("source_key");
@@ -142,8 +142,8 @@ MemoryCase case_of(const Cells& r) {
                    : MemoryMetric::allocated;
     std::string notes;
     c.model = model_of(r, notes);
-    job_of(r, c, notes);
-    plan_of(r, c, notes);
+    memory_job_of(r, c, notes);
+    memory_plan_of(r, c, notes);
     std::string why;
     c.profile = profile_for_gpu(r.str("gpu_type"), r.count("gpu_memory_gb"), 0, why);
     if (c.profile.empty()) {
@@ -190,7 +190,7 @@ std::vector<MemoryCase> parse_public_memory(std::string_view csv, const std::str
         source_name);
     std::vector<MemoryCase> out;
     for (size_t i = 0; i < rows.size(); ++i) {
-        out.push_back(case_of(Cells{rows[i], source_name, static_cast<int64_t>(i + 2), true}));
+        out.push_back(memory_case_of(Cells{rows[i], source_name, static_cast<int64_t>(i + 2), true}));
     }
     return out;
 }

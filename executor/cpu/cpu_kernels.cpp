@@ -24,7 +24,7 @@ using CArr = Eigen::Map<const Eigen::ArrayXf>;
 // Element-wise kernels work through blocks of this many elements, so that an intermediate
 // (tanh, sigmoid) lives in a stack array rather than a heap temporary.
 constexpr int64_t block = 1024;
-using Block = Eigen::Array<float, Eigen::Dynamic, 1, 0, block, 1>;
+using BlockArr = Eigen::Array<float, Eigen::Dynamic, 1, 0, block, 1>;
 
 void need(View v, int64_t n, const char* what) {
     CLEAVE_ASSERT(v.size >= n, what);
@@ -35,11 +35,11 @@ constexpr float gelu_c = 0.7978845608028654f;
 constexpr float gelu_a = 0.044715f;
 
 // tanh(sqrt(2/pi) (x + a x^3)) of the GeLU.
-Block gelu_tanh(const CArr& x) {
+BlockArr gelu_tanh(const CArr& x) {
     return (gelu_c * (x + gelu_a * x.cube())).tanh();
 }
 
-Block sigmoid(const CArr& x) {
+BlockArr sigmoid(const CArr& x) {
     return 1.0f / (1.0f + (-x).exp());
 }
 
@@ -193,7 +193,7 @@ void CpuBackend::gelu_bwd(View x, View dy, View dx) {
     for (int64_t i = 0; i < x.size; i += block) {
         const int64_t n = std::min(block, x.size - i);
         const CArr v(x.data + i, n);
-        const Block t = gelu_tanh(v);
+        const BlockArr t = gelu_tanh(v);
         Arr(dx.data + i, n) =
             CArr(dy.data + i, n) * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * gelu_c *
                                                             (1.0f + 3.0f * gelu_a * v.square()));
@@ -217,7 +217,7 @@ void CpuBackend::swiglu_bwd(View gate, View up, View dy, View dgate, View dup) {
         const int64_t n = std::min(block, gate.size - i);
         const CArr g(gate.data + i, n);
         const CArr d(dy.data + i, n);
-        const Block sg = sigmoid(g);
+        const BlockArr sg = sigmoid(g);
         // dgate first: dup may alias up (it is only read for dgate).
         Arr(dgate.data + i, n) = d * CArr(up.data + i, n) * sg * (1.0f + g * (1.0f - sg));
         Arr(dup.data + i, n) = d * g * sg;

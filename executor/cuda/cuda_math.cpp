@@ -12,7 +12,7 @@ namespace cleave::executor::gpu {
 
 namespace {
 
-void need(View v, int64_t n, const char* what) {
+void need_len(View v, int64_t n, const char* what) {
     CLEAVE_ASSERT(v.size >= n && (n == 0 || v.data != nullptr), what);
 }
 
@@ -90,8 +90,8 @@ void CudaBackend::embedding_fwd(std::span<const int32_t> ids,
                                 View out,
                                 bool accumulate) {
     const auto n = static_cast<int64_t>(ids.size());
-    need(out, n * cols, "embedding_fwd: out too small");
-    need(table, table_rows * cols, "embedding_fwd: table too small");
+    need_len(out, n * cols, "embedding_fwd: out too small");
+    need_len(table, table_rows * cols, "embedding_fwd: table too small");
     if (n == 0) {
         return;
     }
@@ -108,8 +108,8 @@ void CudaBackend::embedding_bwd(std::span<const int32_t> ids,
                                 int64_t cols,
                                 View dtable) {
     const auto n = static_cast<int64_t>(ids.size());
-    need(dy, n * cols, "embedding_bwd: dy too small");
-    need(dtable, table_rows * cols, "embedding_bwd: dtable too small");
+    need_len(dy, n * cols, "embedding_bwd: dy too small");
+    need_len(dtable, table_rows * cols, "embedding_bwd: dtable too small");
     if (n == 0) {
         return;
     }
@@ -130,13 +130,13 @@ void CudaBackend::norm_fwd(NormType type,
                            View mean,
                            View rstd) {
     const bool ln = type == NormType::layernorm;
-    need(x, rows * cols, "norm_fwd: x too small");
-    need(y, rows * cols, "norm_fwd: y too small");
-    need(gamma, cols, "norm_fwd: gamma too small");
-    need(rstd, rows, "norm_fwd: rstd too small");
+    need_len(x, rows * cols, "norm_fwd: x too small");
+    need_len(y, rows * cols, "norm_fwd: y too small");
+    need_len(gamma, cols, "norm_fwd: gamma too small");
+    need_len(rstd, rows, "norm_fwd: rstd too small");
     if (ln) {
-        need(beta, cols, "norm_fwd: beta too small");
-        need(mean, rows, "norm_fwd: mean too small");
+        need_len(beta, cols, "norm_fwd: beta too small");
+        need_len(mean, rows, "norm_fwd: mean too small");
     }
     CLEAVE_CUDA_CHECK(launch_norm_fwd(ln,
                                       x.data,
@@ -163,15 +163,15 @@ void CudaBackend::norm_bwd(NormType type,
                            View dgamma,
                            View dbeta) {
     const bool ln = type == NormType::layernorm;
-    need(dy, rows * cols, "norm_bwd: dy too small");
-    need(x, rows * cols, "norm_bwd: x too small");
-    need(dx, rows * cols, "norm_bwd: dx too small");
-    need(gamma, cols, "norm_bwd: gamma too small");
-    need(dgamma, cols, "norm_bwd: dgamma too small");
-    need(rstd, rows, "norm_bwd: rstd too small");
+    need_len(dy, rows * cols, "norm_bwd: dy too small");
+    need_len(x, rows * cols, "norm_bwd: x too small");
+    need_len(dx, rows * cols, "norm_bwd: dx too small");
+    need_len(gamma, cols, "norm_bwd: gamma too small");
+    need_len(dgamma, cols, "norm_bwd: dgamma too small");
+    need_len(rstd, rows, "norm_bwd: rstd too small");
     if (ln) {
-        need(mean, rows, "norm_bwd: mean too small");
-        need(dbeta, cols, "norm_bwd: dbeta too small");
+        need_len(mean, rows, "norm_bwd: mean too small");
+        need_len(dbeta, cols, "norm_bwd: dbeta too small");
     }
     const float* mu = ln ? mean.data : nullptr;
     // Parameter gradients first: dx may alias dy.
@@ -190,27 +190,27 @@ void CudaBackend::norm_bwd(NormType type,
 }
 
 void CudaBackend::gelu_fwd(View x, View y) {
-    need(y, x.size, "gelu_fwd: y too small");
+    need_len(y, x.size, "gelu_fwd: y too small");
     CLEAVE_CUDA_CHECK(launch_gelu_fwd(x.data, y.data, x.size, stream_));
 }
 
 void CudaBackend::gelu_bwd(View x, View dy, View dx) {
-    need(dy, x.size, "gelu_bwd: dy too small");
-    need(dx, x.size, "gelu_bwd: dx too small");
+    need_len(dy, x.size, "gelu_bwd: dy too small");
+    need_len(dx, x.size, "gelu_bwd: dx too small");
     CLEAVE_CUDA_CHECK(launch_gelu_bwd(x.data, dy.data, dx.data, x.size, stream_));
 }
 
 void CudaBackend::swiglu_fwd(View gate, View up, View y) {
-    need(up, gate.size, "swiglu_fwd: up too small");
-    need(y, gate.size, "swiglu_fwd: y too small");
+    need_len(up, gate.size, "swiglu_fwd: up too small");
+    need_len(y, gate.size, "swiglu_fwd: y too small");
     CLEAVE_CUDA_CHECK(launch_swiglu_fwd(gate.data, up.data, y.data, gate.size, stream_));
 }
 
 void CudaBackend::swiglu_bwd(View gate, View up, View dy, View dgate, View dup) {
-    need(up, gate.size, "swiglu_bwd: up too small");
-    need(dy, gate.size, "swiglu_bwd: dy too small");
-    need(dgate, gate.size, "swiglu_bwd: dgate too small");
-    need(dup, gate.size, "swiglu_bwd: dup too small");
+    need_len(up, gate.size, "swiglu_bwd: up too small");
+    need_len(dy, gate.size, "swiglu_bwd: dy too small");
+    need_len(dgate, gate.size, "swiglu_bwd: dgate too small");
+    need_len(dup, gate.size, "swiglu_bwd: dup too small");
     CLEAVE_CUDA_CHECK(
         launch_swiglu_bwd(gate.data, up.data, dy.data, dgate.data, dup.data, gate.size, stream_));
 }
@@ -223,7 +223,7 @@ void CudaBackend::rope(View x,
                        int64_t first_pos,
                        bool inverse) {
     CLEAVE_ASSERT(head_dim % 2 == 0, "rope: head_dim must be even");
-    need(x, seq * batch * heads * head_dim, "rope: x too small");
+    need_len(x, seq * batch * heads * head_dim, "rope: x too small");
     CLEAVE_CUDA_CHECK(
         launch_rope(x.data, {seq, batch, heads, head_dim, first_pos}, inverse, stream_));
 }
@@ -239,12 +239,12 @@ void CudaBackend::attention_fwd(View q,
                                 View probs,
                                 View out) {
     CLEAVE_ASSERT(kv_heads > 0 && heads % kv_heads == 0, "attention: kv_heads must divide heads");
-    need(q, seq * batch * heads * head_dim, "attention_fwd: q too small");
-    need(k, seq * batch * kv_heads * head_dim, "attention_fwd: k too small");
-    need(v, seq * batch * kv_heads * head_dim, "attention_fwd: v too small");
-    need(probs, attention_saved_size(seq, batch, heads), "attention_fwd: probs too small");
+    need_len(q, seq * batch * heads * head_dim, "attention_fwd: q too small");
+    need_len(k, seq * batch * kv_heads * head_dim, "attention_fwd: k too small");
+    need_len(v, seq * batch * kv_heads * head_dim, "attention_fwd: v too small");
+    need_len(probs, attention_saved_size(seq, batch, heads), "attention_fwd: probs too small");
     if (fused_attention_) {
-        need(out, seq * batch * heads * head_dim, "attention_fwd: out too small");
+        need_len(out, seq * batch * heads * head_dim, "attention_fwd: out too small");
         FlashArgs a = flash_args({seq, batch, heads, kv_heads, head_dim});
         a.q = q.data;
         a.k = k.data;
@@ -260,7 +260,7 @@ void CudaBackend::attention_fwd(View q,
         CLEAVE_CUDA_CHECK(launch_flash_attention_fwd(a, stream_));
         return;
     }
-    need(out, seq * batch * heads * head_dim, "attention_fwd: out too small");
+    need_len(out, seq * batch * heads * head_dim, "attention_fwd: out too small");
     const AttnShape s{seq, batch, heads, kv_heads, head_dim};
     const int64_t q_ld = batch * heads * head_dim;
     const int64_t kv_ld = batch * kv_heads * head_dim;
@@ -313,14 +313,14 @@ void CudaBackend::attention_bwd(View q,
     CLEAVE_ASSERT(kv_heads > 0 && heads % kv_heads == 0, "attention: kv_heads must divide heads");
     const int64_t q_elems = seq * batch * heads * head_dim;
     const int64_t kv_elems = seq * batch * kv_heads * head_dim;
-    need(q, q_elems, "attention_bwd: q too small");
-    need(k, kv_elems, "attention_bwd: k too small");
-    need(v, kv_elems, "attention_bwd: v too small");
-    need(probs, attention_saved_size(seq, batch, heads), "attention_bwd: probs too small");
-    need(dout, q_elems, "attention_bwd: dout too small");
-    need(dq, q_elems, "attention_bwd: dq too small");
-    need(dk, kv_elems, "attention_bwd: dk too small");
-    need(dv, kv_elems, "attention_bwd: dv too small");
+    need_len(q, q_elems, "attention_bwd: q too small");
+    need_len(k, kv_elems, "attention_bwd: k too small");
+    need_len(v, kv_elems, "attention_bwd: v too small");
+    need_len(probs, attention_saved_size(seq, batch, heads), "attention_bwd: probs too small");
+    need_len(dout, q_elems, "attention_bwd: dout too small");
+    need_len(dq, q_elems, "attention_bwd: dq too small");
+    need_len(dk, kv_elems, "attention_bwd: dk too small");
+    need_len(dv, kv_elems, "attention_bwd: dv too small");
     if (fused_attention_) {
         FlashArgs a = flash_args({seq, batch, heads, kv_heads, head_dim});
         a.q = q.data;
@@ -409,8 +409,8 @@ void CudaBackend::attention_bwd(View q,
 }
 
 void CudaBackend::xent_row_max(View logits, int64_t rows, int64_t cols, View row_max) {
-    need(logits, rows * cols, "xent_row_max: logits too small");
-    need(row_max, rows, "xent_row_max: row_max too small");
+    need_len(logits, rows * cols, "xent_row_max: logits too small");
+    need_len(row_max, rows, "xent_row_max: row_max too small");
     CLEAVE_CUDA_CHECK(launch_row_max(logits.data, rows, cols, row_max.data, stream_));
 }
 
@@ -423,10 +423,10 @@ void CudaBackend::xent_partial(View logits,
                                View sum_exp,
                                View target_logit) {
     CLEAVE_ASSERT(static_cast<int64_t>(targets.size()) == rows, "xent_partial: targets size");
-    need(logits, rows * cols, "xent_partial: logits too small");
-    need(row_max, rows, "xent_partial: row_max too small");
-    need(sum_exp, rows, "xent_partial: sum_exp too small");
-    need(target_logit, rows, "xent_partial: target_logit too small");
+    need_len(logits, rows * cols, "xent_partial: logits too small");
+    need_len(row_max, rows, "xent_partial: row_max too small");
+    need_len(sum_exp, rows, "xent_partial: sum_exp too small");
+    need_len(target_logit, rows, "xent_partial: target_logit too small");
     if (rows == 0) {
         return;
     }
@@ -453,10 +453,10 @@ void CudaBackend::xent_bwd(View logits,
                            float scale,
                            View dlogits) {
     CLEAVE_ASSERT(static_cast<int64_t>(targets.size()) == rows, "xent_bwd: targets size");
-    need(logits, rows * cols, "xent_bwd: logits too small");
-    need(dlogits, rows * cols, "xent_bwd: dlogits too small");
-    need(row_max, rows, "xent_bwd: row_max too small");
-    need(sum_exp, rows, "xent_bwd: sum_exp too small");
+    need_len(logits, rows * cols, "xent_bwd: logits too small");
+    need_len(dlogits, rows * cols, "xent_bwd: dlogits too small");
+    need_len(row_max, rows, "xent_bwd: row_max too small");
+    need_len(sum_exp, rows, "xent_bwd: sum_exp too small");
     if (rows == 0) {
         return;
     }

@@ -15,11 +15,11 @@ namespace {
 
 using Run = cleave::test::CliRun;
 
-Run cleave_cli(std::vector<std::string> args) {
+Run cli_run(std::vector<std::string> args) {
     return cleave::test::run_cleave(std::move(args));
 }
 
-std::string data(const std::string& rel) {
+std::string data_file(const std::string& rel) {
     return std::string(CLEAVE_TEST_DATA_DIR) + "/" + rel;
 }
 
@@ -27,7 +27,7 @@ std::string data(const std::string& rel) {
 
 TEST_SUITE("core") {
     TEST_CASE("cmd model: GPT-3 175B as JSON has params_total within 0.1% of 174.6e9") {
-        const Run r = cleave_cli({"model", data("examples/gpt3-175b.toml"), "--format", "json"});
+        const Run r = cli_run({"model", data_file("examples/gpt3-175b.toml"), "--format", "json"});
         REQUIRE(r.code == 0);
         const auto j = nlohmann::json::parse(r.out);
         CHECK(j["params_total"].get<double>() == doctest::Approx(174.6e9).epsilon(0.001));
@@ -43,8 +43,8 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("cmd model: MoE fields, per-stage counts and a HF config.json") {
-        const Run r = cleave_cli({"model",
-                                  data("examples/hf/mixtral-8x7b.config.json"),
+        const Run r = cli_run({"model",
+                                  data_file("examples/hf/mixtral-8x7b.config.json"),
                                   "--format",
                                   "json",
                                   "--pp",
@@ -67,7 +67,7 @@ TEST_SUITE("core") {
 
     TEST_CASE("cmd model: DeepSeek-V3 prints MLA, the MTP module apart and the convention") {
         const Run r =
-            cleave_cli({"model", data("examples/hf/deepseek-v3.config.json"), "--format", "json"});
+            cli_run({"model", data_file("examples/hf/deepseek-v3.config.json"), "--format", "json"});
         REQUIRE(r.code == 0);
         const auto j = nlohmann::json::parse(r.out);
         // Hand counts in tests/core/test_load_hf.cpp: 671,026,419,200 total, 37,552,297,472
@@ -83,7 +83,7 @@ TEST_SUITE("core") {
         CHECK(j["moe"]["shared_ffn_hidden"] == 2048);
         CHECK(j["moe"]["moe_layers"] == 58);
         CHECK(j["convention"].get<std::string>().find("MTP modules apart") != std::string::npos);
-        const Run oss = cleave_cli({"model", data("examples/hf/gpt-oss-120b.config.json")});
+        const Run oss = cli_run({"model", data_file("examples/hf/gpt-oss-120b.config.json")});
         REQUIRE(oss.code == 0);
         // The card's 5.13B active leaves the input embedding out.
         CHECK(oss.out.find("params_active_no_embedding      5132849472  5.133B") !=
@@ -92,7 +92,7 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("cmd model: table lines are data or start with #") {
-        const Run r = cleave_cli({"model", data("examples/llama-3-8b.toml")});
+        const Run r = cli_run({"model", data_file("examples/llama-3-8b.toml")});
         REQUIRE(r.code == 0);
         std::istringstream in(r.out);
         std::string line;
@@ -111,19 +111,19 @@ TEST_SUITE("core") {
     TEST_CASE("cmd model: a bad model file exits 2 with file:line:col") {
         const std::string path = std::string(CLEAVE_BINARY_DIR) + "/test_cmd_bad_model.toml";
         std::ofstream(path) << "[model]\narch = \"gpt\"\nlayers = 0\n";
-        const Run r = cleave_cli({"model", path});
+        const Run r = cli_run({"model", path});
         CHECK(r.code == 2);
         CHECK(r.err.find(path + ":3:10: error: 'model.layers' must be positive") !=
               std::string::npos);
     }
 
     TEST_CASE("cmd hw: list shows every shipped profile") {
-        const Run r = cleave_cli({"hw", "list", "--format", "json"});
+        const Run r = cli_run({"hw", "list", "--format", "json"});
         REQUIRE(r.code == 0);
         const auto j = nlohmann::json::parse(r.out);
         REQUIRE(j.size() >= 8);
         CHECK(j[0]["name"] == "a100-pcie-1gbe");  // sorted by name
-        const Run t = cleave_cli({"hw", "list"});
+        const Run t = cli_run({"hw", "list"});
         CHECK(t.code == 0);
         CHECK(t.out.rfind("# name", 0) == 0);
         CHECK(t.out.find("\ndgx-h100 ") != std::string::npos);
@@ -142,7 +142,7 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("cmd hw: show gb200-nvl72 prints every number with its source") {
-        const Run t = cleave_cli({"hw", "show", "gb200-nvl72"});
+        const Run t = cli_run({"hw", "show", "gb200-nvl72"});
         REQUIRE(t.code == 0);
         std::istringstream in(t.out);
         std::string line;
@@ -172,7 +172,7 @@ TEST_SUITE("core") {
         CHECK(t.out.find("#   S09 = ") != std::string::npos);  // the source list
         // The fitted overlay's factor is marked on the curves it scaled, ahead of the source.
         CHECK(t.out.find("# FITTED x 0.64 (") != std::string::npos);
-        const Run j = cleave_cli({"hw", "show", "gb200-nvl72", "--format", "json"});
+        const Run j = cli_run({"hw", "show", "gb200-nvl72", "--format", "json"});
         REQUIRE(j.code == 0);
         const auto o = nlohmann::json::parse(j.out);
         CHECK(o["gpu"]["peak_tflops_nvfp4"].get<double>() == doctest::Approx(10000.0));
@@ -181,20 +181,20 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("cmd hw: show prints the profile in display units") {
-        const Run r = cleave_cli({"hw", "show", "dgx-a100-80g", "--format", "json"});
+        const Run r = cli_run({"hw", "show", "dgx-a100-80g", "--format", "json"});
         REQUIRE(r.code == 0);
         const auto j = nlohmann::json::parse(r.out);
         CHECK(j["gpu"]["hbm_capacity_gib"] == 80.0);
         CHECK(j["gpu"]["peak_tflops_bf16"].get<double>() == doctest::Approx(312.0));
         CHECK(j["node"]["intra_link"] == "nvswitch");
         CHECK(j["network"]["inter_bandwidth_gbps"].get<double>() == doctest::Approx(24.0));
-        const Run t = cleave_cli({"hw", "show", "a100-pcie-1gbe"});
+        const Run t = cli_run({"hw", "show", "a100-pcie-1gbe"});
         CHECK(t.code == 0);
         CHECK(t.out.find("network.inter_bandwidth_gbps") != std::string::npos);
     }
 
     TEST_CASE("cmd hw: a misspelled key in a cluster file exits 2 with line:col") {
-        std::ifstream in(data("hwprofiles/dgx-h100.toml"));
+        std::ifstream in(data_file("hwprofiles/dgx-h100.toml"));
         std::stringstream text;
         text << in.rdbuf();
         std::string s = text.str();
@@ -207,7 +207,7 @@ TEST_SUITE("core") {
         for (size_t i = 0; i <= at; ++i) {
             line += s[i] == '\n' ? 1 : 0;
         }
-        const Run r = cleave_cli({"hw", "show", path});
+        const Run r = cli_run({"hw", "show", path});
         CHECK(r.code == 2);
         CAPTURE(r.err);
         CHECK(r.err.find(path + ":" + std::to_string(line) +
@@ -215,7 +215,7 @@ TEST_SUITE("core") {
     }
 
     TEST_CASE("cmd hw: an unknown profile name exits 2 and lists the shipped names") {
-        const Run r = cleave_cli({"hw", "show", "dgx-z9"});
+        const Run r = cli_run({"hw", "show", "dgx-z9"});
         CHECK(r.code == 2);
         CHECK(r.err.find("dgx-a100-80g") != std::string::npos);
     }

@@ -15,7 +15,7 @@ namespace {
 
 using Run = cleave::test::CliRun;
 
-Run cli(std::vector<std::string> args) {
+Run run_cli(std::vector<std::string> args) {
     return cleave::test::run_cleave(std::move(args));
 }
 
@@ -27,7 +27,7 @@ TEST_SUITE("costmodel") {
     TEST_CASE("precision cli: Megatron exports spell fp8 and fp4 as megatron/training does") {
         // Megatron-LM transformer_config.py @d98e8a64: --fp8-format e4m3|hybrid, --fp8-recipe
         // tensorwise|delayed|mxfp8|blockwise, --fp4-format e2m1, --fp4-recipe nvfp4.
-        const Run h = cli({"plan",
+        const Run h = run_cli({"plan",
                            tiny,
                            "dgx-h100",
                            "--gpus",
@@ -45,7 +45,7 @@ TEST_SUITE("costmodel") {
         CHECK(
             h.out.find("--fp8-format hybrid \\\n--fp8-recipe tensorwise \\\n--fp8-param-gather") !=
             std::string::npos);
-        const Run mx = cli({"plan",
+        const Run mx = run_cli({"plan",
                             tiny,
                             "gb200-nvl72",
                             "--gpus",
@@ -58,7 +58,7 @@ TEST_SUITE("costmodel") {
                             "megatron"});
         REQUIRE(mx.code == 0);
         CHECK(mx.out.find("--fp8-format e4m3 \\\n--fp8-recipe mxfp8") != std::string::npos);
-        const Run fp4 = cli({"plan",
+        const Run fp4 = run_cli({"plan",
                              tiny,
                              "gb300-nvl72",
                              "--gpus",
@@ -76,18 +76,18 @@ TEST_SUITE("costmodel") {
 
     TEST_CASE("precision cli: a precision the GPU lacks, or a recipe without fp8, exits 2") {
         const Run mx =
-            cli({"explain", tiny, "dgx-h100", "--gpus", "8", "--gbs", "32", "--dtype", "mxfp8"});
+            run_cli({"explain", tiny, "dgx-h100", "--gpus", "8", "--gbs", "32", "--dtype", "mxfp8"});
         CHECK(mx.code == 2);
         CHECK(mx.err.find("dgx-h100") != std::string::npos);
         CHECK(mx.err.find("peak_tflops_mxfp8") != std::string::npos);
-        const Run r = cli(
+        const Run r = run_cli(
             {"explain", tiny, "dgx-b200", "--gpus", "8", "--gbs", "32", "--fp8-recipe", "delayed"});
         CHECK(r.code == 2);
         CHECK(r.err.find("--fp8-recipe delayed needs --dtype fp8") != std::string::npos);
     }
 
     TEST_CASE("precision cli: compare says what it assumed and which GPU runs what") {
-        const Run r = cli({"compare",
+        const Run r = run_cli({"compare",
                            tiny,
                            "--clusters",
                            "dgx-a100-80g",
@@ -134,7 +134,7 @@ TEST_SUITE("costmodel") {
                                           "--format",
                                           "json"};
             a.insert(a.end(), extra.begin(), extra.end());
-            const Run r = cli(a);
+            const Run r = run_cli(a);
             REQUIRE(r.code == 0);
             return nlohmann::json::parse(r.out);
         };
@@ -163,7 +163,7 @@ TEST_SUITE("costmodel") {
             std::vector<std::string> a = {
                 "explain", tiny, "dgx-h100", "--gpus", "1", "--gbs", "4", "--format", "json"};
             a.insert(a.end(), extra.begin(), extra.end());
-            const Run r = cli(a);
+            const Run r = run_cli(a);
             REQUIRE(r.code == 0);
             return nlohmann::json::parse(r.out)["time_s"]["compute"].get<double>();
         };
@@ -176,7 +176,7 @@ TEST_SUITE("costmodel") {
         CHECK(fl - fp8 == doctest::Approx(0.5 * (bf16 - fp8)).scale(0));
         CHECK(fl != doctest::Approx(fp8).scale(0));
         // Megatron refuses delayed scaling with bf16 first / last layers: so does cleave.
-        const Run bad = cli({"explain",
+        const Run bad = run_cli({"explain",
                              tiny,
                              "dgx-h100",
                              "--gpus",
@@ -187,7 +187,7 @@ TEST_SUITE("costmodel") {
                              "fp8",
                              "--first-last-layers-bf16"});
         CHECK(bad.code == 2);
-        const Run ex = cli({"plan",
+        const Run ex = run_cli({"plan",
                             tiny,
                             "gb200-nvl72",
                             "--gpus",

@@ -12,7 +12,7 @@
 
 namespace {
 
-const std::string root = CLEAVE_TEST_DATA_DIR;
+const std::string src_root = CLEAVE_TEST_DATA_DIR;
 
 std::map<std::string, std::string> overrides(const std::string& text) {
     std::map<std::string, std::string> out;
@@ -36,7 +36,7 @@ std::map<std::string, std::string> overrides(const std::string& text) {
 // every dataclass field under each ConfigContainer section at NVIDIA-NeMo/Megatron-Bridge
 // @067f987df with the Megatron-LM it pins (scripts/bridge_fields.py wrote it).
 std::set<std::string> bridge_keys() {
-    std::ifstream in(root + "/tests/data/megatron_bridge_fields.txt");
+    std::ifstream in(src_root + "/tests/data/megatron_bridge_fields.txt");
     std::set<std::string> out;
     std::string line;
     while (std::getline(in, line)) {
@@ -60,7 +60,7 @@ TEST_SUITE("planner") {
         // Llama 3 405B on 16384 H100, tp 8 x pp 16 x vpp 8, 7 / 8 / 7 layers: (126 + 2) / 16 = 8
         // per stage, one short at each end -> the account_for_* pair.
         const auto r = cleave::test::run_cleave(
-            {"plan", root + "/examples/llama-3-405b.toml", "dgx-h100", "--gpus", "16384", "--gbs",
+            {"plan", src_root + "/examples/llama-3-405b.toml", "dgx-h100", "--gpus", "16384", "--gbs",
              "2048", "--seq", "8192", "--tp", "8", "--pp", "16", "--vpp", "8", "--cp", "2",
              "--first-stage-layers", "7", "--last-stage-layers", "7", "--format", "bridge"});
         REQUIRE_MESSAGE(r.code == 0, r.err);
@@ -88,7 +88,7 @@ TEST_SUITE("planner") {
 
         // Qwen3-30B-A3B, FP8 current scaling, the flex dispatcher with a2a overlap.
         const auto q = cleave::test::run_cleave(
-            {"plan", root + "/examples/hf/qwen3-30b-a3b.config.json", "dgx-h100", "--gpus", "16",
+            {"plan", src_root + "/examples/hf/qwen3-30b-a3b.config.json", "dgx-h100", "--gpus", "16",
              "--gbs", "1024", "--seq", "4096", "--ep", "8", "--dtype", "fp8", "--fp8-recipe",
              "tensorwise", "--moe-flex-dispatcher-backend", "deepep",
              "--overlap-moe-expert-parallel-comm", "--format", "bridge"});
@@ -113,7 +113,7 @@ TEST_SUITE("planner") {
     TEST_CASE("bridge and megatron: the precision-aware optimizer the price assumed is exported") {
         // Llama 3 70B with bf16 Adam moments: 2 + 2 bytes of states instead of 4 + 4.
         const std::vector<std::string> base = {
-            "plan", root + "/examples/llama-3-70b.toml", "dgx-h100", "--gpus", "64", "--gbs", "256",
+            "plan", src_root + "/examples/llama-3-70b.toml", "dgx-h100", "--gpus", "64", "--gbs", "256",
             "--tp", "4", "--pp", "2", "--use-precision-aware-optimizer", "--exp-avg-dtype", "bf16",
             "--exp-avg-sq-dtype", "bf16"};
         auto args = base;
@@ -139,7 +139,7 @@ TEST_SUITE("planner") {
         CHECK(m.out.find("--exp-avg-sq-dtype bf16") != std::string::npos);
         // Without the knob, no precision-aware flags.
         const auto plain = cleave::test::run_cleave(
-            {"plan", root + "/examples/llama-3-70b.toml", "dgx-h100", "--gpus", "64", "--gbs",
+            {"plan", src_root + "/examples/llama-3-70b.toml", "dgx-h100", "--gpus", "64", "--gbs",
              "256", "--tp", "4", "--pp", "2", "--format", "megatron"});
         REQUIRE(plain.code == 0);
         CHECK(plain.out.find("--use-precision-aware-optimizer") == std::string::npos);
@@ -149,12 +149,12 @@ TEST_SUITE("planner") {
         // The seed job under the DeepSpeed stack: train_batch_size = gbs, micro-batch and
         // accumulation steps = gbs / (mbs x dp), ZeRO stage and bf16 as planned.
         const auto r = cleave::test::run_cleave(
-            {"plan", root + "/examples/seed-13b.toml", "dgx-a100-80g", "--gpus", "32", "--gbs",
+            {"plan", src_root + "/examples/seed-13b.toml", "dgx-a100-80g", "--gpus", "32", "--gbs",
              "128", "--stack", "deepspeed-zero3-2021", "--top", "1", "--format", "json"});
         REQUIRE(r.code == 0);
         const auto plan = nlohmann::json::parse(r.out)["plans"][0]["plan"];
         const auto ds = cleave::test::run_cleave(
-            {"plan", root + "/examples/seed-13b.toml", "dgx-a100-80g", "--gpus", "32", "--gbs",
+            {"plan", src_root + "/examples/seed-13b.toml", "dgx-a100-80g", "--gpus", "32", "--gbs",
              "128", "--stack", "deepspeed-zero3-2021", "--format", "deepspeed"});
         REQUIRE(ds.code == 0);
         const auto c = nlohmann::json::parse(ds.out);

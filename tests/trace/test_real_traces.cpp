@@ -17,12 +17,12 @@ using trace::Class;
 
 const std::string kReal = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/trace/real/";
 
-double cls(const trace::TraceSummary& s, Class c) {
+double class_ms(const trace::TraceSummary& s, Class c) {
     return s.by_class_ms[static_cast<size_t>(c)];
 }
 
 double kernel_ms(const trace::TraceSummary& s) {
-    return s.compute_kernel_ms + cls(s, Class::communication);
+    return s.compute_kernel_ms + class_ms(s, Class::communication);
 }
 
 }  // namespace
@@ -37,10 +37,10 @@ TEST_CASE("real trace: A100 ResNet-50 DDP training (cuDNN, NCCL)") {
     CHECK(s.kernels == 2700);
     CHECK(s.unclassified_ms < 0.10 * kernel_ms(s));
     CHECK(s.compute_kernel_ms == doctest::Approx(115.656).epsilon(0.01));
-    CHECK(cls(s, Class::communication) == doctest::Approx(46.876).epsilon(0.01));
-    CHECK(cls(s, Class::convolution) == doctest::Approx(36.668).epsilon(0.01));
-    CHECK(cls(s, Class::norm) == doctest::Approx(31.382).epsilon(0.01));  // cudnn::bn_*
-    CHECK(cls(s, Class::gemm) == doctest::Approx(19.672).epsilon(0.01));
+    CHECK(class_ms(s, Class::communication) == doctest::Approx(46.876).epsilon(0.01));
+    CHECK(class_ms(s, Class::convolution) == doctest::Approx(36.668).epsilon(0.01));
+    CHECK(class_ms(s, Class::norm) == doctest::Approx(31.382).epsilon(0.01));  // cudnn::bn_*
+    CHECK(class_ms(s, Class::gemm) == doctest::Approx(19.672).epsilon(0.01));
 }
 
 // HolisticTraceAnalysis@f4d0062 tests/data/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.
@@ -55,9 +55,9 @@ TEST_CASE("real trace: V100 ResNet-50 training (cuDNN scudnn, dgrad and wgrad en
     CHECK(s.kernels == 4350);
     CHECK(s.unclassified_ms < 0.10 * kernel_ms(s));
     CHECK(s.compute_kernel_ms == doctest::Approx(468.154).epsilon(0.01));
-    CHECK(cls(s, Class::convolution) == doctest::Approx(183.950).epsilon(0.01));
-    CHECK(cls(s, Class::gemm) == doctest::Approx(117.297).epsilon(0.01));
-    CHECK(cls(s, Class::activation) == doctest::Approx(0.0).epsilon(0.01));
+    CHECK(class_ms(s, Class::convolution) == doctest::Approx(183.950).epsilon(0.01));
+    CHECK(class_ms(s, Class::gemm) == doctest::Approx(117.297).epsilon(0.01));
+    CHECK(class_ms(s, Class::activation) == doctest::Approx(0.0).epsilon(0.01));
 }
 
 // HolisticTraceAnalysis@f4d0062 tests/data/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz:
@@ -69,10 +69,10 @@ TEST_CASE("real trace: MI250 ROCm 6.2 toy training (hipBLASLt)") {
     CHECK(s.kernels == 14);
     CHECK(s.unclassified_ms < 0.10 * kernel_ms(s));
     CHECK(s.compute_kernel_ms == doctest::Approx(0.110881).epsilon(0.01));
-    CHECK(cls(s, Class::gemm) == doctest::Approx(0.03024).epsilon(0.01));
-    CHECK(cls(s, Class::optimizer) == doctest::Approx(0.008481).epsilon(0.01));
+    CHECK(class_ms(s, Class::gemm) == doctest::Approx(0.03024).epsilon(0.01));
+    CHECK(class_ms(s, Class::optimizer) == doctest::Approx(0.008481).epsilon(0.01));
     // mse_kernel_cuda and mse_backward_cuda_kernel
-    CHECK(cls(s, Class::loss) == doctest::Approx(0.0136).epsilon(0.01));
+    CHECK(class_ms(s, Class::loss) == doctest::Approx(0.0136).epsilon(0.01));
 }
 
 // Kernel names from real traces that cannot ship (their repository has no licence): vLLM
