@@ -117,6 +117,29 @@ class TestObjects(unittest.TestCase):
         self.assertEqual(r.to_dict()["why_empty"], r.why_empty)
         self.assertEqual(cleave.plan(SEED, "dgx-a100-80g", top=1, **SEED_JOB).why_empty, "")
 
+    def test_every_fixed_flag_refusal_is_the_clis(self):
+        # Issue 49: for each fixed flag that leaves no candidate, Python's why_empty is the text of
+        # `cleave plan ... --format json` (exit 1), and it names the flag and a rule.
+        qwen = os.path.join(SRC, "examples", "hf", "qwen3-8b.config.json")
+        moe = os.path.join(SRC, "examples", "hf", "qwen3-30b-a3b.config.json")
+        cases = [(qwen, dict(pp=64), ["--pp", "64"]), (qwen, dict(cp=3), ["--cp", "3"]),
+                 (qwen, dict(ep=8), ["--ep", "8"]), (moe, dict(etp=3), ["--etp", "3"]),
+                 (qwen, dict(vpp=2, schedule="1f1b"), ["--vpp", "2", "--schedule", "1f1b"]),
+                 (qwen, dict(mbs=3), ["--mbs", "3"]),
+                 (qwen, dict(pp=1, schedule="interleaved"), ["--pp", "1", "--schedule", "interleaved"]),
+                 (qwen, dict(pp=2, zero=3), ["--pp", "2", "--zero", "3"])]
+        for model, kw, flags in cases:
+            with self.subTest(flags=flags):
+                r = cleave.plan(model, "dgx-h100", gpus=64, gbs=256, seq=4096, top=1, **kw)
+                cli = subprocess.run([BIN, "plan", model, "dgx-h100", "--gpus", "64", "--gbs", "256",
+                                      "--seq", "4096", "--top", "1", *flags, "--format", "json"],
+                                     capture_output=True, text=True, cwd=SRC)
+                self.assertEqual(cli.returncode, 1)
+                self.assertEqual(len(r), 0)
+                self.assertEqual(r.why_empty, json.loads(cli.stdout)["why_empty"])
+                self.assertIn(flags[0] + " ", r.why_empty)
+                self.assertIn("(rule ", r.why_empty)
+
     def test_export_parses_back(self):
         r = cleave.plan(SEED, "dgx-a100-80g", top=1, **SEED_JOB)
         args = r.export("megatron")
