@@ -5,7 +5,6 @@
 #include "costmodel/precision.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 namespace cleave {
@@ -14,12 +13,16 @@ namespace {
 
 using detail::d;
 
+/// ASCII lower case: std::tolower in the "C" locale cleave runs in, without its call per
+/// character (the planner compares a GPU name per attention curve per layer shape).
+constexpr char ascii_lower(char c) {
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
 bool contains_nocase(const std::string& hay, const std::string& needle) {
     const auto it =
-        std::search(hay.begin(), hay.end(), needle.begin(), needle.end(), [](char a, char b) {
-            return std::tolower(static_cast<unsigned char>(a)) ==
-                   std::tolower(static_cast<unsigned char>(b));
-        });
+        std::search(hay.begin(), hay.end(), needle.begin(), needle.end(),
+                    [](char a, char b) { return ascii_lower(a) == ascii_lower(b); });
     return !needle.empty() && it != hay.end();
 }
 

@@ -16,6 +16,7 @@
 #include <array>
 #include <optional>
 #include <limits>
+#include <memory>
 
 namespace cleave {
 
@@ -35,12 +36,14 @@ struct Context {
     const JobSpec& job;
     const Plan& p;
     const PlanLinks& links;
-    const LayerParts& parts;
+    const LayerMemoryParts& mem;  // what the memory of a stage reads
+    const LayerParts& parts;      // the costs: read only where a plan is priced in full
     int64_t micro = 0;
     const LayerParts* whole = nullptr;  // block recomputation: the layers kept whole
     /// The plan as launched when `p` is DualPipeV's stage view (stage_view: 2 pp stages); null
     /// when they are the same.
     const Plan* ranks = nullptr;
+    StageParamsMemo* memo = nullptr;  // the Estimator's (stage_memories); null in estimate()
 };
 
 /// The plan as launched (its GPUs, its risks).
@@ -88,13 +91,6 @@ struct StageWork {
     Bytes ep_nvlink_b, ep_nic_b;         // of ep_b, per link
     Seconds dp_total;
     Seconds longest;
-};
-
-struct StageParams {
-    double dense = 0.0;   // per GPU after the TP split
-    double expert = 0.0;  // per GPU after the TP and EP split
-    int64_t moe_layers = 0;
-    std::array<int64_t, layer_kind_count> kinds{};  // a hybrid model's layers by LayerKind (zero otherwise)
 };
 
 constexpr std::size_t kind_index(LayerKind k) {
@@ -146,7 +142,7 @@ RecomputeShape recompute_shape(const Plan& p, int64_t layers) {
     }
     double all = 0.0;
     for (const LayerKind k : all_kinds) {
-        all += d(sp.kinds[kind_index(k)]) * x.parts.hybrid->params_kind[kind_index(k)];
+        all += d(sp.kinds[kind_index(k)]) * x.mem.hybrid->params_kind[kind_index(k)];
     }
     return all;
 }
@@ -158,9 +154,11 @@ RecomputeShape recompute_shape(const Plan& p, int64_t layers) {
 template <bool Hybrid>
 [[gnu::always_inline]] inline StageParams stage_params(const Context& x, int64_t s) {
     const ModelSpec& m = x.m;
-    const LayerParts& lp = x.parts;
+    const LayerMemoryParts& lp = x.mem;
     StageParams sp;
     const int64_t layers = layers_on_stage(m.layers, x.p, s);
+    sp.layers = layers;
+    sp.inflight = inflight_microbatches(x.p, x.micro, s);
     if (m.moe.enabled()) {
         const int64_t chunks = x.p.schedule == Schedule::interleaved ? x.p.vpp : 1;
         for (int64_t ch = 0; ch < chunks; ++ch) {
@@ -225,7 +223,7 @@ bool fsdp2(const JobSpec& job, const Plan& p) {
         mem.grads += bytes(local * 4.0);
         return;
     }
-    const LayerParts& lp = x.parts;
+    const LayerMemoryParts& lp = x.mem;
     const double root = (s == 0 ? lp.params_embedding : 0.0) + (s == p.pp - 1 ? lp.params_head : 0.0);
     mem.weights += bytes(root / d(p.tp) * w);
 }
@@ -239,7 +237,7 @@ int64_t offloaded_layers(const Plan& p, int64_t layers) {
 
 /// A hybrid stage's activations per micro-batch, each kind's layers kept as the recompute shape
 /// says, and (remat) the largest layer backward rematerialises. Out of line, as above.
-[[gnu::noinline]] Bytes hybrid_activations(const LayerParts& parts,
+[[gnu::noinline]] Bytes hybrid_activations(const LayerMemoryParts& parts,
                                            const StageParams& sp,
                                            const RecomputeShape& rs,
                                            Bytes& remat) {
@@ -276,26 +274,28 @@ int64_t offloaded_layers(const Plan& p, int64_t layers) {
                 mem.reserved;
 }
 
+/// Fills `mem`, a default MemoryBreakdown, with stage s's memory (in place: the planner's memory
+/// check runs it for every candidate).
 template <bool Hybrid>
-[[gnu::always_inline]] inline MemoryBreakdown stage_memory(const Context& x, int64_t s, const StageParams& sp) {
+[[gnu::always_inline]] inline void
+fill_stage_memory(const Context& x, int64_t s, const StageParams& sp, MemoryBreakdown& mem) {
     const Plan& p = x.p;
+    const LayerMemoryParts& lp = x.mem;
     const int64_t dp_shard = p.dp * p.cp;
-    const StateBytes dn = model_states(x.job, sp.dense, p.zero, dp_shard);
-    MemoryBreakdown mem;
+    const StateBytes dn = model_states(lp.state_bytes, sp.dense, p.zero, dp_shard);
     mem.weights = dn.weights;
     mem.grads = dn.grads;
     mem.optimizer = dn.optimizer;
     if (sp.expert > 0.0) {
         const StateBytes ex =
-            model_states(x.job, sp.expert, p.zero, std::max<int64_t>(1, expert_dp(p)));
+            model_states(lp.state_bytes, sp.expert, p.zero, std::max<int64_t>(1, expert_dp(p)));
         mem.weights += ex.weights;
         mem.grads += ex.grads;
         mem.optimizer += ex.optimizer;
     }
-    const int64_t layers = layers_on_stage(x.m.layers, p, s);
+    const int64_t layers = sp.layers;
     const double n_moe = d(sp.moe_layers);
     const double n_dense = d(layers) - n_moe;
-    const LayerParts& lp = x.parts;
     if (x.job.optimizer == Optimizer::muon) {
         // Muon leaves the embedding and output layer to Adam (--muon-scalar-optimizer adam).
         const double scalar = ((s == 0 ? lp.params_embedding : 0.0) +
@@ -327,12 +327,12 @@ template <bool Hybrid>
                               : kept(lp.act_dense, lp.act_dense_none)) *
                       n_mtp +
                   (s == 0 ? lp.act_embedding : Bytes{});
-    mem.activations = per_mb * inflight_microbatches(p, x.micro, s);
+    mem.activations = per_mb * sp.inflight;
     if (const int64_t off = offloaded_layers(p, layers); off > 0) {
         // The offloaded layers' saved activations live on the host; one layer of one
         // micro-batch stays on the GPU as the copy in flight (TE's offload double buffer).
         const Bytes per_layer = (per_mb - (s == 0 ? lp.act_embedding : Bytes{})) / d(layers);
-        mem.activations -= per_layer * d(off) * inflight_microbatches(p, x.micro, s);
+        mem.activations -= per_layer * d(off) * sp.inflight;
         mem.activations += per_layer;
     }
     if (p.recompute != Recompute::none && rs.recomputed > 0.0) {
@@ -358,10 +358,17 @@ template <bool Hybrid>
     } else {
         // Quantised weight copies kept over a step (costmodel/precision.hpp), sharded like
         // weights.
-        mem.weights += bytes(weight_copy_bytes_per_param(x.c.gpu, x.job) * (sp.dense + sp.expert) /
+        mem.weights += bytes(lp.weight_copy_bytes * (sp.dense + sp.expert) /
                              (p.zero >= 3 ? d(dp_shard) : 1.0));
     }
     finish_memory(x, mem);
+}
+
+template <bool Hybrid>
+[[gnu::always_inline]] inline MemoryBreakdown
+stage_memory(const Context& x, int64_t s, const StageParams& sp) {
+    MemoryBreakdown mem;
+    fill_stage_memory<Hybrid>(x, s, sp, mem);
     return mem;
 }
 
@@ -562,24 +569,68 @@ struct StageMemories {
 
 void fold_dualpipe(const Context& x, StageMemories& sm);
 
-/// Stops early (returning false) once one stage alone needs more than `stop_above`; the
-/// stages after it are then left unpriced. Under DualPipe the stages are then folded into ranks
-/// (fold_dualpipe); a stage alone is a lower bound of its rank, so stopping early stays right.
+/// The context's memo of stage_params(), emptied unless it holds the context's plan; null when
+/// the context has none. Keyed by every Plan field stage_params() reads and the micro-batches;
+/// the parameter counts it reads from x.mem are the model's, the same in every LayerMemoryParts.
+StageParamsMemo* stage_params_memo(const Context& x) {
+    StageParamsMemo* memo = x.memo;
+    if (memo == nullptr) {
+        return nullptr;
+    }
+    const Plan& p = x.p;
+    const StageParamsMemo::Key key{p.pp,
+                                   p.vpp,
+                                   static_cast<int64_t>(p.schedule),
+                                   p.first_layers,
+                                   p.last_layers,
+                                   x.micro,
+                                   p.tp,
+                                   p.ep,
+                                   expert_tp(p)};
+    if (!(key == memo->key)) {
+        memo->key = key;
+        memo->have = {};
+    }
+    return memo;
+}
+
+/// Sets `out` to stage_params() of stage s = sm.idx[k], through `memo` (stage_params_memo) when
+/// not null.
+template <bool Hybrid>
+[[gnu::always_inline]] inline void
+known_stage_params(const Context& x, StageParamsMemo* memo, int k, int64_t s, StageParams& out) {
+    if (memo == nullptr) {
+        out = stage_params<Hybrid>(x, s);
+        return;
+    }
+    const auto i = static_cast<std::size_t>(k);
+    if (!memo->have[i]) {
+        memo->sp[i] = stage_params<Hybrid>(x, s);
+        memo->have[i] = true;
+    }
+    out = memo->sp[i];
+}
+
+/// Fills `sm`, a default StageMemories. Stops early (returning false) once one stage alone needs
+/// more than `stop_above`; the stages after it are then left unpriced. Under DualPipe the stages
+/// are then folded into ranks (fold_dualpipe); a stage alone is a lower bound of its rank, so
+/// stopping early stays right.
 bool stage_memories(const Context& x, StageMemories& sm, Bytes stop_above) {
     const int64_t pp = x.p.pp;
     sm.idx[1] = std::min<int64_t>(1, pp - 1);
     sm.idx[2] = pp - 1;
+    StageParamsMemo* memo = stage_params_memo(x);
     for (int k = 0; k < 3; ++k) {
         if (k > 0 && sm.idx[k] == sm.idx[k - 1]) {
             sm.sp[k] = sm.sp[k - 1];
             sm.mem[k] = sm.mem[k - 1];
         } else {
             if (is_hybrid(x.m)) {
-                sm.sp[k] = stage_params<true>(x, sm.idx[k]);
-                sm.mem[k] = stage_memory<true>(x, sm.idx[k], sm.sp[k]);
+                known_stage_params<true>(x, memo, k, sm.idx[k], sm.sp[k]);
+                fill_stage_memory<true>(x, sm.idx[k], sm.sp[k], sm.mem[k]);
             } else {
-                sm.sp[k] = stage_params<false>(x, sm.idx[k]);
-                sm.mem[k] = stage_memory<false>(x, sm.idx[k], sm.sp[k]);
+                known_stage_params<false>(x, memo, k, sm.idx[k], sm.sp[k]);
+                fill_stage_memory<false>(x, sm.idx[k], sm.sp[k], sm.mem[k]);
             }
         }
         if (k == 1 && pp > 3 && is_hybrid(x.m)) {
@@ -626,7 +677,7 @@ StageActivations dualpipe_activations(const Context& x, int64_t s) {
     Plan q = x.p;
     q.schedule = Schedule::gpipe;
     const auto at = [&](int64_t micro) {
-        const Context y{x.m, x.c, x.job, q, x.links, x.parts, micro, x.whole};
+        const Context y{x.m, x.c, x.job, q, x.links, x.mem, x.parts, micro, x.whole};
         return is_hybrid(x.m) ? stage_memory<true>(y, s, stage_params<true>(y, s)).activations
                               : stage_memory<false>(y, s, stage_params<false>(y, s)).activations;
     };
@@ -691,11 +742,12 @@ void fold_dualpipe(const Context& x, StageMemories& sm) {
 // Megatron's first / last layers in bf16 (fp8_utils.py is_first_last_bf16_layer @d98e8a64): global
 // layer indices, so they sit on the first and the last pipeline stage (the first and the last
 // chunk under interleaving), as many as the stage holds.
-[[gnu::always_inline]] inline int64_t bf16_layers_in_stage(const ModelSpec& m, const JobSpec& job, const Plan& p, int64_t s) {
+// `per_stage`: the stage's layers (layers_on_stage).
+[[gnu::always_inline]] inline int64_t
+bf16_layers_in_stage(const JobSpec& job, const Plan& p, int64_t s, int64_t per_stage) {
     if (!is_quantised(job.compute)) {
         return 0;
     }
-    const int64_t per_stage = layers_on_stage(m.layers, p, s);
     const int64_t chunk =
         per_stage / std::max<int64_t>(1, p.schedule == Schedule::interleaved ? p.vpp : 1);
     int64_t n = 0;
@@ -708,15 +760,16 @@ void fold_dualpipe(const Context& x, StageMemories& sm) {
     return std::min(n, per_stage);
 }
 
+/// Fills `w`, a default StageWork, with stage s's work (filled in place: the planner prices
+/// hundreds of thousands of plans, three stages each).
 template <bool Hybrid>
-StageWork
-stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem) {
+void stage_work(
+    const Context& x, int64_t s, const StageParams& sp, const MemoryBreakdown& mem, StageWork& w) {
     const Plan& p = x.p;
-    StageWork w;
-    w.cost.layers = layers_on_stage(x.m.layers, p, s);
+    w.cost.layers = sp.layers;
     const double n_moe = d(sp.moe_layers);
     const double n_dense = d(w.cost.layers) - n_moe;
-    const double n_hp = std::min(d(bf16_layers_in_stage(x.m, x.job, p, s)), n_dense);
+    const double n_hp = std::min(d(bf16_layers_in_stage(x.job, p, s, sp.layers)), n_dense);
     // Block recomputation: the checkpointed share at full-recompute cost (its recomputed
     // forward and that forward's TP/CP/EP collectives), the rest at recompute-none cost.
     const double redo = recompute_shape(p, w.cost.layers).recomputed;
@@ -793,7 +846,6 @@ stage_work(const Context& x, int64_t s, const StageParams& sp, const MemoryBreak
     w.ep_nvlink_b = w.ep_nvlink_b * d(x.micro);
     w.ep_nic_b = w.ep_nic_b * d(x.micro);
     add_dp_and_optimizer(x, w, sp, s);
-    return w;
 }
 
 Seconds per_microbatch(const StageWork& w) {
@@ -816,26 +868,14 @@ Plan layer_shape(const Plan& p) {
     return s;
 }
 
-/// Everything per layer and per edge of one micro-batch; a function of layer_shape(plan) and the
-/// TP / CP / EP links, which depend on tp, cp and ep alone (rank order TP -> CP -> EP -> DP -> PP).
-LayerParts layer_parts(const ModelSpec& m,
-                       const ClusterSpec& c,
-                       const JobSpec& job,
-                       const Plan& plan,
-                       const PlanLinks& links) {
+/// The memory half of layer_parts(): a function of layer_shape(plan) alone (no link).
+LayerMemoryParts
+layer_memory_parts(const ModelSpec& m, const GpuSpec& gpu, const JobSpec& job, const Plan& plan) {
     const Plan p = layer_shape(plan);
-    LayerParts lp;
-    lp.dense = layer_cost(m, c, job, p, links, false);
-    if (job.bf16_layers_start + job.bf16_layers_end > 0 && is_quantised(job.compute)) {
-        JobSpec hp = job;
-        hp.compute = unquantised(job.compute);
-        hp.weights = unquantised(job.weights);
-        lp.dense_hp = layer_cost(m, c, hp, p, links, false);
-    }
+    LayerMemoryParts lp;
     lp.act_dense = activation_per_layer(m, job, p, false, p.recompute);
     lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none);
     if (m.moe.enabled()) {
-        lp.moe = layer_cost(m, c, job, p, links, true);
         // Dispatch / permutation buffers kept for backward (not with full recomputation, which
         // keeps only the layer input).
         const Bytes buf = moe_dispatch_buffer_bytes(m, job, p);
@@ -845,32 +885,27 @@ LayerParts layer_parts(const ModelSpec& m,
                      (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
         lp.act_moe_none = activation_per_layer(m, job, p, true, Recompute::none) + buf;
     }
-    std::shared_ptr<HybridParts> hybrid;
     if (is_hybrid(m)) {
         // One block each, its pre-norm included (core params_layer). The one allocation of a
-        // hybrid model's parts (a transformer's make none).
-        hybrid = std::make_shared<HybridParts>();
+        // hybrid model's memory parts (a transformer's make none).
+        auto hybrid = std::make_shared<HybridParts>();
         HybridParts& hp = *hybrid;
         const double norm = d(params_norm(m, m.hidden));
         const auto i = [](LayerKind k) { return kind_index(k); };
-        hp.kind[i(LayerKind::mamba)] = mamba_layer_cost(m, c, job, p, links);
         hp.act_kind[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, p.recompute);
         hp.act_kind_none[i(LayerKind::mamba)] = mamba_activation_per_layer(m, job, p, Recompute::none);
         hp.params_kind[i(LayerKind::mamba)] = d(params_mamba_layer(m));
         if (m.gdn.enabled()) {
-            hp.kind[i(LayerKind::gdn)] = gdn_layer_cost(m, c, job, p, links);
             hp.act_kind[i(LayerKind::gdn)] = gdn_activation_per_layer(m, job, p, p.recompute);
             hp.act_kind_none[i(LayerKind::gdn)] =
                 gdn_activation_per_layer(m, job, p, Recompute::none);
             hp.params_kind[i(LayerKind::gdn)] = d(params_gdn_layer(m));
         }
-        hp.kind[i(LayerKind::attention)] = layer_cost(m, c, job, p, links, false, LayerShape::attention);
         hp.act_kind[i(LayerKind::attention)] =
             activation_per_layer(m, job, p, false, p.recompute, LayerShape::attention);
         hp.act_kind_none[i(LayerKind::attention)] =
             activation_per_layer(m, job, p, false, Recompute::none, LayerShape::attention);
         hp.params_kind[i(LayerKind::attention)] = d(params_attention(m)) + norm;
-        hp.kind[i(LayerKind::mlp)] = layer_cost(m, c, job, p, links, false, LayerShape::ffn);
         hp.act_kind[i(LayerKind::mlp)] =
             activation_per_layer(m, job, p, false, p.recompute, LayerShape::ffn);
         hp.act_kind_none[i(LayerKind::mlp)] =
@@ -880,7 +915,6 @@ LayerParts layer_parts(const ModelSpec& m,
             const Bytes buf = moe_dispatch_buffer_bytes(m, job, p);
             const bool moe_rerun = p.recompute == Recompute::selective &&
                                    (p.recompute_modules & recompute_module::moe) != 0;
-            hp.kind[i(LayerKind::moe)] = layer_cost(m, c, job, p, links, true, LayerShape::ffn);
             hp.act_kind[i(LayerKind::moe)] =
                 activation_per_layer(m, job, p, true, p.recompute, LayerShape::ffn) +
                 (p.recompute == Recompute::full || moe_rerun ? Bytes{} : buf);
@@ -888,9 +922,8 @@ LayerParts layer_parts(const ModelSpec& m,
                 activation_per_layer(m, job, p, true, Recompute::none, LayerShape::ffn) + buf;
             hp.params_kind[i(LayerKind::moe)] = d(params_moe_dense(m)) + norm;
         }
-        }
-    lp.emb = embedding_cost(m, c, job, p, links);
-    lp.out = output_cost(m, c, job, p, links);
+        lp.hybrid = std::move(hybrid);
+    }
     if (job.mtp && m.mtp_layers > 0) {
         lp.mtp_modules = m.mtp_layers;
         lp.mtp_layers = m.mtp_layers * std::max<int64_t>(1, job.mtp_repeats);
@@ -901,8 +934,65 @@ LayerParts layer_parts(const ModelSpec& m,
                           ? moe_layers_in(m, m.layers - 1, m.layers) > 0
                           : std::find(m.mtp_kinds.begin(), m.mtp_kinds.end(), LayerKind::moe) !=
                                 m.mtp_kinds.end());
-        lp.mtp_proj = mtp_projection_cost(m, c, job, p);
         lp.params_mtp = d(params_mtp(m));
+    }
+    lp.act_embedding = embedding_activation_bytes(m, job, p);
+    lp.logits = logits_bytes(m, job, p);
+    lp.layer_io_bytes = activation_bytes(job) * tokens_per_gpu(job, p) * d(m.hidden);
+    lp.params_shared = d(params_attention(m) + params_layer_norms(m));
+    lp.params_dense_mlp = d(params_mlp(m, m.ffn_hidden));
+    // Router and shared expert: in every MoE layer, replicated across EP ranks.
+    lp.params_router = d(params_moe_dense(m));
+    lp.params_experts = d(m.moe.experts) * d(params_expert(m));
+    lp.params_embedding = d(params_embedding(m));
+    lp.params_head = d(params_head(m));
+    lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;
+    lp.state_bytes = state_bytes_per_param(job);
+    lp.weight_copy_bytes = weight_copy_bytes_per_param(gpu, job);
+    return lp;
+}
+
+/// The cost half of layer_parts(), added to `lp` (its memory half filled): a function of
+/// layer_shape(plan) and the TP / CP / EP links, which depend on tp, cp and ep alone (rank order
+/// TP -> CP -> EP -> DP -> PP).
+void add_layer_costs(LayerParts& lp,
+                     const ModelSpec& m,
+                     const ClusterSpec& c,
+                     const JobSpec& job,
+                     const Plan& plan,
+                     const PlanLinks& links) {
+    const Plan p = layer_shape(plan);
+    lp.dense = layer_cost(m, c, job, p, links, false);
+    if (job.bf16_layers_start + job.bf16_layers_end > 0 && is_quantised(job.compute)) {
+        JobSpec hp = job;
+        hp.compute = unquantised(job.compute);
+        hp.weights = unquantised(job.weights);
+        lp.dense_hp = layer_cost(m, c, hp, p, links, false);
+    }
+    if (m.moe.enabled()) {
+        lp.moe = layer_cost(m, c, job, p, links, true);
+    }
+    std::shared_ptr<HybridParts> hybrid;
+    if (is_hybrid(m)) {
+        // The memory half's blocks with their costs added, in a copy: the Estimator keeps the
+        // memory half of every shape apart from the costs of the few it prices.
+        hybrid = std::make_shared<HybridParts>(*lp.hybrid);
+        HybridParts& hp = *hybrid;
+        const auto i = [](LayerKind k) { return kind_index(k); };
+        hp.kind[i(LayerKind::mamba)] = mamba_layer_cost(m, c, job, p, links);
+        if (m.gdn.enabled()) {
+            hp.kind[i(LayerKind::gdn)] = gdn_layer_cost(m, c, job, p, links);
+        }
+        hp.kind[i(LayerKind::attention)] = layer_cost(m, c, job, p, links, false, LayerShape::attention);
+        hp.kind[i(LayerKind::mlp)] = layer_cost(m, c, job, p, links, false, LayerShape::ffn);
+        if (m.moe.enabled()) {
+            hp.kind[i(LayerKind::moe)] = layer_cost(m, c, job, p, links, true, LayerShape::ffn);
+        }
+    }
+    lp.emb = embedding_cost(m, c, job, p, links);
+    lp.out = output_cost(m, c, job, p, links);
+    if (job.mtp && m.mtp_layers > 0) {
+        lp.mtp_proj = mtp_projection_cost(m, c, job, p);
     }
     // The slowest GPU of the job sets every rank's pace (compute.hpp straggler_factor): its
     // kernels, not its collectives or the host-bound expert overhead, run that much longer.
@@ -932,18 +1022,7 @@ LayerParts layer_parts(const ModelSpec& m,
             e->gemm = e->gemm * slow;
         }
     }
-    lp.act_embedding = embedding_activation_bytes(m, job, p);
-    lp.logits = logits_bytes(m, job, p);
     lp.hardware_flops = hardware_flops(m, job, p.recompute);
-    lp.layer_io_bytes = activation_bytes(job) * tokens_per_gpu(job, p) * d(m.hidden);
-    lp.params_shared = d(params_attention(m) + params_layer_norms(m));
-    lp.params_dense_mlp = d(params_mlp(m, m.ffn_hidden));
-    // Router and shared expert: in every MoE layer, replicated across EP ranks.
-    lp.params_router = d(params_moe_dense(m));
-    lp.params_experts = d(m.moe.experts) * d(params_expert(m));
-    lp.params_embedding = d(params_embedding(m));
-    lp.params_head = d(params_head(m));
-    lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;
     if (job.optimizer == Optimizer::muon) {
         lp.muon_dense = muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::full);
         lp.muon_moe = muon_layer_cost(m, c.gpu, job, p, links, true, LayerShape::full);
@@ -961,11 +1040,25 @@ LayerParts layer_parts(const ModelSpec& m,
                 muon_layer_cost(m, c.gpu, job, p, links, false, LayerShape::full, false, true);
         }
     }
-    lp.hybrid = std::move(hybrid);
+    if (hybrid) {
+        lp.hybrid = std::move(hybrid);
+    }
+}
+
+/// Everything per layer and per edge of one micro-batch: both halves.
+LayerParts layer_parts(const ModelSpec& m,
+                       const ClusterSpec& c,
+                       const JobSpec& job,
+                       const Plan& plan,
+                       const PlanLinks& links) {
+    LayerParts lp;
+    static_cast<LayerMemoryParts&>(lp) = layer_memory_parts(m, c.gpu, job, plan);
+    add_layer_costs(lp, m, c, job, plan, links);
     return lp;
 }
 
-Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
+/// Fills `e`, a default Estimate (filled in place, as stage_work).
+void assemble(const Context& x, const StageMemories& sm, Flops model_fl, Estimate& e) {
     const ModelSpec& model = x.m;
     const ClusterSpec& cluster = x.c;
     const JobSpec& job = x.job;
@@ -973,12 +1066,14 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
     const int64_t* idx = sm.idx;
     StageWork w[3];
     for (int k = 0; k < 3; ++k) {
-        w[k] =
-            (k > 0 && idx[k] == idx[k - 1]) ? w[k - 1]
-            : is_hybrid(model)                 ? stage_work<true>(x, idx[k], sm.sp[k], sm.mem[k])
-                                               : stage_work<false>(x, idx[k], sm.sp[k], sm.mem[k]);
+        if (k > 0 && idx[k] == idx[k - 1]) {
+            w[k] = w[k - 1];
+        } else if (is_hybrid(model)) {
+            stage_work<true>(x, idx[k], sm.sp[k], sm.mem[k], w[k]);
+        } else {
+            stage_work<false>(x, idx[k], sm.sp[k], sm.mem[k], w[k]);
+        }
     }
-    Estimate e;
     e.microbatches = x.micro;
     int slow = 0;
     const int peak = sm.peak;
@@ -1008,8 +1103,9 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
         sum = per_microbatch(w[0]) + per_microbatch(w[2]);
         for (int64_t s = 1; s < plan.pp - 1; ++s) {
             const StageParams sp = stage_params<true>(x, s);
-            const Seconds t =
-                per_microbatch(stage_work<true>(x, s, sp, stage_memory<true>(x, s, sp)));
+            StageWork mid;
+            stage_work<true>(x, s, sp, stage_memory<true>(x, s, sp), mid);
+            const Seconds t = per_microbatch(mid);
             sum += t;
             tmax = std::max(tmax, t);
         }
@@ -1164,7 +1260,6 @@ Estimate assemble(const Context& x, const StageMemories& sm, Flops model_fl) {
             max(e.longest_collective, w[0].cost.dp_grad_sync + w[0].cost.optimizer);
     }
     e.risk_mask = detect_risks(model, cluster, job, launched(x), x.links, e);
-    return e;
 }
 
 }  // namespace
@@ -1183,10 +1278,13 @@ estimate(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job,
                     view,
                     links,
                     parts,
+                    parts,
                     num_microbatches(plan, job),
                     mixed_recompute(plan) ? &whole : nullptr,
                     view.pp != plan.pp ? &plan : nullptr};
-    return assemble(x, stage_memories(x), model_flops(model, job));
+    Estimate e;
+    assemble(x, stage_memories(x), model_flops(model, job), e);
+    return e;
 }
 
 Estimator::Estimator(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job)
@@ -1197,41 +1295,58 @@ Estimator::Estimator(const ModelSpec& model, const ClusterSpec& cluster, const J
 
 std::size_t Estimator::KeyHash::operator()(const Key& k) const noexcept {
     uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (const int64_t v : {k.tp, k.cp, k.ep, k.etp, k.mbs, k.flags}) {
+    for (const int64_t v : {k.tp, k.cp, k.ep, k.etp, k.mbs}) {
         h ^= static_cast<uint64_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     }
     return static_cast<std::size_t>(h);
 }
 
-const LayerParts& Estimator::parts(const Plan& plan) {
-    // The planner varies recompute and sp innermost: a slot per (recompute, sp) of the current
-    // (tp, cp, ep, mbs) saves most hash lookups.
-    const int64_t flags = (plan.sp ? 1 : 0) | (static_cast<int64_t>(plan.recompute) << 1) |
-                          (static_cast<int64_t>(plan.recompute_modules) << 3);
-    const Key key{plan.tp, plan.cp, plan.ep, plan.etp, plan.mbs, flags};
-    if (key.tp != group_.tp || key.cp != group_.cp || key.ep != group_.ep ||
-        key.etp != group_.etp || key.mbs != group_.mbs) {
+Estimator::Entry& Estimator::entry(const Plan& plan) {
+    // The planner varies recompute and sp innermost, under one (tp, cp, ep, etp, mbs): one map
+    // lookup when those change, an array index for the rest.
+    const Key key{plan.tp, plan.cp, plan.ep, plan.etp, plan.mbs};
+    if (shapes_ == nullptr || !(key == group_)) {
+        if (key.tp != group_.tp) {
+            // The planner enumerates tp outermost, so no shape of another tp is asked for again:
+            // the cache keeps one tp's shapes, and their memory is reused rather than grown (a
+            // shape asked for again is worked out again, to the same values).
+            cache_.clear();
+            cached_ = 0;
+        }
         group_ = key;
-        slots_.fill(nullptr);
+        shapes_ = &cache_[key];
     }
-    // A slot per (recompute, sp) for the default module list, and one per (recompute, sp) for
-    // the last other list seen (the planner searches one); anything else goes to the map.
-    const auto base = static_cast<std::size_t>(flags & 7);  // at most 1 | 2 << 1 = 5
-    const uint16_t mods = plan.recompute_modules;
-    const std::size_t slot = mods == 0 ? base : 8 + base;
-    if (slots_[slot] != nullptr && (mods == 0 || slot_mods_[base] == mods)) {
-        return *slots_[slot];
+    const int64_t base = (plan.sp ? 1 : 0) | (static_cast<int64_t>(plan.recompute) << 1);
+    std::unique_ptr<Entry>* slot = &shapes_->plain[static_cast<std::size_t>(base)];
+    if (plan.recompute_modules != 0) {
+        const int64_t flags = base | (static_cast<int64_t>(plan.recompute_modules) << 3);
+        auto& listed = shapes_->listed;
+        const auto it = std::find_if(listed.begin(), listed.end(),
+                                     [flags](const auto& l) { return l.first == flags; });
+        slot = it != listed.end() ? &it->second : &listed.emplace_back(flags, nullptr).second;
     }
-    auto it = cache_.find(key);
-    if (it == cache_.end()) {
-        const PlanLinks links = plan_links(cluster_, plan);
-        it = cache_.emplace(key, layer_parts(model_, cluster_, job_, plan, links)).first;
+    if (!*slot) {
+        *slot = std::make_unique<Entry>(Entry{layer_memory_parts(model_, cluster_.gpu, job_, plan), nullptr});
+        ++cached_;
     }
-    slots_[slot] = &it->second;
-    if (mods != 0) {
-        slot_mods_[base] = mods;
+    return **slot;
+}
+
+const LayerParts& Estimator::timed(Entry& e, const Plan& plan) {
+    if (!e.timed) {
+        e.timed = std::make_unique<LayerParts>();
+        static_cast<LayerMemoryParts&>(*e.timed) = e.memory;
+        add_layer_costs(*e.timed, model_, cluster_, job_, plan, plan_links(cluster_, plan));
     }
-    return it->second;
+    return *e.timed;
+}
+
+const LayerParts* Estimator::whole_layers(const Plan& plan) {
+    if (!mixed_recompute(plan)) {
+        return nullptr;
+    }
+    const Plan whole = without_recompute(plan);
+    return &timed(entry(whole), whole);
 }
 
 const PlanLinks& Estimator::links(const Plan& plan) {
@@ -1248,33 +1363,50 @@ const PlanLinks& Estimator::links(const Plan& plan) {
 
 Estimate Estimator::operator()(const Plan& plan) {
     const PlanLinks& links = this->links(plan);
-    const LayerParts& lp = parts(plan);
-    const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
+    const LayerParts& lp = timed(entry(plan), plan);
+    const LayerParts* whole = whole_layers(plan);
     std::optional<Plan> v;  // DualPipeV's stage view; every other plan as it is
     const Plan& view = plan.schedule == Schedule::dualpipev ? v.emplace(stage_view(plan)) : plan;
-    const Context x{model_, cluster_, job_, view, links, lp, num_microbatches(plan, job_), whole,
-                    v ? &plan : nullptr};
-    return assemble(x, stage_memories(x), model_flops_);
+    const Context x{model_, cluster_, job_, view, links, lp, lp, num_microbatches(plan, job_), whole,
+                    v ? &plan : nullptr, &stage_memo_};
+    Estimate e;
+    assemble(x, stage_memories(x), model_flops_, e);
+    return e;
 }
 
 std::optional<Estimate> Estimator::if_fits(const Plan& plan, MemoryCheck& check, Bytes stop_above) {
-    if (plan.schedule == Schedule::dualpipev) {
-        const Plan view = stage_view(plan);
-        return fits_as(plan, view, &plan, check, stop_above);
+    std::optional<Estimate> e(std::in_place);
+    if (!if_fits(plan, check, stop_above, *e)) {
+        e.reset();
     }
-    return fits_as(plan, plan, nullptr, check, stop_above);
+    return e;
 }
 
-std::optional<Estimate> Estimator::fits_as(
-    const Plan& plan, const Plan& view, const Plan* ranks, MemoryCheck& check, Bytes stop_above) {
-    // Memory reads no link: the links are worked out only for a plan that fits.
+bool Estimator::if_fits(const Plan& plan, MemoryCheck& check, Bytes stop_above, Estimate& out) {
+    if (plan.schedule == Schedule::dualpipev) {
+        const Plan view = stage_view(plan);
+        return fits_as(plan, view, &plan, check, stop_above, out);
+    }
+    return fits_as(plan, plan, nullptr, check, stop_above, out);
+}
+
+bool Estimator::fits_as(const Plan& plan,
+                        const Plan& view,
+                        const Plan* ranks,
+                        MemoryCheck& check,
+                        Bytes stop_above,
+                        Estimate& out) {
+    // Memory reads no link and no cost: the links and the layers' costs are worked out only for
+    // a plan that fits.
     static const PlanLinks no_links{};
-    const LayerParts& lp = parts(plan);
+    static const LayerParts no_costs{};
+    Entry& shape = entry(plan);
     const int64_t micro = num_microbatches(plan, job_);
     const Bytes usable = usable_memory(cluster_.gpu);
     StageMemories sm;
     check.complete = stage_memories(
-        Context{model_, cluster_, job_, view, no_links, lp, micro, nullptr, ranks},
+        Context{model_, cluster_, job_, view, no_links, shape.memory, no_costs, micro, nullptr, ranks,
+                &stage_memo_},
         sm,
         max(usable, stop_above));
     check.peak = sm.mem[sm.peak].total;
@@ -1284,12 +1416,20 @@ std::optional<Estimate> Estimator::fits_as(
     check.fits = check.complete && check.peak + job_.memory_headroom <= usable;
     check.fits_without_headroom = check.complete && check.peak <= usable;
     if (!check.fits) {
-        return std::nullopt;
+        return false;
     }
     const PlanLinks& links = this->links(plan);
-    const LayerParts* whole = mixed_recompute(plan) ? &parts(without_recompute(plan)) : nullptr;
-    return assemble(
-        Context{model_, cluster_, job_, view, links, lp, micro, whole, ranks}, sm, model_flops_);
+    const LayerParts& lp = timed(shape, plan);
+    const LayerParts* whole = whole_layers(plan);
+    // A default Estimate for assemble(), made in place (`out = Estimate{}` zeroes a temporary
+    // and copies it: two passes over ~1 KB per plan that fits).
+    std::destroy_at(&out);
+    std::construct_at(&out);
+    assemble(Context{model_, cluster_, job_, view, links, lp, lp, micro, whole, ranks, &stage_memo_},
+             sm,
+             model_flops_,
+             out);
+    return true;
 }
 
 }  // namespace cleave

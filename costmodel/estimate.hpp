@@ -12,6 +12,7 @@
 #include "core/units.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
+#include "costmodel/memory.hpp"
 
 #include <array>
 #include <cstdint>
@@ -183,20 +184,11 @@ struct HybridParts {
     std::array<MuonCost, layer_kind_count> muon_kind;  // --optimizer muon: each kind's Newton-Schulz work
 };
 
-/// Per-layer and per-edge costs of one micro-batch on one GPU: what estimate() derives from the
-/// plan's tp, cp, ep, mbs, sp and recompute alone (and the TP / CP / EP links, which follow from
-/// tp, cp and ep), so many plans can share them.
-struct LayerParts {
-    double straggler = 1.0;  // straggler_factor the costs below already include
-    LayerCost dense;
-    LayerCost moe;       // zero for a dense model
-    LayerCost dense_hp;  // a dense layer kept bf16 under quantised training (job.bf16_layers_*)
-    EdgeCost emb;
-    EdgeCost out;
-    // Multi-token prediction (job.mtp): per MTP module on the last stage, its eh_proj (2h -> h)
-    // GEMM and norms; the module's transformer block is priced as `mtp_moe ? moe : dense`, its
-    // logits + loss as `out`.
-    EdgeCost mtp_proj;
+/// What a memory check reads of one micro-batch's per-layer parts (LayerParts): the activations
+/// kept, the logits and the parameter counts. The Estimator keeps these for every layer shape it
+/// meets and the costs (LayerParts) only for the shapes of plans that fit: a shape none of whose
+/// plans fits (a third of DeepSeek-V3's on 16,384 H100s) is never timed.
+struct LayerMemoryParts {
     int64_t mtp_layers = 0;   // MTP block passes: trained modules x job.mtp_repeats (0 without job.mtp)
     int64_t mtp_modules = 0;  // trained MTP modules (their parameters)
     bool mtp_moe = false;     // the MTP block is shaped like the last layer: MoE or dense
@@ -207,9 +199,9 @@ struct LayerParts {
     Bytes act_moe_none;
     Bytes act_embedding;          // embedding output kept on the first stage
     Bytes logits;                 // fp32 logits and loss buffers on the last stage
-    Flops hardware_flops;         // per iteration, whole job, with this recompute
     double layer_io_bytes = 0.0;  // one layer's input on one GPU: bytes x tokens x hidden
-    // Model constants, in parameters (kept here so every plan reads them without recomputing).
+    // Model constants, in parameters (kept here so every plan reads them without recomputing;
+    // the same in every LayerMemoryParts of a model).
     double params_shared = 0.0;     // attention + norms of one layer
     double params_dense_mlp = 0.0;  // one dense MLP
     double params_router = 0.0;     // one MoE router
@@ -217,12 +209,62 @@ struct LayerParts {
     double params_embedding = 0.0;
     double params_head = 0.0;
     double params_tied_copy = 0.0;  // the embedding copy the last stage keeps when tied
+    // The job's bytes per parameter, alike kept: its model states (model_states) and the
+    // quantised weight copies kept over a step (weight_copy_bytes_per_param).
+    StateBytesPerParam state_bytes;
+    double weight_copy_bytes = 0.0;
     // A hybrid model's single-block layers (HybridParts); null for a transformer, whose parts
-    // stay this size (the planner caches thousands of them).
+    // stay this size (the planner caches thousands of them). Here its memory fields (act_kind,
+    // act_kind_none, params_kind); in a LayerParts its costs too (kind, muon_kind).
     std::shared_ptr<const HybridParts> hybrid;
+};
+
+/// Per-layer and per-edge costs of one micro-batch on one GPU: what estimate() derives from the
+/// plan's tp, cp, ep, mbs, sp and recompute alone (and the TP / CP / EP links, which follow from
+/// tp, cp and ep), so many plans can share them.
+struct LayerParts : LayerMemoryParts {
+    double straggler = 1.0;  // straggler_factor the costs below already include
+    LayerCost dense;
+    LayerCost moe;       // zero for a dense model
+    LayerCost dense_hp;  // a dense layer kept bf16 under quantised training (job.bf16_layers_*)
+    EdgeCost emb;
+    EdgeCost out;
+    // Multi-token prediction (job.mtp): per MTP module on the last stage, its eh_proj (2h -> h)
+    // GEMM and norms; the module's transformer block is priced as `mtp_moe ? moe : dense`, its
+    // logits + loss as `out`.
+    EdgeCost mtp_proj;
+    Flops hardware_flops;  // per iteration, whole job, with this recompute
     // --optimizer muon: one dense and one MoE layer's Newton-Schulz work (zero otherwise).
     MuonCost muon_dense;
     MuonCost muon_moe;
+};
+
+/// One pipeline stage's layers and parameters on one GPU (estimate.cpp stage_params): a
+/// function of the layer map (pp, vpp, schedule, first / last layers), the micro-batches, tp,
+/// ep, etp and the model alone.
+struct StageParams {
+    int64_t layers = 0;     // transformer layers on the stage (layers_on_stage)
+    double inflight = 0.0;  // micro-batches whose activations it holds (inflight_microbatches)
+    double dense = 0.0;     // per GPU after the TP split
+    double expert = 0.0;    // per GPU after the TP and EP split
+    int64_t moe_layers = 0;
+    std::array<int64_t, layer_kind_count> kinds{};  // a hybrid model's layers by LayerKind (zero otherwise)
+};
+
+/// The Estimator's memo of the three stages' StageParams (first, a middle one, last) for the
+/// last layer map, micro-batches, tp, ep and etp seen: the planner prices every ZeRO stage,
+/// recomputation and sp of one layer map in a row.
+struct StageParamsMemo {
+    struct Key {
+        int64_t pp = 0, vpp = 0, schedule = 0, first_layers = 0, last_layers = 0, micro = 0;
+        int64_t tp = 0, ep = 0, etp = 0;  // etp: expert_tp()
+
+        bool operator==(const Key&) const = default;
+    };
+
+    Key key;
+    std::array<bool, 3> have{};
+    std::array<StageParams, 3> sp{};
 };
 
 /// Peak memory of a plan, from Estimator::if_fits().
@@ -236,10 +278,12 @@ struct MemoryCheck {
 };
 
 /// Prices many plans of one model, cluster and job — the planner's inner loop. Caches LayerParts
-/// per (tp, cp, ep, mbs, sp, recompute), so plans that differ only in dp, pp, schedule, virtual
-/// stages or ZeRO stage re-use them. operator() returns exactly what estimate() returns (bit for
-/// bit: both assemble the same parts in the same order). Holds references: the model, cluster and
-/// job must outlive it. Not thread-safe.
+/// per (tp, cp, ep, mbs, sp, recompute): the memory half for every shape met, the costs only
+/// for the shapes of plans that fit or are priced. Plans that differ only in dp, pp, schedule,
+/// virtual stages or ZeRO stage re-use them; the stages' parameters are kept for the last layer
+/// map. operator() returns exactly what estimate() returns (bit for bit: both assemble the same
+/// parts in the same order). Holds references: the model, cluster and job must outlive it. Not
+/// thread-safe.
 class Estimator {
 public:
     Estimator(const ModelSpec& model, const ClusterSpec& cluster, const JobSpec& job);
@@ -256,11 +300,18 @@ public:
             MemoryCheck& check,
             Bytes stop_above = bytes(std::numeric_limits<double>::infinity()));
 
-    [[nodiscard]] std::size_t cached_shapes() const { return cache_.size(); }
+    /// if_fits() into `out` (untouched when the plan does not fit): true when it fits. The
+    /// planner's inner loop, which would otherwise zero or copy an optional Estimate (~1 KB) per
+    /// plan.
+    bool if_fits(const Plan& plan, MemoryCheck& check, Bytes stop_above, Estimate& out);
+
+    /// Layer shapes whose parts are held (those of the last tp asked for).
+    [[nodiscard]] std::size_t cached_shapes() const { return cached_; }
 
 private:
+    /// A layer shape's group sizes and micro-batch (its recompute, sp and module list apart).
     struct Key {
-        int64_t tp, cp, ep, etp, mbs, flags;
+        int64_t tp, cp, ep, etp, mbs;
         bool operator==(const Key&) const = default;
     };
 
@@ -268,11 +319,34 @@ private:
         std::size_t operator()(const Key& k) const noexcept;
     };
 
-    const LayerParts& parts(const Plan& plan);
+    /// A layer shape's parts: the memory half always, the costs once a plan of it is priced.
+    struct Entry {
+        LayerMemoryParts memory;
+        std::unique_ptr<LayerParts> timed;  // null until timed() is first asked
+    };
+
+    /// The shapes of one Key: by (recompute << 1 | sp) with the default module list, and with
+    /// another list by (sp | recompute << 1 | list << 3).
+    struct Shapes {
+        std::array<std::unique_ptr<Entry>, 8> plain;
+        std::vector<std::pair<int64_t, std::unique_ptr<Entry>>> listed;
+    };
+
+    /// The entry of the plan's layer shape (its memory parts worked out on first sight).
+    Entry& entry(const Plan& plan);
+    /// The entry's whole LayerParts, its costs worked out on first request (with `plan`'s links:
+    /// the TP / CP / EP links, the same for every plan of the shape).
+    const LayerParts& timed(Entry& e, const Plan& plan);
+    /// Block recomputation: the parts of the layers the plan keeps whole; else null.
+    const LayerParts* whole_layers(const Plan& plan);
     /// if_fits() with the stages priced on `view` (DualPipeV's 2 pp-stage view, else the plan);
     /// `ranks` the plan as launched when the two differ.
-    std::optional<Estimate>
-    fits_as(const Plan& plan, const Plan& view, const Plan* ranks, MemoryCheck& check, Bytes stop);
+    bool fits_as(const Plan& plan,
+                 const Plan& view,
+                 const Plan* ranks,
+                 MemoryCheck& check,
+                 Bytes stop,
+                 Estimate& out);
     /// plan_links() of the plan, kept for the last group sizes seen: the planner varies the
     /// knobs (mbs, recompute, sp, vpp, schedule) innermost under one (tp, cp, ep, etp, dp, pp).
     const PlanLinks& links(const Plan& plan);
@@ -281,13 +355,13 @@ private:
     const ClusterSpec& cluster_;
     const JobSpec& job_;
     Flops model_flops_;
-    std::unordered_map<Key, LayerParts, KeyHash> cache_;
-    Key group_{0, 0, 0, 0, 0, 0};               // tp, cp, ep, etp, mbs of slots_
-    std::array<const LayerParts*, 16> slots_{};  // by (recompute << 1 | sp) [+ 8 with a
-                                                 // module list], into cache_
-    std::array<uint16_t, 8> slot_mods_{};        // the module list of slots_[8 + i]
-    std::array<int64_t, 7> links_key_{};         // tp, cp, ep, etp, dp, pp, zero >= 3 of links_
+    std::unordered_map<Key, Shapes, KeyHash> cache_;
+    Key group_{0, 0, 0, 0, 0};             // the Key of shapes_
+    Shapes* shapes_ = nullptr;             // cache_[group_]
+    std::size_t cached_ = 0;               // entries in cache_
+    std::array<int64_t, 7> links_key_{};   // tp, cp, ep, etp, dp, pp, zero >= 3 of links_
     PlanLinks links_;
+    StageParamsMemo stage_memo_;
 };
 
 [[nodiscard]] std::vector<Risk> describe_risks(const ModelSpec& model,

@@ -24,15 +24,12 @@ double clamp_saved_bytes(const ModelSpec& m, double ab, double routed, double t)
 
 }  // namespace
 
+StateBytesPerParam state_bytes_per_param(const JobSpec& job) {
+    return {bytes_of(job.weights), bytes_of(job.grads), optimizer_state_bytes(job)};
+}
+
 StateBytes model_states(const JobSpec& job, double params, int zero, int64_t shard) {
-    const double n = d(std::max<int64_t>(1, shard));
-    const double w = bytes_of(job.weights);
-    const double opt = optimizer_state_bytes(job);
-    StateBytes s;
-    s.weights = bytes(params * w / (zero >= 3 ? n : 1.0));
-    s.grads = bytes(params * bytes_of(job.grads) / (zero >= 2 ? n : 1.0));
-    s.optimizer = bytes(params * opt / (zero >= 1 ? n : 1.0));
-    return s;
+    return model_states(state_bytes_per_param(job), params, zero, shard);
 }
 
 Bytes activation_per_layer(const ModelSpec& m,

@@ -27,6 +27,27 @@ struct StateBytes {
 /// zero 2: 2 + 14/d; zero 3: 16/d.
 [[nodiscard]] StateBytes model_states(const JobSpec& job, double params, int zero, int64_t shard);
 
+/// What model_states() reads of the job: bytes per parameter of its weights, grads and
+/// optimizer states (optimizer_state_bytes), for callers that price many plans of one job.
+struct StateBytesPerParam {
+    double weights = 0.0;
+    double grads = 0.0;
+    double optimizer = 0.0;
+};
+
+[[nodiscard]] StateBytesPerParam state_bytes_per_param(const JobSpec& job);
+
+/// model_states() with the job's bytes per parameter worked out once.
+[[nodiscard]] inline StateBytes
+model_states(const StateBytesPerParam& b, double params, int zero, int64_t shard) {
+    const auto n = static_cast<double>(shard > 1 ? shard : 1);
+    StateBytes s;
+    s.weights = bytes(params * b.weights / (zero >= 3 ? n : 1.0));
+    s.grads = bytes(params * b.grads / (zero >= 2 ? n : 1.0));
+    s.optimizer = bytes(params * b.optimizer / (zero >= 1 ? n : 1.0));
+    return s;
+}
+
 /// Activation bytes one layer stores for one micro-batch on one GPU (Korthikanti et al. 2022,
 /// Table 2, generalised): s b h (34 + 5 a s / h) with no parallelism; TP: s b h (10 + 24/t +
 /// 5 a s/(h t)); TP + SP: s b h (34 + 5 a s / h) / t; selective drops the 5 a s / h term; full

@@ -9,7 +9,6 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
-#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -660,13 +659,13 @@ private:
         const Rejection& miss = r_.rejected[static_cast<std::size_t>(RejectReason::memory)];
         const Bytes nearest = miss.has_example ? miss.estimate.memory.total
                                                : bytes(std::numeric_limits<double>::infinity());
-        const std::optional<Estimate> e = price_.if_fits(p, mc, nearest);
-        if (!e) {
+        if (!price_.if_fits(p, mc, nearest, priced_)) {
             reject_memory(p, mc);
-        } else if (o_.objective == Objective::gpus && e->tokens_per_s < o_.target_tokens_per_s) {
-            reject_target(p, *e);
+        } else if (o_.objective == Objective::gpus &&
+                   priced_.tokens_per_s < o_.target_tokens_per_s) {
+            reject_target(p, priced_);
         } else {
-            sink_.feasible(p, *e);
+            sink_.feasible(p, priced_);
         }
     }
 
@@ -706,6 +705,7 @@ private:
     uint16_t extra_modules_ = 0;  // searched_modules()
     std::map<std::pair<int64_t, int64_t>, std::vector<Split>> splits_;  // node-stable
     std::map<int64_t, Pipeline> pipelines_;
+    Estimate priced_;  // the plan evaluate() prices, reused: an Estimate is ~1 KB to zero or copy
 };
 
 void check_options(const JobSpec& job, const SearchOptions& o) {
@@ -753,15 +753,18 @@ struct FnPrice {
 
     Estimate operator()(const Plan& p) const { return fn(m, c, job, p); }
 
-    std::optional<Estimate> if_fits(const Plan& p, MemoryCheck& mc, Bytes /*stop_above*/) const {
-        Estimate e = fn(m, c, job, p);
+    bool if_fits(const Plan& p, MemoryCheck& mc, Bytes /*stop_above*/, Estimate& out) const {
+        const Estimate e = fn(m, c, job, p);
         mc = {e.memory.total,
               e.peak_memory_stage,
               e.memory_usable,
               e.fits,
               e.memory.total <= e.memory_usable,
               true};
-        return e.fits ? std::optional<Estimate>(e) : std::nullopt;
+        if (e.fits) {
+            out = e;
+        }
+        return e.fits;
     }
 };
 

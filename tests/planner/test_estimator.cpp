@@ -2,6 +2,7 @@
 // every plan a search enumerates; the memory check agrees with estimate()'s memory and fits; and
 // the search's answer does not depend on which of the two priced it.
 #include "core/load.hpp"
+#include "core/stack.hpp"
 #include "planner/search.hpp"
 
 #include <limits>
@@ -43,9 +44,8 @@ Case load_case(const char* model, const char* profile, int64_t gpus, int64_t gbs
 
 // Every enumerated plan: Estimator == estimate(), and if_fits() agrees with it. Returns how
 // many plans were compared.
-std::size_t compare_all(const Case& c) {
+std::size_t compare_all(const Case& c, SearchOptions o = {}) {
     seen().clear();
-    SearchOptions o;
     o.allow_tp_cross_node = true;
     const SearchResult plain = search_with(c.model, c.cluster, c.job, o, &record);
     const std::vector<Plan> plans = seen();
@@ -96,6 +96,64 @@ TEST_SUITE("planner") {
     TEST_CASE("Estimator equals estimate on every plan of a MoE search") {
         // Mixtral 8x7B on 32 H100: ep in addition, MoE layers in every stage.
         const Case c = load_case("mixtral-8x7b", "dgx-h100", 32, 256, 4096);
+        CHECK(compare_all(c) > 1000);
+    }
+
+    TEST_CASE("Estimator equals estimate on every plan of a DeepSeek-V3 fp8 search") {
+        // Dense first layers, MLA, MTP, bf16 first / last layers, fp8 blockwise on the shipped
+        // stack: the parts a memory check reads kept apart from the costs, the stages' layers
+        // kept per layer map (interleaved maps of uneven chunks included). mbs 1 and cp <= 2
+        // keep the plans to some 20,000.
+        Case c = load_case("deepseek-v3", "dgx-h100", 128, 256, 4096);
+        c.job.stack = load_stack("megatron-core");
+        c.job.grads = c.job.stack.grad_dtype;  // as the CLI sets them
+        c.job.compute = Dtype::fp8;
+        c.job.fp8_recipe = Fp8Recipe::blockwise;
+        c.job.bf16_layers_start = 1;
+        c.job.bf16_layers_end = 1;
+        c.job.mtp = true;
+        SearchOptions o;
+        o.fixed.mbs = 1;
+        o.max_cp = 2;
+        CHECK(compare_all(c, o) > 1000);
+        // Block recomputation: the layers kept whole priced apart (without MTP, so that some
+        // plans fit).
+        c.job.mtp = false;
+        o.fixed.recompute = Recompute::full;
+        o.fixed.recompute_method = RecomputeMethod::block;
+        o.fixed.recompute_layers = 2;
+        CHECK(compare_all(c, o) > 1000);
+    }
+
+    TEST_CASE("Estimator equals estimate with fewer micro-batches than stages") {
+        // Global batch 16 on 64 GPUs: m < pp in many plans, so the stages' in-flight
+        // micro-batches change with dp and mbs under one layer map (1F1B alone: consecutive
+        // plans of one map and another mbs).
+        const Case c = load_case("gpt3-175b", "dgx-a100-80g", 64, 16, 2048);
+        SearchOptions o;
+        o.fixed.schedule = Schedule::one_f_one_b;
+        CHECK(compare_all(c, o) > 1000);
+    }
+
+    TEST_CASE("Estimator equals estimate on every plan of a DualPipeV search") {
+        // Its 2 pp-stage view: the stages' layers kept per view.
+        const Case c = load_case("mixtral-8x7b", "dgx-h100", 32, 256, 4096);
+        SearchOptions o;
+        o.fixed.schedule = Schedule::dualpipev;
+        CHECK(compare_all(c, o) > 1000);
+    }
+
+    TEST_CASE("Estimator equals estimate on every plan of a hybrid search") {
+        // Nemotron-H's Mamba, attention and MoE layers: the hybrid stages' kinds through the
+        // same memo and memory parts.
+        Case c;
+        c.model = load_model(CLEAVE_TEST_DATA_DIR
+                             "/examples/hf/nemotron-3-nano-30b-a3b.config.json");
+        c.cluster = load_cluster(CLEAVE_TEST_DATA_DIR "/hwprofiles/dgx-h100.toml");
+        c.job.gpus = 32;
+        c.job.global_batch = 128;
+        c.job.seq_len = 4096;
+        c.job.stack = load_stack("megatron-core");
         CHECK(compare_all(c) > 1000);
     }
 
