@@ -168,11 +168,11 @@ std::vector<Caution> caution_list(const Inputs& in, std::optional<Schedule> sche
         add("DualPipe: the all-to-all and pipeline sends are priced as hidden under the other "
             "direction's compute, as the DeepSeek-V3 report describes; cleave's one published "
             "check, DeepSeek-V3 as that report trained it (2,048 H800, PP 16 x EP 64, FP8), is "
-            "predicted at 13.8 s a step against the report's ~19.9 s (180K H800 GPU-hours per "
-            "trillion tokens), 31 % fast, while 1F1B with the all-to-all exposed prices 23.4 s; "
+            "predicted at 14.1 s a step against the report's ~19.9 s (180K H800 GPU-hours per "
+            "trillion tokens), 29 % fast, while 1F1B with the all-to-all exposed prices 23.7 s; "
             "if the overlap is as full as the report says, the compute under it is what is priced "
             "fast (docs/costmodel.md section 9): treat this time as optimistic",
-            "DualPipe: its overlap is priced as complete; DeepSeek-V3's published step is 31 % "
+            "DualPipe: its overlap is priced as complete; DeepSeek-V3's published step is 29 % "
             "slower (docs/costmodel.md section 9)");
     }
     if (in.model.attention_sinks) {

@@ -250,6 +250,14 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.moe_deepep_num_sms, r.count("deepep_num_sms", Need::optional, true));
         r.finish();
     }
+    if (const toml::table* t = top.table("norm", Need::optional)) {
+        TableReader r(*t, "norm", sink);
+        set(s.norm_tuned_rmsnorm, r.numbers("rmsnorm_tuned_hidden", Need::required, false));
+        set(s.norm_tuned_layernorm, r.numbers("layernorm_tuned_hidden", Need::required, false));
+        set(s.norm_general_fwd, r.quantity("general_fwd_factor", Need::required));
+        set(s.norm_general_bwd, r.quantity("general_bwd_factor", Need::required));
+        r.finish();
+    }
     if (const toml::table* t = top.table("export", Need::optional)) {
         TableReader r(*t, "export", sink);
         set(s.torch_compile, r.flag("torch_compile", Need::optional));

@@ -157,6 +157,15 @@ struct SoftwareStack {
     /// weighted activation), so the combine keeps no expert outputs for their gradient; false:
     /// unpermute / the combine scales the expert outputs and keeps them (memory.hpp).
     bool moe_probs_in_experts = false;
+    // Normalization kernels ([norm]; absent: every norm streams at the profile's norm rate).
+    /// Row widths (hidden sizes) with a tuned RMSNorm / LayerNorm kernel (Transformer Engine
+    /// registers tuned kernels for a list of sizes; any other runs its general kernel); empty =
+    /// every width tuned.
+    std::vector<double> norm_tuned_rmsnorm;
+    std::vector<double> norm_tuned_layernorm;
+    /// The general kernel's time over the tuned kernel's, forward and backward (1 = as fast).
+    double norm_general_fwd = 1.0;
+    double norm_general_bwd = 1.0;
 
     // Keys that change only what an export writes.
     bool torch_compile = false;

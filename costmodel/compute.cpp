@@ -338,6 +338,20 @@ Seconds memory_time(const GpuSpec& gpu, const KernelBytes& b, const KernelLaunch
            memory_time(gpu, KernelClass::ssm, b.ssm);
 }
 
+double norm_kernel_factor(const SoftwareStack& s, NormKind kind, double width, bool backward) {
+    const std::vector<double>& tuned =
+        kind == NormKind::rmsnorm ? s.norm_tuned_rmsnorm : s.norm_tuned_layernorm;
+    if (tuned.empty() || std::find(tuned.begin(), tuned.end(), width) != tuned.end()) {
+        return 1.0;
+    }
+    return backward ? s.norm_general_bwd : s.norm_general_fwd;
+}
+
+KernelBytes norm_timed(KernelBytes b, double norm_factor) {
+    b.norm = b.norm * norm_factor;
+    return b;
+}
+
 double deepep_rank_copies(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     const double k = d(m.moe.top_k);
     double ranks = d(std::max<int64_t>(1, p.ep));
@@ -361,9 +375,11 @@ LayerTraffic layer_traffic(
     const double tok = tokens_per_gpu(job, p);
     const double h = d(m.hidden);
     const double e_ln = tok * h / (p.sp ? t : 1.0);  // norm / dropout region (split by SP)
-    const double inner = !ffn ? 0.0
-                         : moe ? tok * d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) / t
-                               : tok * d(m.ffn_hidden) / t;
+    // The shared expert (a dense TP MLP beside the routed ones) runs its own activation.
+    const double inner =
+        !ffn  ? 0.0
+        : moe ? tok * (d(m.moe.top_k) * d(m.moe.expert_ffn_hidden) + d(m.moe.shared_ffn_hidden)) / t
+              : tok * d(m.ffn_hidden) / t;
     // Fused attention never writes the s x s scores (FA2 paper, Dao 2023, Sec. 3.1).
     const bool fused = job.stack.attention == AttentionImpl::fused;
     const double scores = fused || !attn ? 0.0
@@ -429,14 +445,42 @@ LayerTraffic layer_traffic(
     // (6 f), and the chunk's gradient is concatenated back (read 2 f, write 2 f): 10 f.
     const double clamp = m.clamped_glu && moe && ffn ? ab * inner : 0.0;
     f.norm = bytes(norms * 2.0 * ab * e_ln + 2.0 * ab * latent_norm);
-    f.elementwise = bytes(nblocks * (3.0 * ab + mask) * e_ln + rope + permute + 8.0 * clamp);
+    // Each norm at its kernel's rate for its width (norm_kernel_factor): the pre-norms (and
+    // sandwich norms) over h, MLA's latent norms over q_lora_rank and kv_lora_rank.
+    const auto norm_factor = [&](bool bwd) {
+        const double q = attn && m.mla.enabled() ? d(m.mla.q_lora_rank) : 0.0;
+        const double kv = attn && m.mla.enabled() ? d(m.mla.kv_lora_rank) : 0.0;
+        const double rows = norms * e_ln + tok * (q + kv);
+        const auto fac = [&](double width) {
+            return norm_kernel_factor(job.stack, m.norm, width, bwd);
+        };
+        const double x = norms * e_ln * fac(h) + tok * (q * fac(q) + kv * fac(kv));
+        return rows > 0.0 ? x / rows : 1.0;
+    };
+    tr.norm_fwd_factor = norm_factor(false);
+    tr.norm_bwd_factor = norm_factor(true);
+    // Unfused adds of T x h (read two, write one, 3ab each): forward, the shared expert's output
+    // added to the combine's (Megatron moe_layer.py postprocess); backward, a gradient sum per
+    // extra module reading a block's normed input (autograd): MLA's q and kv down projections
+    // (mla_down_proj_fusion off by default, gpt_layer_specs.py), an MoE layer's router, token
+    // dispatcher, shared expert and its gate.
+    const bool moe_block = moe && ffn;
+    const double shared_add = moe_block && m.moe.shared_ffn_hidden > 0 ? 1.0 : 0.0;
+    const double grad_sums = (attn && m.mla.enabled() ? 1.0 : 0.0) +
+                             (moe_block ? 1.0 + shared_add + (m.moe.shared_gate ? 1.0 : 0.0) : 0.0);
+    f.elementwise = bytes(nblocks * (3.0 * ab + mask) * e_ln + 3.0 * ab * e_ln * shared_add + rope +
+                          permute + 8.0 * clamp);
     (swiglu ? f.gated_activation : f.activation) = bytes((swiglu ? 3.0 : 2.0) * ab * inner);
     f.softmax = tr.attn_core_fwd;
     // bwd: norms read x, dy, write dx; dropout read dy + mask, write dx; activation read inputs
     // and dy, write d-inputs; softmax read y, dy, write dx; attention dropout like dropout.
+    // Each block's input feeds its norm and its residual add, so autograd sums the two gradients
+    // (torch/csrc/autograd/input_buffer.cpp accumulate: read two, write one).
     KernelBytes& b = tr.bwd_by_class;
     b.norm = bytes(norms * 3.0 * ab * e_ln + 3.0 * ab * latent_norm);
-    b.elementwise = bytes(nblocks * (2.0 * ab + mask) * e_ln + rope + permute + 10.0 * clamp);
+    const double dropout_bwd = mask > 0.0 ? 2.0 * ab + mask : 0.0;
+    b.elementwise = bytes(nblocks * (dropout_bwd + 3.0 * ab) * e_ln + 3.0 * ab * e_ln * grad_sums +
+                          rope + permute + 10.0 * clamp);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
     tr.fwd = f.total();
@@ -450,9 +494,12 @@ LayerTraffic layer_traffic(
     fl.norm = norms + (latent_norm > 0.0 ? 2.0 : 0.0);
     fl.elementwise =
         nblocks + (rope > 0.0 ? 2.0 : 0.0) + (permute > 0.0 ? (deepep ? 3.0 : 5.0) : 0.0);
-    (swiglu ? fl.gated_activation : fl.activation) = inner > 0.0 ? 1.0 : 0.0;
+    (swiglu ? fl.gated_activation : fl.activation) =
+        inner > 0.0 ? (moe && m.moe.shared_ffn_hidden > 0 ? 2.0 : 1.0) : 0.0;
     fl.softmax = scores > 0.0 ? 2.0 : 0.0;
     tr.bwd_launches = fl;
+    tr.bwd_launches.elementwise += grad_sums + (mask > 0.0 ? nblocks : 0.0);
+    fl.elementwise += shared_add;
     return tr;
 }
 
@@ -958,14 +1005,16 @@ LayerCost layer_cost(const ModelSpec& m,
     // Each cast is a launch of its own (one per quantised GEMM operand, each pass).
     const Seconds cast_fwd = max(quantize_time(gpu, job, q.fwd), gpu.kernel_floor * q.tensors);
     const Seconds cast_bwd = max(quantize_time(gpu, job, q.bwd), gpu.kernel_floor * q.tensors);
-    lc.fwd = linear + core + memory_time(gpu, tr.fwd_by_class, tr.fwd_launches) + cast_fwd;
-    lc.bwd = lt.bwd + core_bwd + memory_time(gpu, tr.bwd_by_class, tr.bwd_launches) + cast_bwd;
+    const KernelBytes fwd_timed = norm_timed(tr.fwd_by_class, tr.norm_fwd_factor);
+    const KernelBytes bwd_timed = norm_timed(tr.bwd_by_class, tr.norm_bwd_factor);
+    lc.fwd = linear + core + memory_time(gpu, fwd_timed, tr.fwd_launches) + cast_fwd;
+    lc.bwd = lt.bwd + core_bwd + memory_time(gpu, bwd_timed, tr.bwd_launches) + cast_bwd;
     lc.gemm = linear + lt.bwd;
     lc.attention = core + core_bwd;
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
     if (classes != nullptr) {  // the trace's classes (explain --trace), not the planner's
         cls.quantize = cast_fwd + cast_bwd;
-        cls.norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm + tr.bwd_by_class.norm);
+        cls.norm = memory_time(gpu, KernelClass::norm, fwd_timed.norm + bwd_timed.norm);
         cls.activation =
             memory_time(gpu, KernelClass::activation,
                         tr.fwd_by_class.activation + tr.bwd_by_class.activation) +
@@ -1009,11 +1058,14 @@ LayerCost layer_cost(const ModelSpec& m,
             const Seconds rope = memory_time(gpu, KernelClass::elementwise, tr.rope);
             lc.recompute += rope;
         }
-        if (has(rm::layernorm)) {  // two norms (one in a hybrid layer): read and write T h / sp
+        if (has(rm::layernorm)) {  // two norms (one in a hybrid layer): read and write T h / sp,
+            // at the norm kernel's rate for h
             const double norms = shape == LayerShape::full ? 2.0 : 1.0;
-            const Seconds ln = memory_time(
-                gpu, KernelClass::elementwise,
-                bytes(norms * 2.0 * ab * tok * static_cast<double>(m.hidden) / sp));
+            const double h = static_cast<double>(m.hidden);
+            const Seconds ln = memory_time(gpu,
+                                           KernelClass::norm,
+                                           bytes(norms * 2.0 * ab * tok * h / sp *
+                                                 norm_kernel_factor(job.stack, m.norm, h, false)));
             lc.recompute += ln;
             cls.recompute_norm += ln;
         }
@@ -1049,7 +1101,7 @@ LayerCost layer_cost(const ModelSpec& m,
         // share of the memory-bound classes.
         cls.recompute_gemm = linear;
         cls.recompute_attention = core + memory_time(gpu, KernelClass::softmax, tr.fwd_by_class.softmax);
-        cls.recompute_norm = memory_time(gpu, KernelClass::norm, tr.fwd_by_class.norm);
+        cls.recompute_norm = memory_time(gpu, KernelClass::norm, fwd_timed.norm);
         cls.recompute_activation =
             memory_time(gpu, KernelClass::activation, tr.fwd_by_class.activation) +
             memory_time(gpu, KernelClass::gated_activation, tr.fwd_by_class.gated_activation);
@@ -1110,7 +1162,8 @@ void add_mixer_cp(LayerCost& lc,
 
 // A sequence-mixer layer's bytes by kernel class: the pre-norm (read and write one T x h
 // activation forward, three in backward: x, dy, dx), the mixer's own kernels (ssm, given) and
-// the residual add (read two, write one; backward two); th is T x h x bytes per element.
+// the residual add (read two, write one; backward the sum of the input's two gradients, the
+// same); th is T x h x bytes per element.
 LayerTraffic mixer_traffic(double th, Bytes ssm_fwd, Bytes ssm_bwd) {
     LayerTraffic tr;
     KernelBytes& f = tr.fwd_by_class;
@@ -1120,7 +1173,7 @@ LayerTraffic mixer_traffic(double th, Bytes ssm_fwd, Bytes ssm_bwd) {
     KernelBytes& b = tr.bwd_by_class;
     b.norm = bytes(3.0 * th);
     b.ssm = ssm_bwd;
-    b.elementwise = bytes(2.0 * th);
+    b.elementwise = bytes(3.0 * th);
     tr.fwd = f.total();
     tr.bwd = b.total();
     return tr;
@@ -1161,9 +1214,15 @@ LayerCost mixer_layer_cost(const ModelSpec& m,
     const QuantiseBytes q = layer_quantise_bytes(gpu, job, lg);
     LayerCost lc;
     const Seconds linear = t_in + t_out;
-    lc.fwd = linear + core.fwd + memory_time(gpu, tr.fwd_by_class) +
-             quantize_time(gpu, job, q.fwd);
-    lc.bwd = (p_in.bwd + p_out.bwd) + core.bwd + memory_time(gpu, tr.bwd_by_class) +
+    const double h = d(m.hidden);  // the pre-norm at its kernel's rate for h
+    lc.fwd =
+        linear + core.fwd +
+        memory_time(gpu,
+                    norm_timed(tr.fwd_by_class, norm_kernel_factor(job.stack, m.norm, h, false))) +
+        quantize_time(gpu, job, q.fwd);
+    lc.bwd = (p_in.bwd + p_out.bwd) + core.bwd +
+             memory_time(
+                 gpu, norm_timed(tr.bwd_by_class, norm_kernel_factor(job.stack, m.norm, h, true))) +
              quantize_time(gpu, job, q.bwd);
     lc.gemm = linear + (p_in.bwd + p_out.bwd);
     lc.attention = core.fwd + core.bwd;  // the sequence mixer's core, reported beside attention's
@@ -1346,8 +1405,10 @@ mtp_projection_cost(const ModelSpec& m, const ClusterSpec& c, const JobSpec& job
     KernelBytes bwd;
     bwd.norm = bytes(3.0 * 3.0 * ab * norm);
     EdgeCost e;
-    e.fwd = gemm.fwd + memory_time(c.gpu, fwd);
-    e.bwd = gemm.bwd + memory_time(c.gpu, bwd);
+    e.fwd = gemm.fwd +
+            memory_time(c.gpu, norm_timed(fwd, norm_kernel_factor(job.stack, m.norm, h, false)));
+    e.bwd = gemm.bwd +
+            memory_time(c.gpu, norm_timed(bwd, norm_kernel_factor(job.stack, m.norm, h, true)));
     e.gemm = gemm.fwd + gemm.bwd;
     return e;
 }
@@ -1373,8 +1434,11 @@ EdgeCost output_cost(const ModelSpec& m,
     KernelBytes bwd;
     bwd.norm = bytes(3.0 * ab * norm);
     bwd.cross_entropy = bytes((4.0 + ab) * logits);
-    e.fwd = gemm + memory_time(c.gpu, fwd);
-    e.bwd = 2.0 * gemm + memory_time(c.gpu, bwd);
+    const double h = d(m.hidden);  // the final norm at its kernel's rate for h
+    e.fwd =
+        gemm + memory_time(c.gpu, norm_timed(fwd, norm_kernel_factor(job.stack, m.norm, h, false)));
+    e.bwd = 2.0 * gemm +
+            memory_time(c.gpu, norm_timed(bwd, norm_kernel_factor(job.stack, m.norm, h, true)));
     e.gemm = 3.0 * gemm;
     if (p.tp > 1) {
         const Bytes s = bytes(th * ab);

@@ -131,6 +131,17 @@ memory_time(const GpuSpec& gpu, const KernelBytes& b, const KernelLaunches& laun
 /// 4): R = 32, 32 (1 - (31/32)^8) = 7.18 ranks per token.
 [[nodiscard]] double deepep_rank_copies(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
+/// A norm kernel's time over rows of `width` elements relative to its bytes at the norm rate:
+/// 1 where the stack has a tuned kernel of that kind for that width (or lists none), else the
+/// stack's general-kernel factor, forward or backward (SoftwareStack::norm_general_fwd / _bwd;
+/// Transformer Engine PR #747: 2.2 / 1.3 at 8192 on an H100).
+[[nodiscard]] double
+norm_kernel_factor(const SoftwareStack& s, NormKind kind, double width, bool backward);
+
+/// `b` with its norm bytes scaled by `norm_factor` (the bytes a tuned kernel would move in the
+/// time the layer's norms take): what memory_time prices a layer's classes from.
+[[nodiscard]] KernelBytes norm_timed(KernelBytes b, double norm_factor);
+
 /// HBM traffic of the memory-bound kernels of one layer (Megatron's fused kernels):
 /// forward: 2 norms (read + write 2 B/elem), 2 bias-dropout-add (x, residual, out, 1-B mask),
 /// activation (GeLU 4 B, SwiGLU 6 B per inner element), scale-mask-softmax (4 B per score) and
@@ -145,6 +156,10 @@ struct LayerTraffic {
                                // dropout)
     KernelBytes bwd_by_class;
     Bytes rope;  // of fwd (and again of bwd) elementwise: RoPE (MLA: with its q / k assembly)
+    // The norms' time over their bytes at the norm rate, bytes-weighted over the layer's norms
+    // (norm_kernel_factor of each width): the class's bytes stay the bytes moved.
+    double norm_fwd_factor = 1.0;
+    double norm_bwd_factor = 1.0;
     KernelLaunches fwd_launches;
     KernelLaunches bwd_launches;
 

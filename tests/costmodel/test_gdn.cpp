@@ -135,14 +135,14 @@ TEST_SUITE("costmodel") {
         // 512, L2 norm 2 x 2 x 64 = 256, repeat 2 x 128 = 256, gates 2 x 2 x 4 + 2 x 4 + 16 = 40,
         // chunk 2,168: 3,616; the residual 3 x 2 x 64 = 384 (elementwise). Backward: pre-norm
         // 3 x 2 x 64 = 384; ssm 5 x 2 x 64 + 3 x 2 x 128 + 3 x 2 x 64 + 2 x 2,168 + 2 x 256 =
-        // 6,640; residual 2 x 2 x 64 = 256.
+        // 6,640; the residual's two gradients summed 3 x 2 x 64 = 384.
         const LayerTraffic tr = gdn_traffic(m, j, p);
         CHECK(tr.fwd_by_class.norm.value() == doctest::Approx(256.0 * 64.0));
         CHECK(tr.fwd_by_class.ssm.value() == doctest::Approx(3616.0 * 64.0));
         CHECK(tr.fwd_by_class.elementwise.value() == doctest::Approx(384.0 * 64.0));
         CHECK(tr.bwd_by_class.norm.value() == doctest::Approx(384.0 * 64.0));
         CHECK(tr.bwd_by_class.ssm.value() == doctest::Approx(6640.0 * 64.0));
-        CHECK(tr.bwd_by_class.elementwise.value() == doctest::Approx(256.0 * 64.0));
+        CHECK(tr.bwd_by_class.elementwise.value() == doctest::Approx(384.0 * 64.0));
         // Scan FLOPs: 4 x (2 x 8 x (48 + 32) + 6 x 256) = 4 x 2,816 = 11,264 per token.
         CHECK(gdn_scan_flops_per_token(m) == doctest::Approx(11264.0));
     }

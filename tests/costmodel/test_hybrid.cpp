@@ -99,14 +99,14 @@ TEST_SUITE("costmodel") {
         // (ssm); residual 3 x 2 x 2688 = 16,128. Backward: pre-norm 3 x 2 x 2688 = 16,128; gated
         // norm 5 x 2 x 4096 = 40,960, the conv recomputed 2 x 2 x 6144 = 24,576 and its gradient
         // 3 x 2 x 6144 = 36,864, the scan 2 x 2 x 10,304 = 41,216, states 6 x 16,384 = 98,304:
-        // 241,920; residual 2 x 2 x 2688 = 10,752.
+        // 241,920; the residual's two gradients summed 3 x 2 x 2688 = 16,128.
         const LayerTraffic tr = mamba_traffic(m, j, p);
         CHECK(tr.fwd_by_class.norm.value() == doctest::Approx(10752.0 * 8192.0));
         CHECK(tr.fwd_by_class.ssm.value() == doctest::Approx(135296.0 * 8192.0));
         CHECK(tr.fwd_by_class.elementwise.value() == doctest::Approx(16128.0 * 8192.0));
         CHECK(tr.bwd_by_class.norm.value() == doctest::Approx(16128.0 * 8192.0));
         CHECK(tr.bwd_by_class.ssm.value() == doctest::Approx(241920.0 * 8192.0));
-        CHECK(tr.bwd_by_class.elementwise.value() == doctest::Approx(10752.0 * 8192.0));
+        CHECK(tr.bwd_by_class.elementwise.value() == doctest::Approx(16128.0 * 8192.0));
         // TP 2: in_proj / out_proj / the scan split by heads.
         p.tp = 2;
         p.dp = 4;

@@ -76,13 +76,14 @@ TEST_SUITE("costmodel") {
         CHECK(t.fwd_by_class.softmax.value() == 17.0 * 131072.0);
         CHECK(t.fwd_by_class.cross_entropy.value() == 0.0);
         CHECK(t.fwd.value() == 4653056.0);  // 524288 + 851968 + 1048576 + 2228224
-        // bwd: norms 2 x 12 e = 786432; dropout-add 2 x 9 e = 589824; GeLU 12 x inner =
-        // 1572864; softmax 12 + attention dropout 9 per score = 21 x 131072 = 2752512.
+        // bwd: norms 2 x 12 e = 786432; dropout 2 x 9 e and each block input's two gradients
+        // summed 2 x 12 e = 1376256; GeLU 12 x inner = 1572864; softmax 12 + attention dropout
+        // 9 per score = 21 x 131072 = 2752512.
         CHECK(t.bwd_by_class.norm.value() == 786432.0);
-        CHECK(t.bwd_by_class.elementwise.value() == 589824.0);
+        CHECK(t.bwd_by_class.elementwise.value() == 1376256.0);
         CHECK(t.bwd_by_class.activation.value() == 1572864.0);
         CHECK(t.bwd_by_class.softmax.value() == 2752512.0);
-        CHECK(t.bwd.value() == 5701632.0);
+        CHECK(t.bwd.value() == 6488064.0);
 
         ModelSpec swiglu = small_gpt();
         swiglu.mlp = MlpKind::swiglu;

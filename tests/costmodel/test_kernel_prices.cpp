@@ -180,4 +180,73 @@ TEST_SUITE("costmodel") {
             12.0 * 4096.0 * 256.0;
         CHECK(tr.permute.value() == doctest::Approx(2.0 * perm));
     }
+
+    TEST_CASE("kernel prices: a norm without a tuned kernel for its width runs TE's general one") {
+        const SoftwareStack mc = load_stack("megatron-core");
+        // TE registers tuned RMSNorm kernels at 512 ... 8192 (not 1536 or 7168) and tuned
+        // LayerNorm kernels at 768 ... 65536 (12288 yes, 7168 no); PR #747: the general kernel
+        // 2.2x the tuned one forward, 1.3x backward. A stack without [norm]: every width tuned.
+        CHECK(norm_kernel_factor(mc, NormKind::rmsnorm, 8192.0, false) == 1.0);
+        CHECK(norm_kernel_factor(mc, NormKind::rmsnorm, 512.0, true) == 1.0);
+        CHECK(norm_kernel_factor(mc, NormKind::rmsnorm, 7168.0, false) == 2.2);
+        CHECK(norm_kernel_factor(mc, NormKind::rmsnorm, 1536.0, true) == 1.3);
+        CHECK(norm_kernel_factor(mc, NormKind::layernorm, 12288.0, false) == 1.0);
+        CHECK(norm_kernel_factor(mc, NormKind::layernorm, 7168.0, false) == 2.2);
+        CHECK(norm_kernel_factor(load_stack("megatron-2021"), NormKind::rmsnorm, 7168.0, false) ==
+              1.0);
+        // DeepSeek-V3's layer, 4096 tokens, bf16 rows: forward the two pre-norms over 7168
+        // (2 x 2 x 2 B x 4096 x 7168 = 234,881,024 B) at 2.2, q_a_layernorm over 1536
+        // (25,165,824 B) at 2.2, kv_a_layernorm over 512 (8,388,608 B) at 1: 580,491,673.6 B-
+        // equivalent of 268,435,456 B, factor 2.1625; backward (3 rows each: 352,321,536 +
+        // 37,748,736 at 1.3, 12,582,912 at 1) 519,674,265.6 of 402,653,184, factor 1.290625.
+        // Both at 3350e9 x 0.866 B/s: 379.224 us, the layer's norm class.
+        const ModelSpec m = deepseek_v3();
+        const JobSpec j = deepseek_job();
+        const Plan p = deepseek_plan();
+        const LayerTraffic tr = layer_traffic(m, j, p, true);
+        CHECK(tr.fwd_by_class.norm.value() == doctest::Approx(268435456.0));
+        CHECK(tr.norm_fwd_factor == doctest::Approx(2.1625));
+        CHECK(tr.norm_bwd_factor == doctest::Approx(1.290625));
+        const ClusterSpec h800 = load_cluster("h800");
+        LayerClasses k;
+        (void)layer_cost(m, h800, j, p, plan_links(h800, p), true, LayerShape::full, &k);
+        CHECK(k.norm.value() == doctest::Approx(379.224e-6).epsilon(1e-5));
+        // Recomputed (--recompute-modules layernorm): the two pre-norms' forward again,
+        // 234,881,024 x 2.2 B at 2.9011 TB/s = 178.118 us.
+        Plan redo = p;
+        redo.recompute = Recompute::selective;
+        redo.recompute_modules = recompute_module::layernorm;
+        (void)layer_cost(m, h800, j, redo, plan_links(h800, redo), true, LayerShape::full, &k);
+        CHECK(k.recompute_norm.value() == doctest::Approx(178.118e-6).epsilon(1e-5));
+    }
+
+    TEST_CASE(
+        "kernel prices: the shared expert's activation and add, and autograd's gradient sums") {
+        const ModelSpec m = deepseek_v3();
+        const JobSpec j = deepseek_job();
+        const Plan p = deepseek_plan();
+        const LayerTraffic tr = layer_traffic(m, j, p, true);
+        // SwiGLU over 4096 tokens x (8 routed x 2048 + the shared expert's 2048) = 75,497,472
+        // elements: forward read gate + up, write out (3 x 2 B) = 452,984,832 B; backward read
+        // gate, up, dy, write d-gate, d-up (5 x 2 B) = 754,974,720 B; two launches a pass.
+        CHECK(tr.fwd_by_class.gated_activation.value() == doctest::Approx(452984832.0));
+        CHECK(tr.bwd_by_class.gated_activation.value() == doctest::Approx(754974720.0));
+        CHECK(tr.fwd_launches.gated_activation == 2.0);
+        // Unfused adds of 4096 x 7168 bf16 rows, read 2 write 1: 176,160,768 B each. Forward: the
+        // two residual adds and the shared expert's output added to the combine's (3 adds).
+        // Backward (no dropout in this stack): autograd sums the gradients of a tensor read twice:
+        // each block's input (its norm and its residual, 2), the attention norm's output (q and
+        // kv down projections, 1), the MoE norm's output (router, dispatcher, shared expert, 2):
+        // 5 adds. Both + MLA's RoPE assembly (738,721,792 B) + the permutation (as above); one
+        // launch per add.
+        const double perm =
+            2.0 * (32.0 * (1.0 - std::pow(31.0 / 32.0, 8.0)) + 8.0) * 4096.0 * 7168.0 * 2.0 +
+            12.0 * 4096.0 * 256.0;
+        CHECK(tr.fwd_by_class.elementwise.value() ==
+              doctest::Approx(3.0 * 176160768.0 + 738721792.0 + perm));
+        CHECK(tr.bwd_by_class.elementwise.value() ==
+              doctest::Approx(5.0 * 176160768.0 + 738721792.0 + perm));
+        CHECK(tr.fwd_launches.elementwise == 3.0 + 2.0 + 3.0);  // adds, RoPE, DeepEP permutation
+        CHECK(tr.bwd_launches.elementwise == 5.0 + 2.0 + 3.0);
+    }
 }
