@@ -202,6 +202,41 @@ TrainCostOptions train_options(const TrainOptions& f, const Inputs& in) {
     return o;
 }
 
+// The loss and torch.compile as the job runs them, over the stack's defaults: --loss names any
+// of costmodel/loss.hpp's; Megatron's switch --cross-entropy-loss-fusion picks its fused path
+// (--cross-entropy-fusion-impl, Megatron's default native), --loss unfused turns it off.
+void apply_loss_options(const JobOptions& f, SoftwareStack& s) {
+    if (f.torch_compile && f.no_torch_compile) {
+        throw ConfigError("--torch-compile and --no-torch-compile contradict each other");
+    }
+    if (f.torch_compile || f.no_torch_compile) {
+        s.torch_compile = f.torch_compile;
+    }
+    if (!f.ce_fusion_impl.empty() && !f.ce_loss_fusion) {
+        throw ConfigError("--cross-entropy-fusion-impl needs --cross-entropy-loss-fusion (as in "
+                          "Megatron-LM, where the impl is read only with the fusion on)");
+    }
+    if (f.ce_loss_fusion) {
+        if (!f.loss.empty()) {
+            throw ConfigError("--loss and --cross-entropy-loss-fusion both name the loss: give one");
+        }
+        s.loss = f.ce_fusion_impl == "te" ? LossImpl::te : LossImpl::megatron_native;
+    }
+    const std::pair<const char*, LossImpl> names[] = {{"unfused", LossImpl::megatron_unfused},
+                                                      {"native", LossImpl::megatron_native},
+                                                      {"te", LossImpl::te},
+                                                      {"eager", LossImpl::torch_eager},
+                                                      {"compiled", LossImpl::torch_compiled}};
+    for (const auto& [name, impl] : names) {
+        if (f.loss == name) {
+            s.loss = impl;
+        }
+    }
+    if (f.loss_chunks > 0) {
+        s.loss_chunks = f.loss_chunks;
+    }
+}
+
 }  // namespace
 
 Inputs load_inputs(const JobOptions& f, std::string_view default_stack) {
@@ -253,6 +288,7 @@ Inputs load_inputs(const JobOptions& f,
     if (f.expandable_segments) {
         in.job.stack.expandable_segments = true;
     }
+    apply_loss_options(f, in.job.stack);
     if (f.moe_a2a_overlap) {
         in.job.stack.moe_a2a_overlap = true;
     }

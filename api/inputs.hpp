@@ -60,6 +60,12 @@ struct JobOptions {
     bool moe_pad = false;                // --moe-pad (needs --moe-capacity)
     int64_t mtp_num_layers = -1;         // --mtp-num-layers: MTP depths trained (-1 = [job] mtp)
     bool expandable_segments = false;    // --expandable-segments (PYTORCH_CUDA_ALLOC_CONF)
+    std::string loss;               // --loss unfused|native|te|eager|compiled ("" = the stack's)
+    int64_t loss_chunks = 0;        // --loss-chunks N: ChunkedLossWrapper (0 = the stack's)
+    bool ce_loss_fusion = false;    // Megatron --cross-entropy-loss-fusion
+    std::string ce_fusion_impl;     // Megatron --cross-entropy-fusion-impl native|te ("" = native)
+    bool torch_compile = false;     // --torch-compile: torchtitan blocks (and loss) compiled
+    bool no_torch_compile = false;  // --no-torch-compile: eager
     double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
     TrainOptions train;                    // the CLI registers these with add_train_flags()
 };

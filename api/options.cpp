@@ -80,6 +80,19 @@ const std::vector<Entry>& entries() {
         add("job", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.job_file); });
         add("expandable-segments", G::job, "bool",
             [](NamedOptions& o) { return Ref(&o.job.expandable_segments); });
+        add("loss", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.loss); }, -inf, inf,
+            {"unfused", "native", "te", "eager", "compiled"});
+        add("loss-chunks", G::job, "int", [](NamedOptions& o) { return Ref(&o.job.loss_chunks); },
+            1);
+        add("cross-entropy-loss-fusion", G::job, "bool",
+            [](NamedOptions& o) { return Ref(&o.job.ce_loss_fusion); });
+        add("cross-entropy-fusion-impl", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.ce_fusion_impl); }, -inf, inf,
+            {"native", "te"});
+        add("torch-compile", G::job, "bool",
+            [](NamedOptions& o) { return Ref(&o.job.torch_compile); });
+        add("no-torch-compile", G::job, "bool",
+            [](NamedOptions& o) { return Ref(&o.job.no_torch_compile); });
         add("memory-headroom", G::job, "str",
             [](NamedOptions& o) { return Ref(&o.job.memory_headroom); });
         add("moe-capacity", G::job, "float", [](NamedOptions& o) { return Ref(&o.job.moe_capacity); });

@@ -46,6 +46,8 @@ nlohmann::json stack_to_json(const SoftwareStack& s) {
             {"memory",
              {{"hidden_dropout", s.hidden_dropout},
               {"fused_cross_entropy", s.fused_cross_entropy},
+              {"loss", to_string(s.loss)},
+              {"loss_chunks", s.loss_chunks},
               {"grad_dtype", dtype_name(s.grad_dtype)},
               {"allocator_overhead", s.allocator_overhead},
               {"expandable_segments", s.expandable_segments},

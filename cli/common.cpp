@@ -79,6 +79,26 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                  f.expandable_segments,
                  "The run sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: the fit check "
                  "counts the allocated peak plus the page residue, not the allocator's cache");
+    sub.add_option("--loss",
+                   f.loss,
+                   "The loss as the stack computes it (default: the stack's [memory] loss): "
+                   "unfused / native / te (Megatron's; te = Transformer Engine's in-place CE), "
+                   "eager / compiled (torch F.cross_entropy on fp32 logits, torch.compile'd)")
+        ->check(CLI::IsMember({"unfused", "native", "te", "eager", "compiled"}));
+    sub.add_option("--loss-chunks",
+                   f.loss_chunks,
+                   "torchtitan ChunkedLossWrapper num_chunks: output layer and loss on 1/N of the "
+                   "tokens at a time (default: the stack's; 1 = unchunked)")
+        ->check(CLI::PositiveNumber);
+    sub.add_flag("--cross-entropy-loss-fusion",
+                 f.ce_loss_fusion,
+                 "Megatron's fused cross entropy (impl from --cross-entropy-fusion-impl)");
+    sub.add_option("--cross-entropy-fusion-impl",
+                   f.ce_fusion_impl,
+                   "Megatron's fused cross entropy: native (Megatron's default) or te")
+        ->check(CLI::IsMember({"native", "te"}));
+    sub.add_flag("--torch-compile", f.torch_compile, "torchtitan: blocks (and loss) compiled");
+    sub.add_flag("--no-torch-compile", f.no_torch_compile, "torchtitan: eager blocks");
     sub.add_option("--memory-headroom",
                    f.memory_headroom,
                    "Memory kept free on top of the profile's reserved memory: GiB, or N% of the "

@@ -174,6 +174,15 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.loss_buffers, r.quantity("loss_buffers", Need::optional));
         set(s.loss_parallel_buffers, r.quantity("loss_parallel_buffers", Need::optional));
         set(s.op_level_sac, r.flag("op_level_sac", Need::optional));
+        set(s.loss,
+            r.choice<LossImpl>("loss",
+                               Need::optional,
+                               {{"unfused", LossImpl::megatron_unfused},
+                                {"native", LossImpl::megatron_native},
+                                {"te", LossImpl::te},
+                                {"eager", LossImpl::torch_eager},
+                                {"compiled", LossImpl::torch_compiled}}));
+        set(s.loss_chunks, r.count("loss_chunks", Need::optional));
         // Fractions of the allocated peak, each below 1.
         for (auto [key, field] : {std::pair{"allocator_overhead", &s.allocator_overhead},
                                   std::pair{"expandable_residue", &s.expandable_residue},
@@ -322,6 +331,24 @@ const char* to_string(MoeDispatcher d) {
         return "deepep";
     }
     return "?";
+}
+
+const char* to_string(LossImpl l) {
+    switch (l) {
+    case LossImpl::megatron_unfused:
+        return "unfused";
+    case LossImpl::megatron_native:
+        return "native";
+    case LossImpl::te:
+        return "te";
+    case LossImpl::torch_eager:
+        return "eager";
+    case LossImpl::torch_compiled:
+        return "compiled";
+    case LossImpl::unset:
+        break;
+    }
+    return "unset";
 }
 
 const char* to_string(AttentionImpl a) {

@@ -61,6 +61,23 @@ enum class MoeDispatcher : uint8_t { alltoall, allgather, deepep };
 enum class UbMethod : uint8_t { pipeline, ring_exchange };
 [[nodiscard]] const char* to_string(UbMethod m);
 
+/// How the stack computes the cross-entropy loss over the output layer's logits
+/// (costmodel/loss.hpp prices each): unset = the older keys (fused_cross_entropy, loss_buffers);
+/// Megatron's unfused VocabParallelCrossEntropy, its native fusion (--cross-entropy-loss-fusion
+/// --cross-entropy-fusion-impl native) and Transformer Engine's (... te); torch's
+/// F.cross_entropy(logits.float()) eager or under torch.compile (torchtitan).
+enum class LossImpl : uint8_t {
+    unset,
+    megatron_unfused,
+    megatron_native,
+    te,
+    torch_eager,
+    torch_compiled
+};
+
+/// "unset", "unfused", "native", "te", "eager", "compiled".
+[[nodiscard]] const char* to_string(LossImpl l);
+
 struct SoftwareStack {
     std::string name = "megatron-2021";
     std::string display_name;
@@ -93,6 +110,11 @@ struct SoftwareStack {
     /// The same with tensor parallelism, where the stack computes the loss on vocab-sharded
     /// logits (torch loss_parallel); 0 = loss_buffers.
     double loss_parallel_buffers = 0.0;
+    /// The loss as the stack computes it ([memory] loss); unset = the two keys above.
+    LossImpl loss = LossImpl::unset;
+    /// torchtitan's ChunkedLossWrapper num_chunks: the output layer and the loss run on 1/N of
+    /// the tokens at a time, each chunk's backward right after its forward; 1 = unchunked.
+    int64_t loss_chunks = 1;
     /// What `selective` recomputation means: Megatron's module list (keep the GEMM inputs, drop
     /// the attention scores), or torchtitan's op-level policy (every layer checkpointed, the
     /// outputs of every other matmul and of attention saved; memory.hpp).
@@ -167,8 +189,12 @@ struct SoftwareStack {
     double norm_general_fwd = 1.0;
     double norm_general_bwd = 1.0;
 
-    // Keys that change only what an export writes.
+    /// torch.compile of each transformer block (torchtitan --compile.enable; [export]
+    /// torch_compile): the partitioner saves only what backward reads, so op-level SAC's dead
+    /// saved outputs go (memory.hpp op_sac_saved_bytes_per_token).
     bool torch_compile = false;
+
+    // Keys that change only what an export writes.
     std::vector<std::string> recompute_modules;  // Megatron --recompute-modules for selective
 
     bool operator==(const SoftwareStack&) const = default;

@@ -4,6 +4,7 @@
 #include "costmodel/attention.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
+#include "costmodel/loss.hpp"
 #include "costmodel/precision.hpp"
 
 #include <algorithm>
@@ -237,6 +238,9 @@ double op_sac_saved_bytes_per_token(const ModelSpec& m, const JobSpec& job, cons
     for (int i = 0; i < n; i += 2) {  // the 1st, 3rd, 5th, ... matmul: saved
         saved += widths[i];
     }
+    if (job.stack.torch_compile && n % 2 == 1) {
+        saved -= widths[n - 1];  // compiled: the last matmul's output is read by no backward op
+    }
     // + the block input (the checkpoint), SP-sharded; + the attention output and its fp32
     // log-sum-exp per head.
     const double input = h / (p.sp ? t : 1.0);
@@ -245,6 +249,9 @@ double op_sac_saved_bytes_per_token(const ModelSpec& m, const JobSpec& job, cons
 }
 
 double loss_buffer_count(const JobSpec& job, const Plan& p) {
+    if (job.stack.loss != LossImpl::unset) {
+        return loss_impl_buffers(job.stack.loss, p.tp > 1);
+    }
     if (p.tp > 1 && job.stack.loss_parallel_buffers > 0.0) {
         return job.stack.loss_parallel_buffers;
     }
@@ -257,6 +264,9 @@ double loss_buffer_count(const JobSpec& job, const Plan& p) {
 }
 
 Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
+    if (job.stack.loss != LossImpl::unset) {
+        return loss_peak_bytes(m, job, p);  // the stack names its loss (costmodel/loss.hpp)
+    }
     return bytes(loss_buffer_count(job, p) * activation_bytes(job) * tokens_per_gpu(job, p) *
                  d(m.vocab) / d(p.tp));
 }

@@ -114,6 +114,7 @@ gdn_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, 
 /// Eager `F.cross_entropy(logits.float())` (torchtitan components/loss.py, train.py
 /// `del pred` before backward) peaks inside log_softmax's backward with the fp32 saved
 /// log-probabilities, their incoming gradient and the outgoing one alive: 3 x fp32 = n 6.
+/// A stack that names its loss (SoftwareStack::loss) is priced by loss_peak_bytes() instead.
 [[nodiscard]] Bytes logits_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
 /// The n of logits_bytes(): with TP the stack's loss_parallel_buffers when it sets them, else
@@ -137,7 +138,11 @@ gdn_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, 
 /// attention and of aten.max; recompute everything else). The block is checkpointed, so its input
 /// is kept (/ t under SP). Llama's matmuls in order q, k, v, o, w1, w3, w2 save q, v, w1, w2;
 /// the attention output and its fp32 log-sum-exp are kept. Llama 3 8B, t = 1, bf16:
-/// 2 (4096 + 1024 + 14336 + 4096 + 4096 + 4096) + 4 x 32 = 63,616 B.
+/// 2 (4096 + 1024 + 14336 + 4096 + 4096 + 4096) + 4 x 32 = 63,616 B. Under torch.compile
+/// (SoftwareStack::torch_compile) the min-cut partitioner saves only what backward reads, so a
+/// saved output no backward op reads is dropped: the last matmul's (w2), which feeds only the
+/// residual add (torch/_functorch/partitioners.py: MUST_SAVE nodes outside the backward's
+/// inputs are not saved): 63,616 - 2 x 4096 = 55,424 B.
 [[nodiscard]] double op_sac_saved_bytes_per_token(const ModelSpec& m, const JobSpec& job,
                                                   const Plan& p);
 

@@ -194,9 +194,13 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
         kv("model.hidden_dropout", "0.0");
         kv("model.attention_dropout", "0.0");
     }
-    if (s.fused_cross_entropy) {
+    // Bridge recipes still set te (ModelParallelConfig only warns); native as priced.
+    const bool te = s.loss == LossImpl::te || (s.loss == LossImpl::unset && s.fused_cross_entropy);
+    if (te || s.loss == LossImpl::megatron_native) {
         kv("model.cross_entropy_loss_fusion", "true");
-        kv("model.cross_entropy_fusion_impl", "te");
+        kv("model.cross_entropy_fusion_impl", te ? "te" : "native");
+    } else if (s.loss == LossImpl::megatron_unfused) {
+        kv("model.cross_entropy_loss_fusion", "false");
     }
     // A recipe may have no CommOverlapConfig (comm_overlap=None), so TP overlap is written only
     // when the price assumed it; without it, the recipe's must be off.

@@ -315,9 +315,14 @@ void megatron_stack_args(Args& os, const JobSpec& job, const Plan& p) {
         arg(os, "--hidden-dropout", "0.0");
         arg(os, "--attention-dropout", "0.0");
     }
-    if (s.fused_cross_entropy) {
+    // The loss the price assumed. Megatron-LM refuses the TE impl with the fusion from
+    // 168cb15d70 (2026-06-03, training/arguments.py), so a release from 26.06 gets native, which
+    // holds 3 logits' worth where te holds 1 (costmodel/loss.hpp): --cross-entropy-loss-fusion
+    // prices it.
+    const bool te = s.loss == LossImpl::te || (s.loss == LossImpl::unset && s.fused_cross_entropy);
+    if (te || s.loss == LossImpl::megatron_native) {
         arg(os, "--cross-entropy-loss-fusion");
-        arg(os, "--cross-entropy-fusion-impl", "te");
+        arg(os, "--cross-entropy-fusion-impl", te && s.release < "26.06" ? "te" : "native");
     }
     if (job.grads == Dtype::bf16 && job.compute == Dtype::bf16) {
         arg(os, "--grad-reduce-in-bf16");

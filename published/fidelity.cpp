@@ -382,11 +382,7 @@ std::vector<CheckedMemory> check_memory_cases(std::vector<MemoryCase> cases) {
     std::vector<CheckedMemory> out;
     for (auto& c : cases) {
         if (c.expressible && profile_ships(c, profiles)) {
-            const bool grads_from_row = c.job.grads != JobSpec{}.grads;
-            c.job.stack = load_stack(c.stack);
-            if (!grads_from_row) {
-                c.job.grads = c.job.stack.grad_dtype;
-            }
+            load_memory_case_stack(c);
             const auto broken = check_plan(c.model, c.job, c.plan);
             if (!broken.empty()) {
                 c.expressible = false;

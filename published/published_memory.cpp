@@ -80,6 +80,31 @@ void memory_job_of(const Cells& r, MemoryCase& c, std::string& notes) {
     }
 }
 
+// torchtitan as the row's release ran it: torch.compile per block from the row's notes
+// ("torch.compile=no" / "=yes" / "torch.compile + Float8"); at 9dec370 (2024-12) the loss is
+// F.cross_entropy on the whole logits, never compiled (train.py @9dec370 loss_fn, "compiling
+// loss function causes CUDA errors, turning off for now"); ChunkedLossWrapper came in 2026-06
+// (pytorch/torchtitan #3779, 9530a874d).
+void torchtitan_release_of(const Cells& r, MemoryCase& c, std::string& notes) {
+    if (!has_text(r.str("framework"), "torchtitan")) {
+        return;
+    }
+    const std::string& n = r.str("notes");
+    if (has_text(n, "torch.compile=no")) {
+        c.torch_compile = 0;
+    } else if (has_text(n, "torch.compile")) {
+        c.torch_compile = 1;
+    }
+    if (has_text(r.str("framework_version"), "9dec370")) {
+        c.loss = LossImpl::torch_eager;
+        c.loss_chunks = 1;
+        notes += "torchtitan 9dec370: eager unchunked loss; ";
+    }
+    if (c.torch_compile >= 0) {
+        notes += c.torch_compile == 1 ? "blocks compiled; " : "blocks eager; ";
+    }
+}
+
 void memory_plan_of(const Cells& r, MemoryCase& c, std::string& notes) {
     Plan& p = c.plan;
     p.tp = r.count("tp", 1);
@@ -144,6 +169,7 @@ MemoryCase memory_case_of(const Cells& r) {
     c.model = model_of(r, notes);
     memory_job_of(r, c, notes);
     memory_plan_of(r, c, notes);
+    torchtitan_release_of(r, c, notes);
     std::string why;
     c.profile = profile_for_gpu(r.str("gpu_type"), r.count("gpu_memory_gb"), 0, why);
     if (c.profile.empty()) {
@@ -193,6 +219,23 @@ std::vector<MemoryCase> parse_public_memory(std::string_view csv, const std::str
         out.push_back(memory_case_of(Cells{rows[i], source_name, static_cast<int64_t>(i + 2), true}));
     }
     return out;
+}
+
+void load_memory_case_stack(MemoryCase& c) {
+    const bool grads_from_row = c.job.grads != JobSpec{}.grads;
+    c.job.stack = load_stack(c.stack);
+    if (!grads_from_row) {
+        c.job.grads = c.job.stack.grad_dtype;
+    }
+    if (c.torch_compile >= 0) {
+        c.job.stack.torch_compile = c.torch_compile == 1;
+    }
+    if (c.loss != LossImpl::unset) {
+        c.job.stack.loss = c.loss;
+    }
+    if (c.loss_chunks > 0) {
+        c.job.stack.loss_chunks = c.loss_chunks;
+    }
 }
 
 MemoryResult evaluate_memory(const MemoryCase& c, const ClusterSpec& cluster) {

@@ -8,6 +8,7 @@
 #include "core/job.hpp"
 #include "core/model.hpp"
 #include "core/plan.hpp"
+#include "core/stack.hpp"
 
 #include <cstdint>
 #include <string>
@@ -32,6 +33,10 @@ struct MemoryCase {
     bool expressible = false;
     std::string reason;  // why not expressible, or the assumptions made
     MemoryMetric metric = MemoryMetric::allocated;
+    // The row's own stack settings, put over the shipped stack by load_memory_case_stack().
+    int torch_compile = -1;           // torch.compile of the blocks: 1 on, 0 off, -1 the stack's
+    LossImpl loss = LossImpl::unset;  // the loss as the row's release computes it; unset = stack's
+    int64_t loss_chunks = 0;          // 0 = the stack's
     double measured_gib = 0.0;
     ModelSpec model;
     JobSpec job;
@@ -55,6 +60,11 @@ struct MemoryResult {
     double total_gib = 0.0;      // what the fit check compares (reserved + profile's reservation)
     double usable_gib = 0.0;     // the GPU's memory
 };
+
+/// Loads the case's shipped stack (MemoryCase::stack) into its job with the row's own settings
+/// on top (torch.compile, the loss as its release computes it), and the stack's grad dtype
+/// where the row fixed none. Throws ConfigError when the stack is not shipped.
+void load_memory_case_stack(MemoryCase& c);
 
 /// The prediction of an expressible case on `cluster` (its stack already in case.job).
 [[nodiscard]] MemoryResult evaluate_memory(const MemoryCase& c, const ClusterSpec& cluster);

@@ -226,6 +226,10 @@ TEST_SUITE("core") {
         SoftwareStack legacy = load_stack("megatron-2021");
         legacy.display_name.clear();
         legacy.source.clear();
+        // It names its loss (issue 48), which prices as unset does without a fused cross entropy:
+        // 3 logits' worth (costmodel/loss.hpp, memory.cpp loss_buffer_count).
+        CHECK(legacy.loss == LossImpl::megatron_unfused);
+        legacy.loss = LossImpl::unset;
         CHECK(legacy == SoftwareStack{});
         const SoftwareStack core = load_stack("megatron-core");
         CHECK(core.attention == AttentionImpl::fused);

@@ -1,0 +1,38 @@
+#pragma once
+// The loss as each stack computes it: the logit-sized buffers alive at the output layer's and
+// the cross-entropy's peak, for Megatron's unfused, native-fused and Transformer Engine losses
+// and torch's eager, compiled and chunked ones (SoftwareStack::loss, loss_chunks).
+
+#include "core/job.hpp"
+#include "core/model.hpp"
+#include "core/plan.hpp"
+#include "core/units.hpp"
+
+namespace cleave {
+
+/// Buffers of the 16-bit logits' size (T V / t x 2 B) alive at the loss's peak under `impl`,
+/// `vocab_parallel` when TP shards the vocabulary and the stack computes the loss on the shards
+/// (torch loss_parallel). Megatron unfused (tensor_parallel/cross_entropy.py
+/// calculate_logits_max: logits.float(), exp / div in place, the fp32 softmax saved) and native
+/// (fusions/fused_cross_entropy.py: the same fp32 copy and softmax, fewer kernels) hold the
+/// 16-bit logits + their fp32 copy: 3. Transformer Engine (pytorch/cross_entropy.py
+/// CrossEntropyFunction: saves the 16-bit input and writes the gradient into it in place): 1.
+/// torch eager F.cross_entropy(logits.float()): log_softmax's backward with its fp32 output,
+/// incoming and outgoing gradients, 3 x fp32 = 6; vocab-parallel (torch loss_parallel
+/// _nll_loss_and_log_softmax_backward, torchtitan _LossParallelCrossEntropy) 4 x fp32 = 8.
+/// Compiled (inductor fuses the upcast, log_softmax and nll; the partitioner saves the 16-bit
+/// input and a per-token fp32 log-sum-exp, not the fp32 log-probabilities): the logits and
+/// their 16-bit gradient, 2; vocab-parallel, the autograd Function's saved fp32 log-probs + the
+/// 16-bit gradient: 3. Precondition: impl != unset.
+[[nodiscard]] double loss_impl_buffers(LossImpl impl, bool vocab_parallel);
+
+/// Bytes the output layer and the loss of one micro-batch hold on the last stage at the loss's
+/// peak under the stack's LossImpl, T the micro-batch's tokens on this GPU, N loss_chunks:
+/// n x (T / N) x V / t x 2 B, plus, chunked (torchtitan ChunkedLossWrapper), the fp32 buffer
+/// the chunks' hidden-state gradients are gathered into (GradAccumulator): 4 T h B.
+/// Llama 3 8B (V 128,256, h 4,096), T = 16,384, t = 1, eager, N = 8:
+/// 6 x 2,048 x 128,256 x 2 + 4 x 16,384 x 4,096 = 3,152,019,456 + 268,435,456 B.
+/// Precondition: job.stack.loss != unset.
+[[nodiscard]] Bytes loss_peak_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
+
+}  // namespace cleave
