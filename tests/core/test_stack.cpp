@@ -132,6 +132,26 @@ TEST_SUITE("core") {
               "entry (2)"}});
     }
 
+    TEST_CASE("stack: [memory] loss and loss_chunks reach SoftwareStack, bad ones name line:col") {
+        CHECK(parse_stack_toml(good_stack, "s.toml").loss == LossImpl::unset);  // optional
+        CHECK(parse_stack_toml(good_stack, "s.toml").loss_chunks == 1);
+        const std::string dtype = "grad_dtype = \"bf16\"";
+        const SoftwareStack s = parse_stack_toml(
+            replace(good_stack, dtype, dtype + "\nloss = \"compiled\"\nloss_chunks = 8"), "s.toml");
+        CHECK(s.loss == LossImpl::torch_compiled);
+        CHECK(s.loss_chunks == 8);
+        CHECK(std::string(to_string(LossImpl::te)) == "te");
+        expect_diagnostics(
+            [&] {
+                (void)parse_stack_toml(replace(good_stack, dtype, dtype + "\nloss = \"fused\""),
+                                       "bad.toml");
+            },
+            {{22,
+              8,
+              "'memory.loss' must be one of \"unfused\", \"native\", \"te\", \"eager\", "
+              "\"compiled\", got \"fused\""}});
+    }
+
     TEST_CASE("stack: the [moe] table reaches SoftwareStack, and absent it prices alltoall") {
         const SoftwareStack none = parse_stack_toml(good_stack, "s.toml");
         CHECK(none.moe_dispatcher == MoeDispatcher::alltoall);

@@ -483,6 +483,13 @@ TEST_SUITE("costmodel") {
             CHECK(std::abs(priced - measured) <= 1.5);
         }
         CHECK(got.at(2).allocated_gib - got.at(1).allocated_gib == doctest::Approx(-3.875));
+        // What the reader took from the rows: compile from the notes, 9dec370's eager loss.
+        CHECK(by_row.at(1)->torch_compile == 0);
+        CHECK(by_row.at(2)->torch_compile == 1);
+        CHECK(by_row.at(4)->torch_compile == 1);
+        CHECK(by_row.at(1)->loss == LossImpl::torch_eager);
+        CHECK(by_row.at(1)->loss_chunks == 1);
+        CHECK(by_row.at(40)->loss == LossImpl::unset);  // Moonlight: the stack's (TE)
         CHECK(s.mape_pct <= 5.0);
         CHECK(s.worst_pct <= 15.0);
         // The CLI's default headroom, 5 % of the GPU's memory (api/inputs.cpp parse_headroom): the measured peak
