@@ -60,7 +60,14 @@ Bytes activation_per_layer(const ModelSpec& m,
     const double masks = job.stack.hidden_dropout ? 2.0 : 0.0;
     // Sandwich norms (Gemma) keep their input too: each block's output, ab per element.
     const double post_norms = m.sandwich_norms ? 1.0 : 0.0;
-    const double ln_region = norms * (ab * (1.0 + post_norms) + masks / 2.0) * tok * h / sp;
+    // torchtitan's eager RMSNorm (models/norms.py @9dec370: self._norm(x.float()).type_as(x) *
+    // weight) keeps the fp32 upcast (pow's and mul's backward) and the pre-weight output (the
+    // weight mul's backward) where a fused norm keeps the 16-bit input: 4 + ab per element.
+    // Compiled, inductor fuses the norm and keeps the 16-bit input.
+    const double norm_in = job.stack.framework == StackFramework::torchtitan && !job.stack.torch_compile
+                               ? 4.0 + ab
+                               : ab;
+    const double ln_region = norms * (norm_in + ab * post_norms + masks / 2.0) * tok * h / sp;
     // A GEMM input kept for its weight gradient: under quantised training Transformer Engine
     // keeps it as the quantised copy it fed the GEMM (fp8 + scales; saved_input_bytes()).
     const double qb = saved_input_bytes(job);

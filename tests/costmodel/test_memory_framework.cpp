@@ -81,6 +81,15 @@ TEST_SUITE("costmodel") {
         CHECK(op_sac_saved_bytes_per_token(m, j, p) == doctest::Approx(15120.0));
         // Compiled: 15,120 - 2 x 4096 = 6,928 B.
         CHECK(op_sac_saved_bytes_per_token(m, jc, p) == doctest::Approx(6928.0));
+        // What backward rematerialises (a layer without recompute): the eager RMSNorm keeps its
+        // fp32 upcast and pre-weight output, 4 + 2 B per element where the compiled norm keeps
+        // 2: 2 norms x 4 B x 4096 x 16,384 tokens = 536,870,912 B more (t = 1).
+        p.tp = 1;
+        p.dp = 8;
+        p.sp = false;
+        CHECK((activation_per_layer(m, j, p, false, Recompute::none) -
+               activation_per_layer(m, jc, p, false, Recompute::none))
+                  .value() == doctest::Approx(536870912.0));
     }
 
     TEST_CASE("memory: the loss peak counts the stack's logit-sized buffers") {
@@ -474,7 +483,8 @@ TEST_SUITE("costmodel") {
         // 82.4 -> 77.0 and 67.0 -> 62.0 GiB reserved) and only in Float8 (2 / 3, 9 / 10: -0.2
         // GiB) differ in the price as measured, within 1.5 GiB. Compile: w2's output per layer
         // and token, 2 x 4096 B x 16,384 tokens x 31 layers (backward rematerialises one whole)
-        // = 3.875 GiB allocated, x 1.11 reserved.
+        // = 3.875 GiB, and the rematerialised layer's eager norms, 2 x 4 x 4096 x 16,384 B =
+        // 0.5 GiB: 4.375 GiB allocated, x 1.11 reserved.
         const std::pair<int64_t, int64_t> pairs[] = {{1, 2}, {8, 9}, {2, 3}, {9, 10}};
         for (const auto& [a, b] : pairs) {
             CAPTURE(a);
@@ -482,7 +492,7 @@ TEST_SUITE("costmodel") {
             const double measured = by_row.at(b)->measured_gib - by_row.at(a)->measured_gib;
             CHECK(std::abs(priced - measured) <= 1.5);
         }
-        CHECK(got.at(2).allocated_gib - got.at(1).allocated_gib == doctest::Approx(-3.875));
+        CHECK(got.at(2).allocated_gib - got.at(1).allocated_gib == doctest::Approx(-4.375));
         // What the reader took from the rows: compile from the notes, 9dec370's eager loss.
         CHECK(by_row.at(1)->torch_compile == 0);
         CHECK(by_row.at(2)->torch_compile == 1);
