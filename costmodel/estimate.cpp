@@ -6,6 +6,7 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
+#include "costmodel/loss.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/overlap.hpp"
 #include "costmodel/pipeline.hpp"
@@ -343,7 +344,8 @@ fill_stage_memory(const Context& x, int64_t s, const StageParams& sp, MemoryBrea
                                                : lp.act_dense_none * rs.live - lp.act_dense;
     }
     if (s == p.pp - 1) {
-        mem.logits = lp.logits * (1.0 + n_mtp);  // each MTP module's logits and loss too
+        mem.logits = lp.logits * (1.0 + n_mtp) +  // each MTP module's logits and loss too
+                     pipeline_kept_outputs_bytes(x.m, x.job, p, x.micro);  // torch pipelining
     }
     const double abth = lp.layer_io_bytes;  // activation bytes x tokens x hidden
     if (p.pp > 1) {

@@ -40,4 +40,16 @@ Bytes loss_peak_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     return bytes(logits + gathered);
 }
 
+Bytes pipeline_kept_outputs_bytes(const ModelSpec& m,
+                                  const JobSpec& job,
+                                  const Plan& p,
+                                  int64_t microbatches) {
+    if (p.pp <= 1 || job.stack.framework != StackFramework::torchtitan) {
+        return {};
+    }
+    const double width =
+        job.stack.loss_chunks > 1 ? detail::d(m.hidden) : detail::d(m.vocab) / detail::d(p.tp);
+    return bytes(detail::d(microbatches) * tokens_per_gpu(job, p) * width * activation_bytes(job));
+}
+
 }  // namespace cleave

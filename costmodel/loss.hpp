@@ -35,4 +35,16 @@ namespace cleave {
 /// Precondition: job.stack.loss != unset.
 [[nodiscard]] Bytes loss_peak_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
+/// Bytes the last pipeline stage keeps of its outputs under torch.distributed.pipelining
+/// (torchtitan's PP): forward_one_chunk appends each micro-batch's output to output_chunks for
+/// the schedule to merge when the step ends (pytorch@0138610331
+/// torch/distributed/pipelining/stage.py), so at the last micro-batch's loss all `microbatches`
+/// outputs are alive: the 16-bit logits T V / t each, or the hidden states T h when a chunked
+/// loss applies the output layer itself. 0 without PP or outside torchtitan. Llama 3.1 405B,
+/// T = 32,768, t = 8, 8 micro-batches: 8 x 32,768 x 16,032 x 2 = 8,405,385,216 B.
+[[nodiscard]] Bytes pipeline_kept_outputs_bytes(const ModelSpec& m,
+                                                const JobSpec& job,
+                                                const Plan& p,
+                                                int64_t microbatches);
+
 }  // namespace cleave
