@@ -149,6 +149,9 @@ nlohmann::json stack_json(const SoftwareStack& s) {
     return {{"name", s.name},
             {"framework", to_string(s.framework)},
             {"attention", to_string(s.attention)},
+            {"loss", to_string(s.loss)},
+            {"loss_chunks", s.loss_chunks},
+            {"torch_compile", s.torch_compile},
             {"source", s.source}};
 }
 

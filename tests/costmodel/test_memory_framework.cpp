@@ -185,6 +185,18 @@ TEST_SUITE("costmodel") {
             REQUIRE(r.code == 0);
             return nlohmann::json::parse(r.out)["memory_gib"]["logits"].get<double>();
         };
+        // explain names the loss it priced.
+        {
+            const test::CliRun r = test::run_cleave({"explain", model, "dgx-h100", "--gpus", "8",
+                                                     "--gbs", "16", "--stack", "torchtitan-fsdp2",
+                                                     "--zero", "3", "--loss", "eager",
+                                                     "--no-torch-compile", "--format", "json"});
+            REQUIRE(r.code == 0);
+            const auto st = nlohmann::json::parse(r.out)["stack"];
+            CHECK(st["loss"] == "eager");
+            CHECK(st["loss_chunks"] == 8);
+            CHECK(st["torch_compile"] == false);
+        }
         // megatron-core (TE, 1): 2 B x 16,384 x 128,256 = 4,202,692,608 B = 3.914 GiB.
         const double te = logits_gib({});
         CHECK(te * GiB == doctest::Approx(4202692608.0));
