@@ -1,4 +1,5 @@
 #include "costmodel/compute.hpp"
+#include "costmodel/loss.hpp"
 #include "costmodel/num.hpp"
 
 #include "core/errors.hpp"
@@ -1425,15 +1426,16 @@ EdgeCost output_cost(const ModelSpec& m,
     const GemmShape head{tok, d(m.vocab) / d(p.tp), d(m.hidden), 1.0};
     const Seconds gemm = gemm_time(c.gpu, core_dtype(job.compute), head);  // 16-bit head
     EdgeCost e;
-    // Final norm; logits GEMM; fp32 cross-entropy: cast (read 16-bit, write fp32), max, exp-sum
-    // and the stored softmax (Megatron vocab_parallel_cross_entropy).
+    // Final norm; logits GEMM; the cross-entropy's traffic as the stack computes it
+    // (costmodel/loss.hpp; Megatron's: fp32 cast, max, exp-sum and the stored softmax).
     const double norm = (p.sp ? 1.0 / d(p.tp) : 1.0) * th;
+    const LossTraffic xent = loss_bytes_per_logit(job.stack.loss, ab);
     KernelBytes fwd;
     fwd.norm = bytes(2.0 * ab * norm);
-    fwd.cross_entropy = bytes((ab + 16.0) * logits);
+    fwd.cross_entropy = bytes(xent.fwd * logits);
     KernelBytes bwd;
     bwd.norm = bytes(3.0 * ab * norm);
-    bwd.cross_entropy = bytes((4.0 + ab) * logits);
+    bwd.cross_entropy = bytes(xent.bwd * logits);
     const double h = d(m.hidden);  // the final norm at its kernel's rate for h
     e.fwd =
         gemm + memory_time(c.gpu, norm_timed(fwd, norm_kernel_factor(job.stack, m.norm, h, false)));

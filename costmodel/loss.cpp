@@ -40,6 +40,16 @@ Bytes loss_peak_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     return bytes(logits + gathered);
 }
 
+LossTraffic loss_bytes_per_logit(LossImpl impl, double ab) {
+    if (impl == LossImpl::torch_eager) {
+        return {ab + 16.0, 24.0 + ab};
+    }
+    if (impl == LossImpl::torch_compiled) {
+        return {2.0 * ab, 2.0 * ab};
+    }
+    return {ab + 16.0, 4.0 + ab};
+}
+
 Bytes pipeline_kept_outputs_bytes(const ModelSpec& m,
                                   const JobSpec& job,
                                   const Plan& p,

@@ -35,6 +35,26 @@ namespace cleave {
 /// Precondition: job.stack.loss != unset.
 [[nodiscard]] Bytes loss_peak_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
+/// HBM bytes per logit element the loss's kernels move, forward and backward (priced on the
+/// cross_entropy kernel class), ab the 16-bit logits' bytes. Megatron's (unset, unfused, native,
+/// te): cast (read ab, write 4), max, exp-sum and the stored softmax (12); backward the softmax
+/// read and written in place, the 16-bit gradient written: ab + 16 and 4 + ab. Transformer
+/// Engine's own traffic (one read for max / sum, one read and in-place write of the gradient:
+/// 3 ab, and 2 ab to scale it) is not priced: tried, it moved every megatron-core runs file's
+/// time MAPE up 0.3-0.5 points, and which releases ran it is not data yet. torch eager: forward
+/// as Megatron's; backward the nll gradient written dense in fp32 (4), log_softmax's backward
+/// reading it twice with its saved fp32 output and writing fp32 (16), the cast (4 + ab):
+/// 24 + ab. Compiled (inductor fuses the upcast into a max / sum pass and a loss pass; backward
+/// one read of the logits and one 16-bit write): 2 ab and 2 ab. bf16: 18 / 6, 18 / 26, 4 / 4.
+struct LossTraffic {
+    double fwd = 0.0;
+    double bwd = 0.0;
+
+    bool operator==(const LossTraffic&) const = default;
+};
+
+[[nodiscard]] LossTraffic loss_bytes_per_logit(LossImpl impl, double ab);
+
 /// Bytes the last pipeline stage keeps of its outputs under torch.distributed.pipelining
 /// (torchtitan's PP): forward_one_chunk appends each micro-batch's output to output_chunks for
 /// the schedule to merge when the step ends (pytorch@0138610331

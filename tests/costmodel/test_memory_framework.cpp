@@ -131,6 +131,13 @@ TEST_SUITE("costmodel") {
         CHECK(loss_impl_buffers(LossImpl::torch_eager, true) == 8.0);
         CHECK(loss_impl_buffers(LossImpl::torch_compiled, false) == 2.0);
         CHECK(loss_impl_buffers(LossImpl::torch_compiled, true) == 3.0);
+        // HBM bytes per logit, bf16 (ab 2): Megatron's 2 + 16 / 4 + 2 (te too: its own traffic
+        // is not priced); eager 2 + 16 / 24 + 2; compiled 2 x 2 / 2 x 2.
+        CHECK(loss_bytes_per_logit(LossImpl::megatron_native, 2.0) == LossTraffic{18.0, 6.0});
+        CHECK(loss_bytes_per_logit(LossImpl::te, 2.0) == LossTraffic{18.0, 6.0});
+        CHECK(loss_bytes_per_logit(LossImpl::unset, 2.0) == LossTraffic{18.0, 6.0});
+        CHECK(loss_bytes_per_logit(LossImpl::torch_eager, 2.0) == LossTraffic{18.0, 26.0});
+        CHECK(loss_bytes_per_logit(LossImpl::torch_compiled, 2.0) == LossTraffic{4.0, 4.0});
         const ModelSpec m = llama8b();
         Plan p;
         p.dp = 8;
