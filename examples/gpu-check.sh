@@ -151,7 +151,7 @@ fi
 if [[ -f "$out/calibrated.toml" ]]; then
     vmodel="$root/tests/calibrate/data/gpu-gpt.toml"
     vflags=(--gbs 8 --top 3 --iters 3 --warmup 2)
-    [[ "$backend" == cpu ]] && vmodel="$root/tests/calibrate/data/tiny-gpt.toml" && vflags=(--gbs 4 --top 2 --iters 1 --warmup 0 --max-error 1000000)
+    [[ "$backend" == cpu ]] && vmodel="$root/tests/calibrate/data/tiny-gpt.toml" && vflags=(--gbs 4 --top 2 --iters 1 --warmup 0 --warmup-max 0 --rounds 1 --max-error 1000000)
     if "${cleave[@]}" validate "$vmodel" "$out/calibrated.toml" --backend "$backend" --gpus 1 \
         "${vflags[@]}" >"$out/validate.txt" 2>&1; then
         log "3. validate: $(grep -m1 -i 'mape' "$out/validate.txt" || echo 'see validate.txt')"

@@ -37,10 +37,16 @@ nlohmann::json last_json(const std::string& out) {
 }
 
 double validate_mape(const std::string& profile, const std::string& extra) {
+#ifdef CLEAVE_SANITIZED
+    // One round, one warm-up: sanitized builds check that the loop runs, not its timing.
+    const std::string rounds = " --rounds 1 --warmup-max 1";
+#else
+    const std::string rounds;
+#endif
     // stderr apart: its lines would interleave with the JSON on stdout.
     const std::string cmd = "{ " + mpirun(2) + " validate " + data("tiny_gpt.toml") + " " + profile +
                             " --gbs 8 --seq 64 --top 3 --iters 3 --timeout 60 --max-error 1000 "
-                            "--format json" + extra + " 2>/dev/null; }";
+                            "--format json" + extra + rounds + " 2>/dev/null; }";
     const auto r = shell(cmd);
     INFO(cmd);
     INFO(r.output);
@@ -52,12 +58,18 @@ double validate_mape(const std::string& profile, const std::string& extra) {
 
 TEST_CASE("run --trace -> cleave trace -> calibrate --from-trace -> validate, on the CPU") {
     const std::string dir = std::string(CLEAVE_BINARY_DIR) + "/trace_loop_";
-    const std::string profile = dir + "cpu.toml";
     const std::string trace = dir + "run.json";
     const std::string overlay = dir + "overlay.toml";
-    auto r = shell(mpirun(2) + " calibrate --quick --out " + profile);
-    INFO(r.output);
-    REQUIRE(r.status == 0);
+    // The 2-rank `calibrate --quick` profile: the one CTest's calibrated_profile fixture writes
+    // (calibrate.mpirun_calibrate_quick, the same command), or this test's own when run alone.
+    std::string profile = std::string(CLEAVE_BINARY_DIR) + "/tests/calibrate/calibrated-quick.toml";
+    auto r = shell("test -s " + profile);
+    if (r.status != 0) {
+        profile = dir + "cpu.toml";
+        r = shell(mpirun(2) + " calibrate --quick --out " + profile);
+        INFO(r.output);
+        REQUIRE(r.status == 0);
+    }
 
     r = shell(mpirun(2) + " run " + data("tiny_llama.toml") + " " + profile +
               " --gbs 8 --seq 64 --warmup 1 --iters 3 --tp 2 --sp --timeout 60 --trace " + trace);
@@ -84,21 +96,24 @@ TEST_CASE("run --trace -> cleave trace -> calibrate --from-trace -> validate, on
     REQUIRE(r.status == 0);
     CHECK(r.output.find("Not informed by this trace") != std::string::npos);
 
+#ifdef CLEAVE_SANITIZED
+    // Under ASan + UBSan every memory access is instrumented, and more so in the small kernels than
+    // in the GEMMs: the efficiencies a trace fits then describe the sanitizer (CI measured 5 %
+    // without, 34 % with), not the machine. The loop is checked up to validate with the overlay;
+    // the comparison with the microbenchmark profile alone is for optimised builds (its validate
+    // run is skipped here: it fed only that comparison). validate_mape's REQUIREs are the check:
+    // the run exits 0 and its JSON carries mape_pct.
+    validate_mape(profile, " --calibration " + overlay);
+#else
     const double without = validate_mape(profile, "");
     const double with = validate_mape(profile, " --calibration " + overlay);
     MESSAGE("validate tiny_gpt MAPE: " << without << " % with the microbenchmark profile, " << with
                                        << " % with the trace overlay");
-#ifdef CLEAVE_SANITIZED
-    // Under ASan + UBSan every memory access is instrumented, and more so in the small kernels than
-    // in the GEMMs: the efficiencies a trace fits then describe the sanitizer (CI measured 5 %
-    // without, 34 % with), not the machine. The loop above is checked; the comparison below is
-    // for optimised builds.
-    return;
-#endif
     // Timing on a shared 2-core VM swings by tens of percent between runs (each figure is one
     // validate run, measured apart; one run in five under three other jobs came out 51.6 against
     // 51.3 % at a bound of 1.5 x + 10), so the bound leaves room for that noise while still
     // catching an overlay that breaks the price (a factor fitted the wrong way round, or fitted
     // to all steps as one, gives several hundred percent). The note of issue 46 gives quiet runs.
     CHECK(with <= without * 2.0 + 20.0);
+#endif
 }
