@@ -3,6 +3,7 @@
 #include "costmodel/risks.hpp"
 
 #include "costmodel/collectives.hpp"
+#include "costmodel/peft.hpp"
 #include "costmodel/precision.hpp"
 #include "costmodel/train_cost.hpp"
 
@@ -318,8 +319,38 @@ static nlohmann::json estimate_json_base(const Inputs& in, const Plan& p, const 
     return j;
 }
 
+double peft_trainable(const ModelSpec& m, const JobSpec& job) {
+    return lora_params_per_layer(m, job) * static_cast<double>(m.layers);
+}
+
+std::string peft_summary(const ModelSpec& m, const JobSpec& job) {
+    if (job.peft == Peft::none) {
+        return "";
+    }
+    const double trained = peft_trainable(m, job);
+    const double all = static_cast<double>(params_total(m));
+    return std::string(to_string(job.peft)) + " dim " + std::to_string(job.lora_dim) + ", alpha " +
+           detail::f("%g", job.lora_alpha) + " (scale " +
+           detail::f("%g", job.lora_alpha / static_cast<double>(job.lora_dim)) + "), targets " +
+           lora_targets_string(job.lora_targets) + ": " + detail::f("%.2f", trained / 1e6) +
+           "M trainable of " + detail::f("%.2f", all / 1e9) + "B parameters (" +
+           detail::f("%.3f", 100.0 * trained / all) + " %), base frozen";
+}
+
+nlohmann::json peft_json(const ModelSpec& m, const JobSpec& job) {
+    return {{"method", to_string(job.peft)},
+            {"dim", job.lora_dim},
+            {"alpha", job.lora_alpha},
+            {"target_modules", lora_targets_string(job.lora_targets)},
+            {"trainable_params", peft_trainable(m, job)},
+            {"frozen_params", static_cast<double>(params_total(m))}};
+}
+
 nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e) {
     nlohmann::json j = estimate_json_base(in, p, e);
+    if (in.job.peft != Peft::none) {
+        j["peft"] = peft_json(in.model, in.job);
+    }
     add_train_json(j, in, e);
     return j;
 }
@@ -359,6 +390,9 @@ void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Est
        << " GPUs, gbs " << in.job.global_batch << ", seq " << in.job.seq_len << ", "
        << to_string(in.job.compute) << precision_note(in) << "\n";
     os << "# plan: " << to_flags(p) << " (" << e.microbatches << " micro-batches)\n";
+    if (const std::string peft = peft_summary(in.model, in.job); !peft.empty()) {
+        os << "# peft: " << peft << "\n";
+    }
     os << "# iteration_s tokens_per_s tflops_per_gpu    mfu    hfu  bubble  fits\n";
     os << "  " << pad(f("%.4g", e.iteration_time.value()), 11) << " "
        << pad(f("%.4g", e.tokens_per_s), 12) << " " << pad(f("%.1f", e.tflops_per_gpu), 14) << " "

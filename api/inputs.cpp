@@ -177,6 +177,46 @@ void apply_precision_aware(const JobOptions& f, JobSpec& job) {
     }
 }
 
+// --peft and the LoRA flags (Megatron-Bridge peft/lora.py names and defaults @067f987d).
+void apply_peft(const JobOptions& f, Inputs& in) {
+    const bool lora = f.peft == "lora";
+    if (f.peft != "none" && !lora) {
+        throw ConfigError("--peft: '" + f.peft + "' is not one of none, lora");
+    }
+    if (f.lora_dim < 1) {
+        throw ConfigError("--lora-dim: " + std::to_string(f.lora_dim) +
+                          " is not a rank >= 1 (Megatron-Bridge's default is 32)");
+    }
+    if (!(f.lora_alpha > 0.0) || !std::isfinite(f.lora_alpha)) {
+        throw ConfigError("--lora-alpha: " + std::to_string(f.lora_alpha) +
+                          " is not a scale > 0 (Megatron-Bridge's default is 32)");
+    }
+    const uint8_t targets = parse_lora_targets(f.lora_target_modules);
+    if (!lora) {
+        return;
+    }
+    if (in.model.moe.enabled() || is_hybrid(in.model) || in.model.mla.enabled()) {
+        throw ConfigError("--peft lora: cleave prices LoRA on dense transformers only (model '" +
+                          in.model.name + "' has MoE, MLA or sequence-mixer layers)");
+    }
+    if (in.job.optimizer == Optimizer::muon) {
+        throw ConfigError("--peft lora with --optimizer muon: the adapters train with Adam in "
+                          "Megatron-Bridge; use --optimizer adam");
+    }
+    if (in.job.stack.framework == StackFramework::torchtitan) {
+        throw ConfigError("--peft lora prices Megatron-Bridge's LoRA; stack '" + in.job.stack.name +
+                          "' is torchtitan (use a Megatron stack)");
+    }
+    const uint8_t mlp = lora_target::linear_fc1 | lora_target::linear_fc2;
+    if (in.model.ffn_hidden <= 0 && (targets & mlp) != 0) {
+        throw ConfigError("--lora-target-modules: model '" + in.model.name + "' has no dense MLP");
+    }
+    in.job.peft = Peft::lora;
+    in.job.lora_dim = f.lora_dim;
+    in.job.lora_alpha = f.lora_alpha;
+    in.job.lora_targets = targets;
+}
+
 // True when the job TOML `file` gives [job] `key` (the file has been loaded, so it parses).
 bool job_sets(const std::string& file, const char* key) {
     if (file.empty()) {
@@ -367,6 +407,7 @@ Inputs load_inputs(const JobOptions& f,
         throw ConfigError("--moe-pad: pads each expert to the capacity, so it needs --moe-capacity "
                           "(e.g. --moe-capacity 1.0)");
     }
+    apply_peft(f, in);
     in.job.moe_imbalance = f.moe_imbalance;
     in.job.moe_capacity = f.moe_capacity;
     in.job.moe_pad = f.moe_pad;

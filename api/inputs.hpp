@@ -67,6 +67,11 @@ struct JobOptions {
     bool torch_compile = false;     // --torch-compile: torchtitan blocks (and loss) compiled
     bool no_torch_compile = false;  // --no-torch-compile: eager
     double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
+    // Fine-tuning, Megatron-Bridge's LoRA names and defaults (peft/lora.py @067f987d).
+    std::string peft = "none";  // --peft none|lora
+    int64_t lora_dim = 32;      // --lora-dim (Bridge `dim`)
+    double lora_alpha = 32.0;   // --lora-alpha
+    std::string lora_target_modules = "linear_qkv,linear_proj,linear_fc1,linear_fc2";
     TrainOptions train;                    // the CLI registers these with add_train_flags()
 };
 

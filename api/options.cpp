@@ -113,6 +113,12 @@ const std::vector<Entry>& entries() {
             [](NamedOptions& o) { return Ref(&o.job.moe_router_groups); });
         add("moe-router-group-topk", G::job, "int",
             [](NamedOptions& o) { return Ref(&o.job.moe_router_group_topk); });
+        add("peft", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.peft); }, -inf, inf,
+            {"none", "lora"});
+        add("lora-dim", G::job, "int", [](NamedOptions& o) { return Ref(&o.job.lora_dim); });
+        add("lora-alpha", G::job, "float", [](NamedOptions& o) { return Ref(&o.job.lora_alpha); });
+        add("lora-target-modules", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.lora_target_modules); });
         add("stack", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.stack); });
         add("release", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.release); });
         add("calibration", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.calibration); });

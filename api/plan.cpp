@@ -112,6 +112,9 @@ void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
     if (!fixed.empty()) {
         os << "# fixed by the user (not searched): " << fixed << "\n";
     }
+    if (const std::string peft = peft_summary(in.model, in.job); !peft.empty()) {
+        os << "# peft: " << peft << "\n";
+    }
     for (const std::string& c : caution_lines(in, so.fixed.schedule)) {
         os << "# caution: " << c << "\n";
     }

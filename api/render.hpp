@@ -26,6 +26,15 @@ namespace cleave::api {
 
 [[nodiscard]] nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate& e);
 
+/// The fine-tuning job in one line, "lora dim 16, alpha 32 (scale 2), targets linear_qkv,
+/// linear_proj: 44.56M trainable of 68.98B parameters (0.065 %), base frozen"; "" without
+/// --peft. explain and plan print it in their header.
+[[nodiscard]] std::string peft_summary(const ModelSpec& m, const JobSpec& job);
+
+/// {method, dim, alpha, target_modules, trainable_params, frozen_params}: the "peft" key of
+/// explain / plan JSON, present only under --peft lora.
+[[nodiscard]] nlohmann::json peft_json(const ModelSpec& m, const JobSpec& job);
+
 /// Adds train_days, gpu_hours, energy_mwh, cost (null when power / price are unknown) and
 /// "train" {...} to `j` when in.train.tokens > 0 (costmodel/train_cost.hpp); else nothing.
 void add_train_json(nlohmann::json& j, const Inputs& in, const Estimate& e);

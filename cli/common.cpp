@@ -148,6 +148,21 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    f.moe_router_group_topk,
                    "Group-limited routing: a token's experts come from its best this-many groups "
                    "(DeepSeek-V3: 4 nodes)");
+    sub.add_option("--peft",
+                   f.peft,
+                   "Fine-tuning: none (train every weight) or lora (frozen base, low-rank "
+                   "adapters; Megatron-Bridge PEFT)")
+        ->check(CLI::IsMember({"none", "lora"}))
+        ->capture_default_str();
+    sub.add_option("--lora-dim", f.lora_dim, "LoRA rank (Megatron-Bridge LoRA dim)")
+        ->capture_default_str();
+    sub.add_option("--lora-alpha", f.lora_alpha, "LoRA scale numerator (output x alpha / dim)")
+        ->capture_default_str();
+    sub.add_option("--lora-target-modules",
+                   f.lora_target_modules,
+                   "Linears LoRA adapts, comma list of linear_qkv, linear_proj, linear_fc1, "
+                   "linear_fc2 (Megatron-Bridge target_modules)")
+        ->capture_default_str();
     sub.add_option("--calibration",
                    f.calibration,
                    "A calibration overlay (TOML) applied on top of CLUSTER, such as cleave "

@@ -1,5 +1,12 @@
 #include "core/job.hpp"
 
+#include "core/errors.hpp"
+
+#include <algorithm>
+#include <array>
+#include <string_view>
+#include <utility>
+
 namespace cleave {
 
 int optimizer_moments(Optimizer o) {
@@ -48,6 +55,53 @@ const char* to_string(MuonTpMode m) {
         return "distributed";
     }
     return "duplicated";
+}
+
+const char* to_string(Peft p) {
+    return p == Peft::lora ? "lora" : "none";
+}
+
+namespace {
+
+constexpr std::array<std::pair<std::string_view, uint8_t>, 4> lora_target_names = {{
+    {"linear_qkv", lora_target::linear_qkv},
+    {"linear_proj", lora_target::linear_proj},
+    {"linear_fc1", lora_target::linear_fc1},
+    {"linear_fc2", lora_target::linear_fc2},
+}};
+
+}  // namespace
+
+std::string lora_targets_string(uint8_t targets) {
+    std::string out;
+    for (const auto& [name, bit] : lora_target_names) {
+        if ((targets & bit) != 0) {
+            out += (out.empty() ? "" : ",") + std::string(name);
+        }
+    }
+    return out;
+}
+
+uint8_t parse_lora_targets(const std::string& list) {
+    uint8_t bits = 0;
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', pos), list.size());
+        const std::string_view name = std::string_view(list).substr(pos, comma - pos);
+        bool known = false;
+        for (const auto& [n, bit] : lora_target_names) {
+            if (n == name) {
+                bits = static_cast<uint8_t>(bits | bit);
+                known = true;
+            }
+        }
+        if (!known) {
+            throw ConfigError("--lora-target-modules: '" + std::string(name) +
+                              "' is not one of linear_qkv, linear_proj, linear_fc1, linear_fc2");
+        }
+        pos = comma + 1;
+    }
+    return bits;
 }
 
 double model_state_bytes_per_param(const JobSpec& job) {

@@ -5,6 +5,7 @@
 #include "core/stack.hpp"
 
 #include <cstdint>
+#include <string>
 
 namespace cleave {
 
@@ -24,6 +25,21 @@ enum class MuonTpMode { blockwise, duplicated, distributed };
 /// an amax history, tensorwise = per-tensor current scaling, blockwise = 1x128 / 128x128 blocks.
 /// mxfp8 and nvfp4 carry their own block scaling in the dtype.
 enum class Fp8Recipe { delayed, tensorwise, blockwise };
+
+/// Parameter-efficient fine-tuning (Megatron-Bridge src/megatron/bridge/peft/): none trains every
+/// weight; lora freezes the base model and trains low-rank adapters (Hu et al. 2021,
+/// arXiv:2106.09685).
+enum class Peft { none, lora };
+
+/// The linear layers LoRA adapts, by Megatron-Bridge's target_modules names (bits of
+/// JobSpec::lora_targets).
+namespace lora_target {
+inline constexpr uint8_t linear_qkv = 1;
+inline constexpr uint8_t linear_proj = 2;
+inline constexpr uint8_t linear_fc1 = 4;
+inline constexpr uint8_t linear_fc2 = 8;
+inline constexpr uint8_t all = 15;  // Bridge's default list
+}  // namespace lora_target
 
 struct JobSpec {
     int64_t gpus = 0;
@@ -79,6 +95,14 @@ struct JobSpec {
     /// group_topk groups. 0 = not limited.
     int64_t moe_router_groups = 0;
     int64_t moe_router_group_topk = 0;
+    /// Fine-tuning: Peft::lora freezes the base weights and trains adapters of rank lora_dim on
+    /// the lora_targets linears, scaled by lora_alpha / lora_dim (Megatron-Bridge peft/lora.py
+    /// LoRA dim 32, alpha 32, target_modules linear_qkv, linear_proj, linear_fc1, linear_fc2
+    /// @067f987d).
+    Peft peft = Peft::none;
+    int64_t lora_dim = 32;
+    double lora_alpha = 32.0;
+    uint8_t lora_targets = lora_target::all;
 
     bool operator==(const JobSpec&) const = default;
 };
@@ -105,6 +129,12 @@ struct JobSpec {
 [[nodiscard]] double scalar_optimizer_state_bytes(const JobSpec& job);
 
 [[nodiscard]] const char* to_string(Optimizer o);   // "adam", "sgd", "muon"
+[[nodiscard]] const char* to_string(Peft p);        // "none", "lora"
+/// "linear_qkv,linear_proj,..." in Bridge's order, from lora_target bits.
+[[nodiscard]] std::string lora_targets_string(uint8_t targets);
+/// lora_target bits of a comma list of Bridge names; throws ConfigError naming
+/// --lora-target-modules on an unknown or empty one.
+[[nodiscard]] uint8_t parse_lora_targets(const std::string& list);
 [[nodiscard]] const char* to_string(MuonTpMode m);  // "blockwise", "duplicated", "distributed"
 
 }  // namespace cleave

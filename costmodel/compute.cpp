@@ -1,5 +1,6 @@
 #include "costmodel/compute.hpp"
 #include "costmodel/loss.hpp"
+#include "costmodel/peft.hpp"
 #include "costmodel/num.hpp"
 
 #include "core/errors.hpp"
@@ -872,9 +873,13 @@ struct PassTimes {
     Seconds bwd;
 };
 
-PassTimes linear_passes(const GpuSpec& gpu, Dtype dt, const GemmShape& g) {
+// A frozen weight (job.peft, costmodel/peft.hpp) has no weight gradient: its backward is the
+// data gradient alone (autograd skips dW when requires_grad is False; TE's Linear backward
+// likewise skips its wgrad GEMM), a third of the layer's GEMM FLOPs saved.
+PassTimes linear_passes(const GpuSpec& gpu, Dtype dt, const GemmShape& g, bool frozen = false) {
     return {gemm_time(gpu, dt, g),
-            gemm_time(gpu, dt, g, GemmPass::dgrad) + gemm_time(gpu, dt, g, GemmPass::wgrad)};
+            gemm_time(gpu, dt, g, GemmPass::dgrad) +
+                (frozen ? Seconds{} : gemm_time(gpu, dt, g, GemmPass::wgrad))};
 }
 
 // The routed experts' GEMMs of one pass: `others` experts at the average load, one hot.
@@ -924,12 +929,13 @@ LinearTimes linear_times(const ModelSpec& m,
                          LayerGemms& g,
                          double sm) {
     const Dtype dt = job.compute;
-    const PassTimes qkv = linear_passes(gpu, dt, g.qkv);
-    const PassTimes q_up = linear_passes(gpu, dt, g.q_up);
-    const PassTimes kv_up = linear_passes(gpu, dt, g.kv_up);
-    const PassTimes proj = linear_passes(gpu, dt, g.proj);
-    PassTimes in = linear_passes(gpu, dt, g.mlp_in);
-    PassTimes out = linear_passes(gpu, dt, g.mlp_out);
+    const bool frozen = job.peft != Peft::none;
+    const PassTimes qkv = linear_passes(gpu, dt, g.qkv, frozen);
+    const PassTimes q_up = linear_passes(gpu, dt, g.q_up, frozen);
+    const PassTimes kv_up = linear_passes(gpu, dt, g.kv_up, frozen);
+    const PassTimes proj = linear_passes(gpu, dt, g.proj, frozen);
+    PassTimes in = linear_passes(gpu, dt, g.mlp_in, frozen);
+    PassTimes out = linear_passes(gpu, dt, g.mlp_out, frozen);
     LinearTimes t;
     if (moe) {
         // Routed experts on the expert grid (split by etp, not tp), the busiest one at its load.
@@ -1008,9 +1014,13 @@ LayerCost layer_cost(const ModelSpec& m,
     const Seconds cast_bwd = max(quantize_time(gpu, job, q.bwd), gpu.kernel_floor * q.tensors);
     const KernelBytes fwd_timed = norm_timed(tr.fwd_by_class, tr.norm_fwd_factor);
     const KernelBytes bwd_timed = norm_timed(tr.bwd_by_class, tr.norm_bwd_factor);
-    lc.fwd = linear + core + memory_time(gpu, fwd_timed, tr.fwd_launches) + cast_fwd;
-    lc.bwd = lt.bwd + core_bwd + memory_time(gpu, bwd_timed, tr.bwd_launches) + cast_bwd;
-    lc.gemm = linear + lt.bwd;
+    // LoRA adapters beside the frozen linears (zero without --peft lora; costmodel/peft.hpp).
+    const LoraTimes lora = lora_layer_times(m, gpu, job, p, links);
+    lc.fwd = linear + core + memory_time(gpu, fwd_timed, tr.fwd_launches) + cast_fwd +
+             lora.fwd_gemm + lora.fwd_memory;
+    lc.bwd = lt.bwd + core_bwd + memory_time(gpu, bwd_timed, tr.bwd_launches) + cast_bwd +
+             lora.bwd_gemm + lora.bwd_memory;
+    lc.gemm = linear + lt.bwd + lora.fwd_gemm + lora.bwd_gemm;
     lc.attention = core + core_bwd;
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;
     if (classes != nullptr) {  // the trace's classes (explain --trace), not the planner's
@@ -1116,6 +1126,12 @@ LayerCost layer_cost(const ModelSpec& m,
     const GemmShape ffn_shapes[4] = {g.mlp_in, g.mlp_out, GemmShape{}, GemmShape{}};
     add_tp(lc, m, gpu, job, p, links, has_attn ? gemms : ffn_gemms, has_attn ? shapes : ffn_shapes,
            layer_tp_blocks(m, moe, shape));
+    if (lora.tp_bytes.value() > 0.0) {  // the adapters' own collectives, exposed (peft.hpp)
+        const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
+        lc.tp_fwd += lora.tp_fwd;
+        lc.tp_bwd += lora.tp_bwd + lora.tp_fwd * redo;
+        lc.tp_bytes += lora.tp_bytes;
+    }
     if (has_attn) {
         add_cp(lc, m, job, p, links, core, core_bwd);
     }
@@ -1439,9 +1455,11 @@ EdgeCost output_cost(const ModelSpec& m,
     const double h = d(m.hidden);  // the final norm at its kernel's rate for h
     e.fwd =
         gemm + memory_time(c.gpu, norm_timed(fwd, norm_kernel_factor(job.stack, m.norm, h, false)));
-    e.bwd = 2.0 * gemm +
+    // A frozen output layer (job.peft) computes the data gradient only.
+    const double bwd_gemms = job.peft != Peft::none ? 1.0 : 2.0;
+    e.bwd = bwd_gemms * gemm +
             memory_time(c.gpu, norm_timed(bwd, norm_kernel_factor(job.stack, m.norm, h, true)));
-    e.gemm = 3.0 * gemm;
+    e.gemm = (1.0 + bwd_gemms) * gemm;
     if (p.tp > 1) {
         const Bytes s = bytes(th * ab);
         const Bytes small = bytes(tok * 4.0);

@@ -9,6 +9,7 @@
 #include "costmodel/loss.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/overlap.hpp"
+#include "costmodel/peft.hpp"
 #include "costmodel/pipeline.hpp"
 #include "costmodel/precision.hpp"
 #include "costmodel/risks.hpp"
@@ -189,6 +190,7 @@ template <bool Hybrid>
     sp.dense = (all - experts) / d(x.p.tp);
     // Expert weights sharded over the expert grid's etp x ep (parallel folding).
     sp.expert = experts / (d(expert_tp(x.p)) * d(x.p.ep));
+    sp.adapters = d(layers) * lp.params_lora / d(x.p.tp);  // every adapter split by t (peft.hpp)
     return sp;
 }
 
@@ -283,7 +285,9 @@ fill_stage_memory(const Context& x, int64_t s, const StageParams& sp, MemoryBrea
     const Plan& p = x.p;
     const LayerMemoryParts& lp = x.mem;
     const int64_t dp_shard = p.dp * p.cp;
-    const StateBytes dn = model_states(lp.state_bytes, sp.dense, p.zero, dp_shard);
+    const StateBytes dn = x.job.peft == Peft::none
+                              ? model_states(lp.state_bytes, sp.dense, p.zero, dp_shard)
+                              : lora_model_states(x.job, sp.dense, sp.adapters, p.zero, dp_shard);
     mem.weights = dn.weights;
     mem.grads = dn.grads;
     mem.optimizer = dn.optimizer;
@@ -456,7 +460,8 @@ void add_edge(StageWork& w, const EdgeCost& e) {
     const Plan& p = x.p;
     const int64_t n = p.dp * p.cp;
     const Bytes wb = bytes((sp.dense + sp.expert) * bytes_of(x.job.weights));
-    const Bytes gb = bytes((sp.dense + sp.expert) * bytes_of(x.job.grads));
+    const double trained = x.job.peft == Peft::none ? sp.dense + sp.expert : sp.adapters;
+    const Bytes gb = bytes(trained * bytes_of(x.job.grads));
     const Seconds ag = collective_time(Collective::all_gather, wb, n, x.links.dp);
     const Seconds rs = collective_time(Collective::reduce_scatter, gb, n, x.links.dp);
     const SoftwareStack& st = x.job.stack;
@@ -497,9 +502,13 @@ void add_edge(StageWork& w, const EdgeCost& e) {
     const Collective k = p.zero == 0 ? Collective::all_reduce : Collective::reduce_scatter;
     Seconds total;
     Seconds last;
+    // Under LoRA only the adapters have grads, optimizer states and updated weights to gather.
+    const bool frozen = x.job.peft != Peft::none;
+    const double trained = frozen ? sp.adapters : sp.dense;
+    const double trained_e = frozen ? 0.0 : sp.expert;
     if (p.zero < 3) {
-        const Bytes gd = bytes(sp.dense * g);
-        const Bytes ge = bytes(sp.expert * g);
+        const Bytes gd = bytes(trained * g);
+        const Bytes ge = bytes(trained_e * g);
         total =
             collective_time(k, gd, n, x.links.dp) + collective_time(k, ge, ne, x.links.dp_expert);
         const Bytes bucket = min(gd, bytes(bucket_params(p, x.job.stack) * g));
@@ -539,11 +548,11 @@ void add_edge(StageWork& w, const EdgeCost& e) {
         // 1), by every rank without it; expert matrices over the expert-DP group.
         w.cost.optimizer += muon_stage_time(x, sp, w.cost.layers, shard, shard_e);
     }
-    w.cost.optimizer += optimizer_time(x.c.gpu, x.job, sp.dense / shard + sp.expert / shard_e) +
+    w.cost.optimizer += optimizer_time(x.c.gpu, x.job, trained / shard + trained_e / shard_e) +
                        weight_quantise_time(x.c.gpu, x.job, sp.dense + sp.expert);
     if (p.zero == 1 || p.zero == 2) {
-        const Bytes wd = bytes(sp.dense * wbytes);
-        const Bytes we = bytes(sp.expert * wbytes);
+        const Bytes wd = bytes(trained * wbytes);
+        const Bytes we = bytes(trained_e * wbytes);
         // Updated weights gathered per bucket; with --overlap-param-gather behind the next
         // forward except the first bucket (Megatron-Core distributed optimizer).
         const Seconds ag = collective_time(Collective::all_gather, wd, n, x.links.dp) +
@@ -875,8 +884,10 @@ LayerMemoryParts
 layer_memory_parts(const ModelSpec& m, const GpuSpec& gpu, const JobSpec& job, const Plan& plan) {
     const Plan p = layer_shape(plan);
     LayerMemoryParts lp;
-    lp.act_dense = activation_per_layer(m, job, p, false, p.recompute);
-    lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none);
+    lp.act_dense = activation_per_layer(m, job, p, false, p.recompute) +
+                   lora_activation_per_layer(m, job, p, p.recompute);
+    lp.act_dense_none = activation_per_layer(m, job, p, false, Recompute::none) +
+                        lora_activation_per_layer(m, job, p, Recompute::none);
     if (m.moe.enabled()) {
         // Dispatch / permutation buffers kept for backward (not with full recomputation, which
         // keeps only the layer input).
@@ -949,6 +960,7 @@ layer_memory_parts(const ModelSpec& m, const GpuSpec& gpu, const JobSpec& job, c
     lp.params_embedding = d(params_embedding(m));
     lp.params_head = d(params_head(m));
     lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;
+    lp.params_lora = lora_params_per_layer(m, job);
     lp.state_bytes = state_bytes_per_param(job);
     lp.weight_copy_bytes = weight_copy_bytes_per_param(gpu, job);
     return lp;

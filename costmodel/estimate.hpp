@@ -209,6 +209,7 @@ struct LayerMemoryParts {
     double params_embedding = 0.0;
     double params_head = 0.0;
     double params_tied_copy = 0.0;  // the embedding copy the last stage keeps when tied
+    double params_lora = 0.0;       // LoRA adapters of one layer, whole (0 without --peft lora)
     // The job's bytes per parameter, alike kept: its model states (model_states) and the
     // quantised weight copies kept over a step (weight_copy_bytes_per_param).
     StateBytesPerParam state_bytes;
@@ -247,6 +248,7 @@ struct StageParams {
     double inflight = 0.0;  // micro-batches whose activations it holds (inflight_microbatches)
     double dense = 0.0;     // per GPU after the TP split
     double expert = 0.0;    // per GPU after the TP and EP split
+    double adapters = 0.0;  // LoRA adapters per GPU after the TP split (dense and expert frozen)
     int64_t moe_layers = 0;
     std::array<int64_t, layer_kind_count> kinds{};  // a hybrid model's layers by LayerKind (zero otherwise)
 };

@@ -1,4 +1,5 @@
 #include "costmodel/flops.hpp"
+#include "costmodel/peft.hpp"
 #include "costmodel/num.hpp"
 
 #include <algorithm>
@@ -275,7 +276,16 @@ Flops model_flops(const ModelSpec& m, const JobSpec& job) {
     const double logits = 2.0 * s * d(m.hidden) * d(m.vocab);
     const double mtp =
         job.mtp ? d(std::max<int64_t>(1, job.mtp_repeats)) * mtp_forward_per_sequence(m, s) : 0.0;
-    return flop(3.0 * d(job.global_batch) * (layers_forward_per_sequence(m, s) + logits + mtp));
+    const double trained = 3.0 * d(job.global_batch) * (layers_forward_per_sequence(m, s) + logits + mtp);
+    if (job.peft == Peft::none) {
+        return flop(trained);
+    }
+    // LoRA: the frozen linears and output layer skip their weight gradients (one forward's worth
+    // of their GEMM FLOPs, 2 s P), the adapters run forward, dgrad and wgrad (6 s P_lora).
+    const double layers = d(m.layers);
+    const double frozen_wgrad = 2.0 * s * layers * gemm_params_active(m, false) + logits;
+    const double adapters = 6.0 * s * layers * lora_params_per_layer(m, job);
+    return flop(trained + d(job.global_batch) * (adapters - frozen_wgrad));
 }
 
 Flops hardware_flops(const ModelSpec& m, const JobSpec& job, Recompute r) {

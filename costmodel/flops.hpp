@@ -145,7 +145,9 @@ struct GdnGemms {
 /// 72 B s L h^2 (1 + s/(6h) + V/(12 L h)). With job.mtp, each MTP module adds one more layer
 /// of the last layer's kind, its 2h x h projection and one more logits GEMM (Megatron-Bridge
 /// flop_utils.py num_floating_point_operations @7af9601c9d: mtp_num_layers extra layers +
-/// 2h^2 eh_proj + logits x (mtp + 1)).
+/// 2h^2 eh_proj + logits x (mtp + 1)). Under --peft lora the frozen linears and output layer do
+/// no weight gradient, - B (2 s L G + 2 s h V), and the adapters add 6 B s L P_lora (the FLOPs
+/// the hardware does: MFU is then the GPU's share of its peak, not 6N-based).
 [[nodiscard]] Flops model_flops(const ModelSpec& m, const JobSpec& job);
 
 /// Hardware FLOPs per iteration with recomputation, in the paper's convention: full adds one

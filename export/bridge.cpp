@@ -81,7 +81,10 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
     os << "# predicted " << f("%.3f", best.estimate.iteration_time.value()) << " s per iteration, "
        << f("%.0f", best.estimate.tokens_per_s) << " tokens/s; world size " << plan_gpus(p)
        << " = tp " << p.tp << " x pp " << p.pp << " x cp " << p.cp << " x dp " << p.dp << "\n";
-    os << "# pass them after --recipe <model recipe> --mode pretrain\n";
+    // run_recipe.py --mode lora loads the recipe with peft_scheme="lora" (ConfigContainer.peft
+    // a peft/lora.py LoRA, @067f987d); its dim, alpha and target_modules are overridden below.
+    os << "# pass them after --recipe <model recipe> --mode "
+       << (job.peft == Peft::lora ? "lora" : "pretrain") << "\n";
     Args a;
     std::vector<std::string> notes;  // what KEY=VALUE cannot set, printed after the overrides
     const auto kv = [&a](const std::string& k, const std::string& v) { a.push_back(k + "=" + v); };
@@ -275,6 +278,11 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
             kv("optimizer.muon_tp_mode", to_string(job.muon_tp_mode));
             kv("optimizer.muon_scalar_optimizer", "adam");
         }
+    }
+    if (job.peft == Peft::lora) {
+        kv("peft.dim", std::to_string(job.lora_dim));
+        kv("peft.alpha", f("%g", job.lora_alpha));
+        kv("peft.target_modules", "[" + lora_targets_string(job.lora_targets) + "]");
     }
     for (std::size_t i = 0; i < a.size(); ++i) {
         os << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");

@@ -14,7 +14,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 
@@ -501,6 +503,59 @@ std::string release_of_framework(const std::string& fw) {
     return "";
 }
 
+std::string lower_of(const std::string& s) {
+    std::string low = s;
+    std::transform(low.begin(), low.end(), low.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    return low;
+}
+
+// The integer after `key` in `text` ("rank 16" -> 16), or 0.
+int64_t lora_number_after(const std::string& text, const char* key) {
+    const std::size_t at = text.find(key);
+    if (at == std::string::npos) {
+        return 0;
+    }
+    return std::atoll(text.c_str() + at + std::strlen(key));
+}
+
+/// A row whose `task` names LoRA is a LoRA job: its rank from "rank N" / "r=N" in the task or
+/// model cell (else Megatron-Bridge's dim 32), alpha from "alpha N" / "alpha=N" (else 32, both
+/// Bridge's default and MLPerf's: the Llama 2 70B LoRA reference trains lora_r 16, lora_alpha 32
+/// on qkv_proj and o_proj, mlcommons/training llama2_70b_lora), the attention's linears where
+/// the task says "attention" (linear_qkv, linear_proj), else Bridge's four.
+void lora_of(const Reader& r, JobSpec& job, std::string& notes) {
+    const std::string task = lower_of(r.str("task"));
+    if (!contains(task, "lora")) {
+        return;
+    }
+    const std::string text = task + " " + lower_of(r.str("model"));
+    job.peft = Peft::lora;
+    int64_t dim = lora_number_after(text, "rank ");
+    dim = dim > 0 ? dim : lora_number_after(text, "r=");
+    job.lora_dim = dim > 0 ? dim : 32;
+    int64_t alpha = lora_number_after(text, "alpha ");
+    alpha = alpha > 0 ? alpha : lora_number_after(text, "alpha=");
+    job.lora_alpha = alpha > 0 ? static_cast<double>(alpha) : 32.0;
+    const uint8_t attention = lora_target::linear_qkv | lora_target::linear_proj;
+    job.lora_targets = contains(text, "attention") ? attention : lora_target::all;
+    char alpha_s[32];
+    std::snprintf(alpha_s, sizeof alpha_s, "%g", job.lora_alpha);
+    notes += "LoRA dim " + std::to_string(job.lora_dim) + ", alpha " + alpha_s + " on " +
+             lora_targets_string(job.lora_targets) +
+             " (the task cell" + (dim > 0 ? "" : "; dim Bridge's default") +
+             "), base frozen; ";
+}
+
+/// The stack of a published MLPerf Training row whose framework cell names none cleave ships
+/// ("PyTorch NVIDIA Release 24.04", "NVIDIA NEMO", "CUDA 12.3"): every NVIDIA-GPU submission
+/// runs NVIDIA's NeMo / Megatron-Core implementation in the NGC container the cell names
+/// (shared/validation/README.md; the rows' configs are config_*.sh of that implementation), so
+/// megatron-core; a cell naming DeepSpeed is the HF accelerate + DeepSpeed reference port.
+std::string mlperf_stack_for_framework(const std::string& fw) {
+    return contains(lower_of(fw), "deepspeed") ? "deepspeed-zero3-2021" : "megatron-core";
+}
+
 PublishedCase case_of(const Reader& r) {
     PublishedCase c;
     c.row_id = r.count("row_id");
@@ -511,6 +566,7 @@ PublishedCase case_of(const Reader& r) {
     const char* config = shipped_model_config(r.str("model"));
     c.model = config != nullptr ? model_from_config(r, config, notes) : detail::columns_model(r);
     c.job = job_of(r, notes);
+    lora_of(r, c.job, notes);
     // Megatron-Bridge trains DeepSeek-V3's MTP module unless the run switched it off; the rows'
     // notes say which ("with MTP" / "without MTP").
     if (c.model.mtp_layers > 0) {
@@ -529,7 +585,11 @@ PublishedCase case_of(const Reader& r) {
             }
         }
     }
-    const std::string stack = stack_for_framework(r.str("framework"));
+    const bool mlperf = c.source_key.rfind("MLPERF", 0) == 0;
+    std::string stack = stack_for_framework(r.str("framework"));
+    if (stack.empty() && mlperf) {
+        stack = mlperf_stack_for_framework(r.str("framework"));
+    }
     c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
     if (c.model.moe.enabled() && c.source_key.rfind("MBRIDGE", 0) == 0) {
         // The CSV has no etp column; its notes give ETP=1 for every Megatron-Bridge MoE row
@@ -659,12 +719,21 @@ PublishedCase case_of(const Reader& r) {
     }
     notes = why + notes;  // a loose GPU name's assumption, if any
     const std::string& fw = r.str("framework");
-    c.stack = stack_for_framework(fw);
+    c.stack = stack;
     if (c.stack.empty()) {
-        c.reason = "no shipped stack for framework '" + fw + "'";
+        c.reason = "no shipped stack for framework '" + fw +
+                   "': cleave prices Megatron-Core / NeMo, DeepSpeed, torchtitan and llm-foundry "
+                   "(stacks/)";
         return c;
     }
-    notes += "stack " + c.stack + " (framework '" + fw + "'); ";
+    notes += "stack " + c.stack + " (framework '" + fw + "'" +
+             (mlperf && stack_for_framework(fw).empty()
+                  ? std::string(mlperf_stack_for_framework(fw) == "megatron-core"
+                                    ? ": MLPerf's NVIDIA-GPU submissions run NVIDIA's NeMo / "
+                                      "Megatron-Core implementation in that NGC container"
+                                    : ": the HF accelerate + DeepSpeed reference port")
+                  : std::string()) +
+             "); ";
     c.release = release_of_framework(fw);
     if (!c.release.empty()) {
         notes += "release " + c.release + "; ";
@@ -711,7 +780,7 @@ PublishedCase case_of(const Reader& r) {
 }  // namespace
 
 std::string stack_for_framework(const std::string& fw) {
-    if (contains(fw, "DeepSpeed")) {
+    if (contains(fw, "DeepSpeed") || contains(fw, "Deepspeed")) {
         return "deepspeed-zero3-2021";
     }
     if (contains(fw, "torchtitan")) {
@@ -720,7 +789,9 @@ std::string stack_for_framework(const std::string& fw) {
     if (contains(fw, "llm-foundry") || contains(fw, "Composer") || contains(fw, "MosaicML")) {
         return "llm-foundry-fsdp";
     }
-    if (contains(fw, "Megatron-Core") || contains(fw, "Megatron-Bridge") || contains(fw, "NeMo")) {
+    // "NVIDIA NeMo Framework Release 24.04", "NVIDIA NEMO", "NVIDIA Nemo 24.09": one framework.
+    if (contains(fw, "Megatron-Core") || contains(fw, "Megatron-Bridge") || contains(fw, "NeMo") ||
+        contains(fw, "NEMO") || contains(fw, "Nemo")) {
         return "megatron-core";
     }
     if (contains(fw, "Megatron")) {

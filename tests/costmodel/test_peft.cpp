@@ -1,0 +1,260 @@
+// LoRA fine-tuning (costmodel/peft.hpp): adapter shapes, states, activations and time, each
+// against a hand-worked value.
+#include "costmodel/collectives.hpp"
+#include "costmodel/compute.hpp"
+#include "costmodel/estimate.hpp"
+#include "costmodel/peft.hpp"
+#include "tests/cli_run.hpp"
+#include "tests/costmodel/fixtures.hpp"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+namespace cleave {
+
+namespace {
+
+// Llama 2 70B (its HF config): 80 layers, h 8192, 64 heads, 8 KV heads, f 28672 SwiGLU, V 32000.
+ModelSpec peft_llama2_70b() {
+    ModelSpec m;
+    m.name = "llama2-70b";
+    m.layers = 80;
+    m.hidden = 8192;
+    m.heads = 64;
+    m.kv_heads = 8;
+    m.ffn_hidden = 28672;
+    m.vocab = 32000;
+    m.seq_len = 4096;
+    m.mlp = MlpKind::swiglu;
+    m.norm = NormKind::rmsnorm;
+    return m;
+}
+
+// MLPerf's LoRA: dim 16, alpha 32, on the attention's linears (qkv and proj).
+JobSpec peft_mlperf_job() {
+    JobSpec j = test::job(8, 8, 8192);
+    j.peft = Peft::lora;
+    j.lora_dim = 16;
+    j.lora_alpha = 32.0;
+    j.lora_targets = lora_target::linear_qkv | lora_target::linear_proj;
+    return j;
+}
+
+}  // namespace
+
+TEST_SUITE("costmodel") {
+
+    TEST_CASE("peft: LoRA parameters per layer are dim x (in + out) per adapted linear") {
+        const ModelSpec m = peft_llama2_70b();
+        JobSpec j = peft_mlperf_job();
+        // qkv 8192 -> (64 + 2 x 8) x 128 = 10240: 16 x 18432; proj 8192 -> 8192: 16 x 16384.
+        // 294,912 + 262,144 = 557,056 (x 80 layers = 44,564,480).
+        CHECK(lora_params_per_layer(m, j) == doctest::Approx(557056.0).epsilon(1e-12));
+        // Bridge's defaults, dim 32 on all four: 32 (18432 + 16384 + (8192 + 57344) + (28672 +
+        // 8192)) = 32 x 137,216 = 4,390,912.
+        j.lora_dim = 32;
+        j.lora_targets = lora_target::all;
+        CHECK(lora_params_per_layer(m, j) == doctest::Approx(4390912.0).epsilon(1e-12));
+        j.peft = Peft::none;
+        CHECK(lora_params_per_layer(m, j) == 0.0);
+    }
+
+    TEST_CASE("peft: a frozen base keeps weights only, the adapters full mixed-precision states") {
+        JobSpec j = test::job(8, 8);  // bf16 weights, fp32 main grads, Adam fp32 master + m + v
+        // frozen 1e9 x 2 B + adapters 1e6 x 2 B; grads 1e6 x 4 B; optimizer 1e6 x 12 B / 4 (zero
+        // 1).
+        const StateBytes z1 = lora_model_states(j, 1e9, 1e6, 1, 4);
+        CHECK(z1.weights.value() == doctest::Approx(2.002e9).epsilon(1e-12));
+        CHECK(z1.grads.value() == doctest::Approx(4e6).epsilon(1e-12));
+        CHECK(z1.optimizer.value() == doctest::Approx(3e6).epsilon(1e-12));
+        // ZeRO 3 shards the frozen weights too: (2e9 + 2e6) / 4; grads 4e6 / 4, optimizer 12e6 / 4.
+        const StateBytes z3 = lora_model_states(j, 1e9, 1e6, 3, 4);
+        CHECK(z3.weights.value() == doctest::Approx(5.005e8).epsilon(1e-12));
+        CHECK(z3.grads.value() == doctest::Approx(1e6).epsilon(1e-12));
+        CHECK(z3.optimizer.value() == doctest::Approx(3e6).epsilon(1e-12));
+    }
+
+    TEST_CASE("peft: adapters keep A's output, and a column adapter under SP its gathered input") {
+        const ModelSpec m = peft_llama2_70b();
+        const JobSpec j = peft_mlperf_job();
+        Plan p = test::plan(1, 8, 1);
+        // T = 8192 tokens, bf16: qkv and proj each keep 2 x 8192 x 16 = 262,144 B.
+        CHECK(lora_activation_per_layer(m, j, p, Recompute::none).value() ==
+              doctest::Approx(524288.0).epsilon(1e-12));
+        // SP: qkv's adapter keeps the gathered norm output, 2 x 8192 x 8192 x 7/8 = 117,440,512 B.
+        p.sp = true;
+        CHECK(lora_activation_per_layer(m, j, p, Recompute::selective).value() ==
+              doctest::Approx(524288.0 + 117440512.0).epsilon(1e-12));
+        CHECK(lora_activation_per_layer(m, j, p, Recompute::full).value() == 0.0);
+    }
+
+    TEST_CASE("peft: a thin adapter GEMM streams its operands at HBM speed, at least one launch") {
+        GpuSpec gpu = test::dgx_a100().gpu;  // GEMMs at 0.8 of 312 TFLOP/s, HBM 2039 GB/s x 0.8
+        const GemmShape a{8192, 16, 8192, 1.0};
+        // math 2 x 8192 x 16 x 8192 / (312e12 x 0.8) = 8.60 us; bytes (8192^2 + 8192 x 16) x 2 +
+        // 2 x 8192 x 16 (the output) = 134,742,016 B / 1.6312e12 B/s = 82.60 us: the stream.
+        CHECK(lora_gemm_time(gpu, Dtype::bf16, a, GemmPass::fprop).value() ==
+              doctest::Approx(134742016.0 / 1.6312e12).epsilon(1e-12));
+        // wgrad: (8192^2 + 8192 x 16) x 2 + 8 x 8192 x 16 (the fp32 main grad) = 135,528,448 B.
+        CHECK(lora_gemm_time(gpu, Dtype::bf16, a, GemmPass::wgrad).value() ==
+              doctest::Approx(135528448.0 / 1.6312e12).epsilon(1e-12));
+        gpu.kernel_floor = Seconds{5e-6};  // 16 x 16 x 16: a launch
+        CHECK(
+            lora_gemm_time(gpu, Dtype::bf16, GemmShape{16, 16, 16, 1.0}, GemmPass::fprop).value() ==
+            doctest::Approx(5e-6).epsilon(1e-12));
+    }
+
+    TEST_CASE(
+        "peft: one adapter's layer time, and the base backward without its weight gradients") {
+        const ModelSpec m = peft_llama2_70b();
+        const ClusterSpec c = test::dgx_a100();
+        JobSpec j = peft_mlperf_job();
+        j.lora_targets = lora_target::linear_proj;
+        const Plan p = test::plan(8, 1, 1);
+        // proj, t 1, T 8192: A 8192 x 8192 -> 16, B 8192 x 16 -> 8192. Each pass of either streams
+        // (as above) 134,742,016 B (fprop; dgrad: (8192 x 16 + 16 x 8192) x 2 + 2 x 8192^2 for A,
+        // (8192^2 + 16 x 8192) x 2 + 2 x 8192 x 16 for B) or 135,528,448 B (wgrad), B/s 1.6312e12.
+        const double bw = 1.6312e12;
+        const LoraTimes t = lora_layer_times(m, c.gpu, j, p, plan_links(c, p));
+        CHECK(t.fwd_gemm.value() == doctest::Approx(2.0 * 134742016.0 / bw).epsilon(1e-12));
+        CHECK(t.bwd_gemm.value() ==
+              doctest::Approx((2.0 * 134742016.0 + 2.0 * 135528448.0) / bw).epsilon(1e-12));
+        // Scale + add: 5 x 2 B x 8192^2 forward; the scale's backward 2 x out + the input
+        // gradients' sum 3 x in, 2 B each: 10 x 8192^2 B too.
+        CHECK(t.fwd_memory.value() == doctest::Approx(10.0 * 8192.0 * 8192.0 / bw).epsilon(1e-12));
+        CHECK(t.bwd_memory.value() == doctest::Approx(10.0 * 8192.0 * 8192.0 / bw).epsilon(1e-12));
+        // No adapter at all: the base linears' backward is their dgrad alone, 2/3 of the GEMM time
+        // at the fixture's constant efficiency.
+        JobSpec bare = j;
+        bare.lora_targets = 0;
+        JobSpec full = j;
+        full.peft = Peft::none;
+        const PlanLinks l = plan_links(c, p);
+        const LayerCost frozen = layer_cost(m, c, bare, p, l, false);
+        const LayerCost trained = layer_cost(m, c, full, p, l, false);
+        CHECK(frozen.gemm.value() ==
+              doctest::Approx(trained.gemm.value() * 2.0 / 3.0).epsilon(1e-12));
+        CHECK(frozen.fwd == trained.fwd);
+        // The adapter adds exactly its own times to the layer.
+        const LayerCost adapted = layer_cost(m, c, j, p, l, false);
+        CHECK(adapted.fwd.value() ==
+              doctest::Approx((frozen.fwd + t.fwd_gemm + t.fwd_memory).value()).epsilon(1e-12));
+    }
+
+    TEST_CASE("peft: model FLOPs drop the frozen weight gradients and add the adapters'") {
+    const ModelSpec m = peft_llama2_70b();
+    JobSpec j = peft_mlperf_job();
+    j.global_batch = 1;
+    j.seq_len = 4096;
+    JobSpec pre = j;
+    pre.peft = Peft::none;
+    // GEMM weights a layer: qkv 8192 x 10240 + proj 8192^2 + fc1 8192 x 57344 + fc2 28672 x 8192
+    // = 855,638,016; x 80 = 68,451,041,280, + the head 8192 x 32000 = 68,713,185,280. Frozen
+    // wgrad 2 x 4096 x that = 562,898,413,813,760; adapters 6 x 4096 x 80 x 557,056 =
+    // 1,095,216,660,480: the difference 561,803,197,153,280.
+    CHECK((model_flops(m, pre) - model_flops(m, j)).value() ==
+          doctest::Approx(561803197153280.0).epsilon(1e-12));
+}
+
+TEST_CASE("peft: the adapters' own TP collectives under SP") {
+        const ModelSpec m = peft_llama2_70b();
+        const ClusterSpec c = test::dgx_a100();
+        JobSpec j = peft_mlperf_job();
+        j.stack.tp_comm_overlap = false;
+        Plan p = test::plan(4, 2, 1);
+        p.sp = true;
+        const PlanLinks l = plan_links(c, p);
+        // T 8192, S = 2 x 8192 x 8192 = 134,217,728 B, s = 2 x 8192 x 16 = 262,144 B, t 2.
+        // proj (row): all-reduce s + all-gather S forward, all-gather S + all-reduce s backward;
+        // sent: s + S/2 + S/2 + s = 134,742,016 B.
+        j.lora_targets = lora_target::linear_proj;
+        const LoraTimes row = lora_layer_times(m, c.gpu, j, p, l);
+        CHECK(row.tp_bytes.value() == doctest::Approx(134742016.0).epsilon(1e-12));
+        CHECK(row.tp_fwd.value() ==
+              doctest::Approx((collective_time(Collective::all_reduce, Bytes{262144.0}, 2, l.tp) +
+                               collective_time(Collective::all_gather, Bytes{134217728.0}, 2, l.tp))
+                                  .value())
+                  .epsilon(1e-12));
+        // qkv (column), the norm's output gathered by TE: all-gather s forward, all-reduce s
+        // backward: s/2 + s = 393,216 B. With userbuffers (tp_comm_overlap) the adapter gathers
+        // its input itself, all-gather S forward and reduce-scatter S backward: + S.
+        j.lora_targets = lora_target::linear_qkv;
+        CHECK(lora_layer_times(m, c.gpu, j, p, l).tp_bytes.value() ==
+              doctest::Approx(393216.0).epsilon(1e-12));
+        j.stack.tp_comm_overlap = true;
+        CHECK(lora_layer_times(m, c.gpu, j, p, l).tp_bytes.value() ==
+              doctest::Approx(393216.0 + 134217728.0).epsilon(1e-12));
+    }
+
+    TEST_CASE("peft: a LoRA estimate holds grads and optimizer states for the adapters alone") {
+        const ModelSpec m = peft_llama2_70b();
+        const ClusterSpec c = test::dgx_a100();
+        JobSpec j = peft_mlperf_job();
+        j.seq_len = 4096;
+        const Plan p = test::plan(1, 8, 1);
+        const Estimate e = estimate(m, c, j, p);
+        // 80 x 557,056 / 8 = 5,570,560 adapter parameters a GPU: fp32 grads 22,282,240 B,
+        // Adam's fp32 master + m + v 66,846,720 B (zero 0).
+        CHECK(e.memory.grads.value() == doctest::Approx(22282240.0).epsilon(1e-12));
+        CHECK(e.memory.optimizer.value() == doctest::Approx(66846720.0).epsilon(1e-12));
+        JobSpec pre = j;
+        pre.peft = Peft::none;
+        const Estimate full = estimate(m, c, pre, p);
+        // Weights: the frozen base as pre-training holds it, plus the adapters' 2 B each.
+        CHECK(e.memory.weights.value() ==
+              doctest::Approx(full.memory.weights.value() + 2.0 * 5570560.0).epsilon(1e-12));
+        CHECK(e.iteration_time < full.iteration_time);
+    }
+
+    TEST_CASE("peft: --peft lora on explain, and its flags' bad values exit 2 naming the flag") {
+        const std::string model = std::string(CLEAVE_TEST_DATA_DIR) + "/examples/llama-2-70b.toml";
+        const std::vector<std::string> base = {"explain",
+                                               model,
+                                               "dgx-h100",
+                                               "--gpus",
+                                               "8",
+                                               "--gbs",
+                                               "8",
+                                               "--seq",
+                                               "8192",
+                                               "--tp",
+                                               "4",
+                                               "--sp",
+                                               "--format",
+                                               "json"};
+        std::vector<std::string> lora = base;
+        lora.insert(lora.end(),
+                    {"--peft",
+                     "lora",
+                     "--lora-dim",
+                     "16",
+                     "--lora-target-modules",
+                     "linear_qkv,linear_proj"});
+        const test::CliRun r = test::run_cleave(lora);
+        REQUIRE(r.code == 0);
+        const nlohmann::json j = nlohmann::json::parse(r.out);
+        CHECK(j["peft"]["method"] == "lora");
+        CHECK(j["peft"]["dim"] == 16);
+        CHECK(j["peft"]["alpha"].get<double>() == 32.0);  // Bridge's default
+        CHECK(j["peft"]["target_modules"] == "linear_qkv,linear_proj");
+        CHECK(j["peft"]["trainable_params"].get<double>() == doctest::Approx(44564480.0));
+        const test::CliRun plain = test::run_cleave(base);
+        REQUIRE(plain.code == 0);
+        CHECK(nlohmann::json::parse(plain.out).count("peft") == 0);
+        const auto refused = [&base](std::vector<std::string> extra, const char* flag) {
+            std::vector<std::string> a = base;
+            a.insert(a.end(), {"--peft", "lora"});
+            a.insert(a.end(), extra.begin(), extra.end());
+            const test::CliRun x = test::run_cleave(a);
+            CHECK(x.code == 2);
+            CHECK(x.err.find(flag) != std::string::npos);
+        };
+        refused({"--lora-dim", "0"}, "--lora-dim");
+        refused({"--lora-alpha", "-1"}, "--lora-alpha");
+        refused({"--lora-target-modules", "linear_qkv,q_proj"}, "--lora-target-modules");
+        refused({"--optimizer", "muon"}, "--peft lora");
+    }
+
+}  // TEST_SUITE
+
+}  // namespace cleave
