@@ -363,7 +363,7 @@ fill_stage_memory(const Context& x, int64_t s, const StageParams& sp, MemoryBrea
         fsdp2_states(x, s, sp, mem);
     } else {
         // Quantised weight copies kept over a step (costmodel/precision.hpp), sharded like
-        // weights.
+        // weights; none under LoRA (layer_memory_parts).
         mem.weights += bytes(lp.weight_copy_bytes * (sp.dense + sp.expert) /
                              (p.zero >= 3 ? d(dp_shard) : 1.0));
     }
@@ -962,7 +962,10 @@ layer_memory_parts(const ModelSpec& m, const GpuSpec& gpu, const JobSpec& job, c
     lp.params_tied_copy = m.tied_embeddings ? d(m.vocab * m.hidden) : 0.0;
     lp.params_lora = lora_params_per_layer(m, job);
     lp.state_bytes = state_bytes_per_param(job);
-    lp.weight_copy_bytes = weight_copy_bytes_per_param(gpu, job);
+    // No quantised weight copies kept under LoRA: Megatron-Bridge's LoRA recipes set
+    // disable_parameter_transpose_cache (perf_recipes/llama/b200/llama3.py @067f987d), so a
+    // frozen weight's quantised copies live only while its GEMM runs.
+    lp.weight_copy_bytes = job.peft == Peft::none ? weight_copy_bytes_per_param(gpu, job) : 0.0;
     return lp;
 }
 

@@ -71,7 +71,10 @@ double lora_params_per_layer(const ModelSpec& m, const JobSpec& job) {
 
 StateBytes
 lora_model_states(const JobSpec& job, double frozen, double adapters, int zero, int64_t shard) {
-    StateBytes s = model_states(job, adapters, zero, shard);
+    // The adapters are Megatron-Core's own 16-bit linears, whatever the base's storage (FP8).
+    JobSpec adapter_job = job;
+    adapter_job.weights = unquantised(job.weights);
+    StateBytes s = model_states(adapter_job, adapters, zero, shard);
     s.weights +=
         bytes(frozen * bytes_of(job.weights) / (zero >= 3 ? d(std::max<int64_t>(1, shard)) : 1.0));
     return s;

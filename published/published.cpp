@@ -347,8 +347,12 @@ Plan plan_of(const Reader& r, bool legacy, std::string& notes) {
     const std::string sh = unstated ? std::string() : cell;
     // "none per table (FSDP=0); distributed optimizer ..." is ZeRO-1, not FSDP.
     const bool no_fsdp = sh.rfind("none", 0) == 0 || contains(sh, "FSDP=0");
-    if (contains(sh, "ZeRO-3") || (contains(sh, "FSDP") && !no_fsdp)) {
+    // Juniper's MLPerf LoRA rows state the sharding only in their notes ("HF accelerate +
+    // DeepSpeed ZeRO-3 (params/grads/optimizer sharded over all GPUs)").
+    const bool notes_zero3 = sh.empty() && contains(r.str("notes"), "DeepSpeed ZeRO-3");
+    if (contains(sh, "ZeRO-3") || (contains(sh, "FSDP") && !no_fsdp) || notes_zero3) {
         p.zero = 3;
+        notes += notes_zero3 ? "ZeRO-3 (the row's notes: DeepSpeed ZeRO-3); " : "";
     } else if (contains(sh, "ZeRO-2")) {
         p.zero = 2;
     } else if (contains(sh, "ZeRO-1") || contains(sh, "distributed optimizer")) {
@@ -541,6 +545,12 @@ void lora_of(const Reader& r, JobSpec& job, std::string& notes) {
     job.lora_targets = contains(text, "attention") ? attention : lora_target::all;
     char alpha_s[32];
     std::snprintf(alpha_s, sizeof alpha_s, "%g", job.lora_alpha);
+    if (is_quantised(job.compute) && !is_quantised(job.weights)) {
+        // The frozen base stored in FP8: NVIDIA's MLPerf LoRA runs Llama 2 70B on one H200 (tp 1,
+        // cp 2, rows 5116-5118, 5121), where its 16-bit weights alone (129 GiB) would not fit.
+        job.weights = Dtype::fp8;
+        notes += "frozen base in FP8 (a 16-bit 70B base cannot fit the tp 1 H200 rows); ";
+    }
     notes += "LoRA dim " + std::to_string(job.lora_dim) + ", alpha " + alpha_s + " on " +
              lora_targets_string(job.lora_targets) +
              " (the task cell" + (dim > 0 ? "" : "; dim Bridge's default") +

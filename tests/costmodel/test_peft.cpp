@@ -4,10 +4,15 @@
 #include "costmodel/compute.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/peft.hpp"
+#include "core/load.hpp"
+#include "published/published.hpp"
 #include "tests/cli_run.hpp"
 #include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace cleave {
@@ -72,6 +77,10 @@ TEST_SUITE("costmodel") {
         CHECK(z3.weights.value() == doctest::Approx(5.005e8).epsilon(1e-12));
         CHECK(z3.grads.value() == doctest::Approx(1e6).epsilon(1e-12));
         CHECK(z3.optimizer.value() == doctest::Approx(3e6).epsilon(1e-12));
+        // A frozen FP8 base: 1e9 x 1 B; the adapters stay 16-bit: + 1e6 x 2 B.
+        j.weights = Dtype::fp8;
+        CHECK(lora_model_states(j, 1e9, 1e6, 1, 4).weights.value() ==
+              doctest::Approx(1.002e9).epsilon(1e-12));
     }
 
     TEST_CASE("peft: adapters keep A's output, and a column adapter under SP its gathered input") {
@@ -253,6 +262,68 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
         refused({"--lora-alpha", "-1"}, "--lora-alpha");
         refused({"--lora-target-modules", "linear_qkv,q_proj"}, "--lora-target-modules");
         refused({"--optimizer", "muon"}, "--peft lora");
+    }
+
+    TEST_CASE("peft: MLPerf's Llama 2 70B LoRA rows are LoRA jobs on the stacks they ran") {
+        // Framework cells: NeMo in any case; a DeepSpeed cell; a bare container names none
+        // (only an MLPerf row maps it, as NVIDIA's NeMo implementation in that container).
+        CHECK(stack_for_framework("NVIDIA NEMO") == "megatron-core");
+        CHECK(stack_for_framework("NGC Pytorch 24.09, NVIDIA Nemo 24.09") == "megatron-core");
+        CHECK(stack_for_framework("NGC PyTorch Release 24.01 Deepspeed N1") ==
+              "deepspeed-zero3-2021");
+        CHECK(stack_for_framework("PyTorch NVIDIA Release 24.04").empty());
+        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) +
+                         "/../shared/validation/public_runs_mlperf.csv");
+        REQUIRE(in.good());
+        std::stringstream ss;
+        ss << in.rdbuf();
+        const auto cases = parse_public_runs(ss.str(), "public_runs_mlperf.csv");
+        std::map<std::string, ClusterSpec> clusters;
+        std::vector<std::pair<int64_t, double>> errors;
+        int lora = 0;
+        int misfits = 0;
+        double signed_sum = 0.0;
+        for (const auto& c : cases) {
+            if (c.model_name.find("LoRA") == std::string::npos) {
+                continue;
+            }
+            ++lora;
+            CAPTURE(c.row_id);
+            if (!c.expressible) {  // rows 5109 and 5110: no config gives their layout
+                CHECK(c.reason.find("plan cannot be expressed") != std::string::npos);
+                continue;
+            }
+            CHECK(c.job.peft == Peft::lora);
+            CHECK(c.job.lora_dim == 16);
+            CHECK(c.job.lora_alpha == 32.0);
+            CHECK(c.job.lora_targets == (lora_target::linear_qkv | lora_target::linear_proj));
+            CHECK((c.stack == "megatron-core" || c.stack == "deepspeed-zero3-2021"));
+            if (!clusters.count(c.profile)) {
+                clusters.emplace(c.profile, load_cluster(c.profile));
+            }
+            PublishedCase k = c;
+            load_case_stack(k);  // as cleave published does
+            const PublishedResult r = evaluate_published(k, clusters.at(c.profile));
+            errors.emplace_back(c.row_id, r.error_pct);
+            signed_sum += r.error_pct;
+            misfits += r.fits ? 0 : 1;
+        }
+        CHECK(lora == 49);
+        REQUIRE(errors.size() == 47);
+        const ErrorSummary e = summarize_errors(errors);
+        const double signed_mean = signed_sum / static_cast<double>(errors.size());
+        MESSAGE("MLPerf LoRA rows: MAPE " << e.mape_pct << " %, signed " << signed_mean
+                                          << " %, worst " << e.worst_pct << " % (row "
+                                          << e.worst_row << "), " << misfits << " misfit");
+        // Measured at this commit: MAPE 12.7 %, signed -11.3 % (priced as pre-training before:
+        // 17 rows, 38.2 %, +37.1 %). Issue 48 asks 10 % and +-5 %; the H100 FP8 gap is the
+        // kernel issue's (docs/costmodel.md section 9). Held here against regressions.
+        CHECK(e.mape_pct < 14.0);
+        CHECK(signed_mean > -13.0);
+        CHECK(signed_mean < 0.0);
+        // The four H200 tp 1 cp 2 rows miss by 2.7 GiB (FP8 attention's saved tensors are not
+        // priced); every other LoRA layout fits at no headroom.
+        CHECK(misfits <= 4);
     }
 
 }  // TEST_SUITE
