@@ -283,6 +283,9 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
         kv("peft.dim", std::to_string(job.lora_dim));
         kv("peft.alpha", f("%g", job.lora_alpha));
         kv("peft.target_modules", "[" + lora_targets_string(job.lora_targets) + "]");
+        // As the price assumed (no cached quantised copies of the frozen weights) and as
+        // Bridge's LoRA perf recipes set it (perf_recipes/llama/b200/llama3.py @067f987d).
+        kv("model.disable_parameter_transpose_cache", "true");
     }
     for (std::size_t i = 0; i < a.size(); ++i) {
         os << a[i] << (i + 1 < a.size() ? " \\\n" : "\n");

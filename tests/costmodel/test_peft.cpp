@@ -262,6 +262,31 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
         refused({"--lora-alpha", "-1"}, "--lora-alpha");
         refused({"--lora-target-modules", "linear_qkv,q_proj"}, "--lora-target-modules");
         refused({"--optimizer", "muon"}, "--peft lora");
+        // Exports: Bridge's peft config for run_recipe.py --mode lora; Megatron-LM says it has
+        // no PEFT flags.
+        const std::vector<std::string> plan = {"plan", model, "dgx-h100", "--gpus", "8", "--gbs",
+                                               "8", "--seq", "8192", "--peft", "lora",
+                                               "--lora-dim", "16", "--lora-target-modules",
+                                               "linear_qkv,linear_proj", "--top", "1"};
+        std::vector<std::string> bridge = plan;
+        bridge.insert(bridge.end(), {"--format", "bridge"});
+        const test::CliRun b = test::run_cleave(bridge);
+        REQUIRE(b.code == 0);
+        CHECK(b.out.find("--mode lora") != std::string::npos);
+        CHECK(b.out.find("peft.dim=16 ") != std::string::npos);
+        CHECK(b.out.find("peft.alpha=32 ") != std::string::npos);
+        CHECK(b.out.find("peft.target_modules=[linear_qkv,linear_proj]") != std::string::npos);
+        CHECK(b.out.find("model.disable_parameter_transpose_cache=true") != std::string::npos);
+        std::vector<std::string> megatron = plan;
+        megatron.insert(megatron.end(), {"--format", "megatron"});
+        const test::CliRun mg = test::run_cleave(megatron);
+        REQUIRE(mg.code == 0);
+        CHECK(mg.out.find("has no PEFT flags") != std::string::npos);
+        // The table says what job it searched.
+        const test::CliRun t = test::run_cleave(plan);
+        REQUIRE(t.code == 0);
+        CHECK(t.out.find("# peft: lora dim 16, alpha 32 (scale 2), targets "
+                         "linear_qkv,linear_proj: 44.56M trainable") != std::string::npos);
     }
 
     TEST_CASE("peft: MLPerf's Llama 2 70B LoRA rows are LoRA jobs on the stacks they ran") {
