@@ -24,19 +24,6 @@ namespace cleave {
 
 namespace {
 
-/// True when a runs CSV's `task` cell names LoRA (any case): "lora fine-tune: rank 16 ...".
-bool names_lora_task(const std::string& task) {
-    std::string low = task;
-    std::transform(low.begin(), low.end(), low.begin(), [](unsigned char ch) {
-        return static_cast<char>(std::tolower(ch));
-    });
-    return low.find("lora") != std::string::npos;
-}
-
-}  // namespace
-
-namespace {
-
 using Row = std::map<std::string, std::string>;
 
 // RFC 4180: fields separated by commas, quoted fields may hold commas, "" is a quote.
@@ -758,15 +745,6 @@ PublishedCase case_of(const Reader& r) {
     }
     if (c.published_s <= 0.0) {
         c.reason = "no iteration or layer time published or derivable";
-        return c;
-    }
-    if (names_lora_task(r.str("task"))) {
-        // Issue 48 item 5: priced as full training these layouts do not fit (MLPerf Llama 2 70B
-        // LoRA on 8 H100 misses by 176-1,120 GiB): a frozen base keeps no weight gradients,
-        // optimizer state or master copy. Not stated until cleave prices the adapters (item 1).
-        c.reason = "LoRA fine-tuning ('" + r.str("task") +
-                   "'): cleave prices full training, and a frozen base keeps no weight grads, "
-                   "optimizer state or master copy, so that price is not this job's";
         return c;
     }
     if (contains(r.str("notes"), "Mamba") && !is_hybrid(c.model)) {

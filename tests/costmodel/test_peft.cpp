@@ -297,8 +297,7 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
         CHECK(stack_for_framework("NGC PyTorch Release 24.01 Deepspeed N1") ==
               "deepspeed-zero3-2021");
         CHECK(stack_for_framework("PyTorch NVIDIA Release 24.04").empty());
-        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) +
-                         "/../shared/validation/public_runs_mlperf.csv");
+        std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_mlperf.csv");
         REQUIRE(in.good());
         std::stringstream ss;
         ss << in.rdbuf();

@@ -1,6 +1,7 @@
 // The planner's cached Estimator against the plain estimate(): the same Estimate, bit for bit, for
 // every plan a search enumerates; the memory check agrees with estimate()'s memory and fits; and
 // the search's answer does not depend on which of the two priced it.
+#include "core/job.hpp"
 #include "core/load.hpp"
 #include "core/stack.hpp"
 #include "planner/search.hpp"
@@ -155,6 +156,27 @@ TEST_SUITE("planner") {
         c.job.seq_len = 4096;
         c.job.stack = load_stack("megatron-core");
         CHECK(compare_all(c) > 1000);
+    }
+
+    TEST_CASE("Estimator equals estimate on every plan of a LoRA search") {
+        // Llama 2 70B under --peft lora (costmodel/peft.hpp): the adapters' parameters in the
+        // memoised stages, the frozen base's model states (lora_model_states) in the memory
+        // check, and no quantised weight copies kept under FP8.
+        Case c = load_case("llama-2-70b", "dgx-h100", 64, 128, 4096);
+        c.job.stack = load_stack("megatron-core");
+        c.job.grads = c.job.stack.grad_dtype;  // as the CLI sets them
+        c.job.peft = Peft::lora;
+        c.job.lora_dim = 16;
+        c.job.lora_alpha = 32.0;
+        c.job.lora_targets = lora_target::linear_qkv | lora_target::linear_proj;
+        CHECK(compare_all(c) > 1000);
+        // Every target, FP8 delayed scaling: column and row adapters, the FP8 base's weights.
+        c.job.lora_targets = lora_target::all;
+        c.job.compute = Dtype::fp8;
+        c.job.weights = Dtype::fp8;
+        SearchOptions o;
+        o.fixed.mbs = 1;
+        CHECK(compare_all(c, o) > 1000);
     }
 
     TEST_CASE("if_fits stops at a stage above stop_above and says the peak is a lower bound") {
