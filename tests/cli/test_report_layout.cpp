@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -16,23 +15,31 @@ namespace {
 
 /// The value of attribute `name` in one SVG tag.
 double attr(const std::string& tag, const std::string& name) {
-    const std::regex re(" " + name + "=\"([^\"]*)\"");
-    std::smatch m;
+    const std::string key = " " + name + "=\"";
+    const auto at = tag.find(key);
     const std::string what = name + " in " + tag;
-    REQUIRE_MESSAGE(std::regex_search(tag, m, re), what);
-    return std::stod(m[1].str());
+    REQUIRE_MESSAGE(at != std::string::npos, what);
+    const auto from = at + key.size();
+    const auto to = tag.find('"', from);
+    REQUIRE_MESSAGE(to != std::string::npos, what);
+    return std::stod(tag.substr(from, to - from));
 }
 
-/// Every opening tag `<name ...>` of the class `cls` (a word of its class attribute).
+/// Every opening tag `<name class="..." ...>` whose class attribute holds the word `cls`.
 std::vector<std::string>
 tags(const std::string& svg, const std::string& name, const std::string& cls) {
     std::vector<std::string> out;
-    const std::regex re("<" + name + " class=\"([^\"]*)\"[^>]*>");
-    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), re); it != std::sregex_iterator();
-         ++it) {
-        const std::string c = " " + (*it)[1].str() + " ";
+    const std::string open = "<" + name + " class=\"";
+    for (auto at = svg.find(open); at != std::string::npos; at = svg.find(open, at + 1)) {
+        const auto from = at + open.size();
+        const auto quote = svg.find('"', from);
+        const auto end = svg.find('>', from);
+        if (quote == std::string::npos || end == std::string::npos || end < quote) {
+            continue;
+        }
+        const std::string c = " " + svg.substr(from, quote - from) + " ";
         if (c.find(" " + cls + " ") != std::string::npos) {
-            out.push_back(it->str());
+            out.push_back(svg.substr(at, end + 1 - at));
         }
     }
     return out;

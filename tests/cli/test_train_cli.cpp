@@ -3,9 +3,9 @@
 #include "cli/app.hpp"
 #include "tests/cli_run.hpp"
 
+#include <array>
 #include <fstream>
 #include <iterator>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -283,19 +283,44 @@ TEST_SUITE("report") {
                                std::istreambuf_iterator<char>());
         // every feasible plan (572 here, under the 2000 drawn at most) is one circle, in rank
         // order, at its step time and peak memory
-        const std::regex circle(
-            "<circle class=\"pt[^\"]*\" data-i=\"([0-9]+)\" data-time-s=\"([^\"]+)\" "
-            "data-memory-gib=\"([^\"]+)\"");
+        // <circle class="pt..." data-i="I" data-time-s="T" data-memory-gib="M"
+        const auto field = [&html](std::size_t& at, const std::string& key, std::string& value) {
+            if (html.compare(at, key.size(), key) != 0) {
+                return false;
+            }
+            const auto from = at + key.size();
+            const auto to = html.find('"', from);
+            if (to == std::string::npos) {
+                return false;
+            }
+            value = html.substr(from, to - from);
+            at = to + 1;
+            return true;
+        };
+        std::vector<std::array<std::string, 3>> circles;
+        const std::string open = "<circle class=\"pt";
+        for (auto at = html.find(open); at != std::string::npos; at = html.find(open, at + 1)) {
+            std::size_t pos = html.find('"', at + open.size());
+            if (pos == std::string::npos) {
+                break;
+            }
+            ++pos;
+            std::array<std::string, 3> v;
+            if (field(pos, " data-i=\"", v[0]) && field(pos, " data-time-s=\"", v[1]) &&
+                field(pos, " data-memory-gib=\"", v[2]) && !v[0].empty() &&
+                v[0].find_first_not_of("0123456789") == std::string::npos) {
+                circles.push_back(v);
+            }
+        }
         std::size_t n = 0;
-        for (auto it = std::sregex_iterator(html.begin(), html.end(), circle);
-             it != std::sregex_iterator();
-             ++it, ++n) {
-            const auto i = static_cast<std::size_t>(std::stoul((*it)[1].str()));
+        for (const auto& c : circles) {
+            ++n;
+            const auto i = static_cast<std::size_t>(std::stoul(c[0]));
             REQUIRE(i < plans["plans"].size());
             const auto& pj = plans["plans"][i];
-            CHECK(std::stod((*it)[2].str()) ==
+            CHECK(std::stod(c[1]) ==
                   doctest::Approx(pj["iteration_time_s"].get<double>()).epsilon(1e-8));
-            CHECK(std::stod((*it)[3].str()) ==
+            CHECK(std::stod(c[2]) ==
                   doctest::Approx(pj["memory_gib"]["total"].get<double>()).epsilon(1e-8));
         }
         CHECK(n == plans["feasible"].get<std::size_t>());
