@@ -63,10 +63,11 @@ void same_as_single_rank(const std::string& model, int ranks, const std::string&
 // Issue 16: as same_as_single_rank, and every tensor: its probe (Params::probes) weighs each
 // weight by its own pseudo-random number, so one weight of a tensor off by an Adam step shows
 // even where the plain sum (dominated by the norm gains near 1) would hide it.
-void probes_same_as_single_rank(const std::string& model,
-                                int ranks,
-                                const std::string& flags,
-                                size_t tensors) {
+// Returns the multi-rank run's JSON for further checks (one mpirun launch less per case).
+nlohmann::json probes_same_as_single_rank(const std::string& model,
+                                          int ranks,
+                                          const std::string& flags,
+                                          size_t tensors) {
     const nlohmann::json ref = run_json(model, 1, "");
     const nlohmann::json got = run_json(model, ranks, flags);
     CAPTURE(flags);
@@ -87,13 +88,13 @@ void probes_same_as_single_rank(const std::string& model,
               doctest::Approx(value.get<double>()).epsilon(1e-5));
     }
     CHECK(got["world_size"].get<int>() == ranks);
+    return got;
 }
 
 void moe_same_as_single_rank(int ranks, const std::string& flags) {
     // 4 layers: 4 norm pairs, q k v o; layer 0 gate up down; layers 1-3 a router and 4
     // experts x 3 matrices; embedding, output, final norm = 4 * 6 + 3 + 3 * 13 + 3 = 69.
-    probes_same_as_single_rank("tiny_moe.toml", ranks, flags, 69);
-    const nlohmann::json got = run_json("tiny_moe.toml", ranks, flags);
+    const nlohmann::json got = probes_same_as_single_rank("tiny_moe.toml", ranks, flags, 69);
     CHECK(got["phases_s"]["ep_comm"].get<double>() > 0.0);
 }
 
