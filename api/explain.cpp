@@ -3,6 +3,7 @@
 #include "costmodel/risks.hpp"
 
 #include "costmodel/collectives.hpp"
+#include "costmodel/packing.hpp"
 #include "costmodel/peft.hpp"
 #include "costmodel/precision.hpp"
 #include "costmodel/train_cost.hpp"
@@ -337,6 +338,26 @@ std::string peft_summary(const ModelSpec& m, const JobSpec& job) {
            detail::f("%.3f", 100.0 * trained / all) + " %), base frozen";
 }
 
+std::string packed_summary(const JobSpec& job) {
+    if (!packed(job)) {
+        return "";
+    }
+    return "packs of " + std::to_string(job.seq_len) + " tokens, samples of mean " +
+           detail::f("%g", job.packed_mean_len) + " (std " + detail::f("%g", job.packed_len_std) +
+           ") tokens: attention per sample, span E[L^2]/E[L] " +
+           detail::f("%g", attention_span(job)) + " = " +
+           detail::f("%.4g", packed_attention_scale(job)) +
+           " of the unpacked core; one pack a micro-batch";
+}
+
+nlohmann::json packed_json(const JobSpec& job) {
+    return {{"packed_sequence_size", job.seq_len},
+            {"mean_len", job.packed_mean_len},
+            {"len_std", job.packed_len_std},
+            {"attention_span", attention_span(job)},
+            {"attention_scale", packed_attention_scale(job)}};
+}
+
 nlohmann::json peft_json(const ModelSpec& m, const JobSpec& job) {
     return {{"method", to_string(job.peft)},
             {"dim", job.lora_dim},
@@ -350,6 +371,9 @@ nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate&
     nlohmann::json j = estimate_json_base(in, p, e);
     if (in.job.peft != Peft::none) {
         j["peft"] = peft_json(in.model, in.job);
+    }
+    if (packed(in.job)) {
+        j["packed_seq"] = packed_json(in.job);
     }
     add_train_json(j, in, e);
     return j;
@@ -392,6 +416,9 @@ void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Est
     os << "# plan: " << to_flags(p) << " (" << e.microbatches << " micro-batches)\n";
     if (const std::string peft = peft_summary(in.model, in.job); !peft.empty()) {
         os << "# peft: " << peft << "\n";
+    }
+    if (const std::string pk = packed_summary(in.job); !pk.empty()) {
+        os << "# packed: " << pk << "\n";
     }
     os << "# iteration_s tokens_per_s tflops_per_gpu    mfu    hfu  bubble  fits\n";
     os << "  " << pad(f("%.4g", e.iteration_time.value()), 11) << " "

@@ -217,6 +217,68 @@ void apply_peft(const JobOptions& f, Inputs& in) {
     in.job.lora_targets = targets;
 }
 
+// --packed-seq and its sample lengths (costmodel/packing.hpp).
+void apply_packed(const JobOptions& f, Inputs& in) {
+    const bool lengths = f.packed_seq_mean_len != 0.0 || f.packed_seq_len_std != 0.0;
+    if (!f.packed_seq) {
+        if (lengths) {
+            throw ConfigError("--packed-seq-mean-len / --packed-seq-len-std describe the samples "
+                              "of packed sequences; add --packed-seq");
+        }
+        return;
+    }
+    const double s = static_cast<double>(in.job.seq_len);
+    if (!(f.packed_seq_mean_len >= 1.0) || !std::isfinite(f.packed_seq_mean_len) ||
+        f.packed_seq_mean_len > s) {
+        throw ConfigError("--packed-seq-mean-len: " + detail::f("%g", f.packed_seq_mean_len) +
+                          " is not a mean sample length in [1, seq " + std::to_string(in.job.seq_len) +
+                          "] tokens (--packed-seq needs it: the attention core's cost is seq x "
+                          "the samples' length)");
+    }
+    if (!(f.packed_seq_len_std >= 0.0) || !std::isfinite(f.packed_seq_len_std)) {
+        throw ConfigError("--packed-seq-len-std: " + detail::f("%g", f.packed_seq_len_std) +
+                          " is not a standard deviation >= 0 tokens");
+    }
+    const double mu = f.packed_seq_mean_len;
+    const double sigma = f.packed_seq_len_std;
+    if (mu + sigma * sigma / mu > s) {
+        throw ConfigError("--packed-seq-len-std: mean " + detail::f("%g", mu) + " and std " +
+                          detail::f("%g", sigma) + " give E[L^2]/E[L] = " +
+                          detail::f("%g", mu + sigma * sigma / mu) +
+                          " tokens, more than a pack holds (seq " + std::to_string(in.job.seq_len) + ")");
+    }
+    // Megatron-Core's local DotProductAttention refuses packed_seq_params
+    // (transformer/dot_product_attention.py @d98e8a64): THD needs Transformer Engine's kernel.
+    if (in.job.stack.attention != AttentionImpl::fused) {
+        throw ConfigError("--packed-seq: stack '" + in.job.stack.name +
+                          "' runs materialised attention, and packed sequences need a fused kernel "
+                          "with cu_seqlens (Megatron-Core asserts packed_seq_params is None in "
+                          "DotProductAttention; use Transformer Engine's)");
+    }
+    if (in.job.stack.framework != StackFramework::megatron) {
+        throw ConfigError("--packed-seq prices Megatron's THD packing (Megatron-LM --sft, "
+                          "Megatron-Bridge offline packing); stack '" + in.job.stack.name +
+                          "' is not a Megatron stack");
+    }
+    in.job.packed_mean_len = mu;
+    in.job.packed_len_std = sigma;
+}
+
+}  // namespace
+
+int64_t packed_micro_batch(int64_t mbs) {
+    if (mbs != 1) {
+        throw ConfigError("--mbs " + std::to_string(mbs) +
+                          " with --packed-seq: a packed micro-batch is one pack (Megatron-Bridge "
+                          "refuses micro_batch_size > 1 with offline packing, training/config.py "
+                          "@067f987d); for the same tokens use --mbs 1, --gbs / " +
+                          std::to_string(mbs) + " and --seq x " + std::to_string(mbs));
+    }
+    return 1;
+}
+
+namespace {
+
 // True when the job TOML `file` gives [job] `key` (the file has been loaded, so it parses).
 bool job_sets(const std::string& file, const char* key) {
     if (file.empty()) {
@@ -408,6 +470,7 @@ Inputs load_inputs(const JobOptions& f,
                           "(e.g. --moe-capacity 1.0)");
     }
     apply_peft(f, in);
+    apply_packed(f, in);
     in.job.moe_imbalance = f.moe_imbalance;
     in.job.moe_capacity = f.moe_capacity;
     in.job.moe_pad = f.moe_pad;
@@ -425,7 +488,7 @@ Plan make_plan(const PlanOptions& f, const Inputs& in) {
     p.cp = f.cp;
     p.ep = f.ep;
     p.etp = f.etp;
-    p.mbs = f.mbs;
+    p.mbs = in.job.packed_mean_len > 0.0 ? packed_micro_batch(f.mbs) : f.mbs;
     p.vpp = f.vpp;
     p.first_layers = f.first_stage_layers;
     p.last_layers = f.last_stage_layers;

@@ -72,6 +72,10 @@ struct JobOptions {
     int64_t lora_dim = 32;      // --lora-dim (Bridge `dim`)
     double lora_alpha = 32.0;   // --lora-alpha
     std::string lora_target_modules = "linear_qkv,linear_proj,linear_fc1,linear_fc2";
+    // Packed sequences (SFT): --seq tokens a pack, attention per sample (costmodel/packing.hpp).
+    bool packed_seq = false;           // --packed-seq
+    double packed_seq_mean_len = 0.0;  // --packed-seq-mean-len: mean sample tokens
+    double packed_seq_len_std = 0.0;   // --packed-seq-len-std: their standard deviation
     TrainOptions train;                    // the CLI registers these with add_train_flags()
 };
 
@@ -126,6 +130,11 @@ struct Inputs {
 /// The plan the flags describe for `job` (dp derived when 0). Throws ConfigError when
 /// check_plan() finds a broken constraint, listing every one.
 [[nodiscard]] Plan make_plan(const PlanOptions& f, const Inputs& in);
+
+/// The micro-batch of a packed job: 1 (one pack); any other `mbs` throws ConfigError naming
+/// --mbs and the equivalent --gbs / --seq (Megatron-Bridge's own advice, training/config.py
+/// @067f987d).
+[[nodiscard]] int64_t packed_micro_batch(int64_t mbs);
 
 [[nodiscard]] Dtype parse_dtype(const std::string& s);  // throws ConfigError
 

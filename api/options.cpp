@@ -119,6 +119,11 @@ const std::vector<Entry>& entries() {
         add("lora-alpha", G::job, "float", [](NamedOptions& o) { return Ref(&o.job.lora_alpha); });
         add("lora-target-modules", G::job, "str",
             [](NamedOptions& o) { return Ref(&o.job.lora_target_modules); });
+        add("packed-seq", G::job, "bool", [](NamedOptions& o) { return Ref(&o.job.packed_seq); });
+        add("packed-seq-mean-len", G::job, "float",
+            [](NamedOptions& o) { return Ref(&o.job.packed_seq_mean_len); });
+        add("packed-seq-len-std", G::job, "float",
+            [](NamedOptions& o) { return Ref(&o.job.packed_seq_len_std); });
         add("stack", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.stack); });
         add("release", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.release); });
         add("calibration", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.calibration); });

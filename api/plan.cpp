@@ -115,6 +115,9 @@ void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
     if (const std::string peft = peft_summary(in.model, in.job); !peft.empty()) {
         os << "# peft: " << peft << "\n";
     }
+    if (const std::string pk = packed_summary(in.job); !pk.empty()) {
+        os << "# packed: " << pk << "\n";
+    }
     for (const std::string& c : caution_lines(in, so.fixed.schedule)) {
         os << "# caution: " << c << "\n";
     }
@@ -434,6 +437,9 @@ SearchOptions::Fixed fixed_dimensions(const PlanOptions& g,
     f.ep = given("ep") ? g.ep : 0;
     f.etp = given("etp") ? g.etp : 0;
     f.mbs = given("mbs") ? g.mbs : 0;
+    if (in.job.packed_mean_len > 0.0 && f.mbs > 0) {
+        f.mbs = packed_micro_batch(f.mbs);  // the search tries mbs 1 alone (planner/search.cpp)
+    }
     f.vpp = given("vpp") ? g.vpp : 0;
     f.zero = given("zero") ? g.zero : -1;
     if (given("schedule")) {

@@ -35,6 +35,15 @@ namespace cleave::api {
 /// explain / plan JSON, present only under --peft lora.
 [[nodiscard]] nlohmann::json peft_json(const ModelSpec& m, const JobSpec& job);
 
+/// Packed sequences in one line, "packs of 4096 tokens, samples of mean 512 (std 0) tokens:
+/// attention per sample, span E[L^2]/E[L] 512 = 0.125 of the unpacked core; one pack a
+/// micro-batch"; "" unpacked. explain and plan print it after the peft line.
+[[nodiscard]] std::string packed_summary(const JobSpec& job);
+
+/// {packed_sequence_size, mean_len, len_std, attention_span, attention_scale}: the
+/// "packed_seq" key of explain / plan JSON, present only under --packed-seq.
+[[nodiscard]] nlohmann::json packed_json(const JobSpec& job);
+
 /// Adds train_days, gpu_hours, energy_mwh, cost (null when power / price are unknown) and
 /// "train" {...} to `j` when in.train.tokens > 0 (costmodel/train_cost.hpp); else nothing.
 void add_train_json(nlohmann::json& j, const Inputs& in, const Estimate& e);

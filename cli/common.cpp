@@ -163,6 +163,20 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    "Linears LoRA adapts, comma list of linear_qkv, linear_proj, linear_fc1, "
                    "linear_fc2 (Megatron-Bridge target_modules)")
         ->capture_default_str();
+    sub.add_flag("--packed-seq",
+                 f.packed_seq,
+                 "Packed sequences (SFT): each --seq sequence is a pack of samples and attention "
+                 "runs per sample (THD, cu_seqlens; Megatron-Bridge offline packing, "
+                 "Megatron-LM --sft); needs --packed-seq-mean-len");
+    sub.add_option("--packed-seq-mean-len",
+                   f.packed_seq_mean_len,
+                   "Mean tokens of a sample in a pack (the attention core costs seq x this, not "
+                   "seq^2)");
+    sub.add_option("--packed-seq-len-std",
+                   f.packed_seq_len_std,
+                   "Standard deviation of the sample lengths (the core's span is mean + std^2 / "
+                   "mean = E[L^2] / E[L]; 0 = equal samples)")
+        ->capture_default_str();
     sub.add_option("--calibration",
                    f.calibration,
                    "A calibration overlay (TOML) applied on top of CLUSTER, such as cleave "

@@ -103,6 +103,12 @@ struct JobSpec {
     int64_t lora_dim = 32;
     double lora_alpha = 32.0;
     uint8_t lora_targets = lora_target::all;
+    /// Packed sequences (SFT; Megatron-Bridge offline packing, dataset.offline_packing_specs
+    /// @067f987d; Megatron-LM --sft): each sequence of seq_len tokens is a pack of samples of
+    /// mean packed_mean_len tokens (standard deviation packed_len_std) and attention runs over
+    /// each sample alone (THD layout, cu_seqlens). 0 = not packed (costmodel/packing.hpp).
+    double packed_mean_len = 0.0;
+    double packed_len_std = 0.0;
 
     bool operator==(const JobSpec&) const = default;
 };

@@ -2,6 +2,7 @@
 #include "costmodel/num.hpp"
 
 #include "costmodel/flops.hpp"
+#include "costmodel/packing.hpp"
 #include "costmodel/precision.hpp"
 
 #include <algorithm>
@@ -118,18 +119,24 @@ FusedAttentionCost fused_attention_cost(const ModelSpec& m,
     const double cp = d(std::max<int64_t>(1, p.cp));
     const double causal = job.stack.causal_skip ? 0.5 : 1.0;
     const double s = d(job.seq_len);
+    // Packed sequences (costmodel/packing.hpp): a query meets the keys of its own sample, span
+    // L = E[L^2] / E[L] of them instead of s, and the varlen kernel runs each sample as a call
+    // of L keys (L / cp on a CP rank: THD splits every sample over the ranks, TE
+    // thd_get_partitioned_indices), so its efficiency is read at L / cp.
+    const double span = attention_span(job);
     const FusedAttentionCost full =
-        fused_cost_at(m, gpu, job, p, s * causal, s / cp, causal, fallback_fwd);
+        fused_cost_at(m, gpu, job, p, span * causal, span / cp, causal * span / s, fallback_fwd);
     const double n_window = d(windowed_layer_count(m));
-    if (n_window <= 0.0 || m.sliding_window <= 0 || d(m.sliding_window) >= s) {
+    if (n_window <= 0.0 || m.sliding_window <= 0 || d(m.sliding_window) >= span) {
         return full;
     }
     // A windowed layer's query i sees min(i + 1, w) keys: (s w - w (w - 1) / 2) / s per query
-    // when the kernel skips the masked tiles (FA2 window_size; FA3 local attention), w without.
+    // when the kernel skips the masked tiles (FA2 window_size; FA3 local attention), w without
+    // (s the span: a packed sample's window restarts at its first token).
     const double w = d(m.sliding_window);
-    const double keys = job.stack.causal_skip ? w - w * (w - 1.0) / (2.0 * s) : w;
+    const double keys = job.stack.causal_skip ? w - w * (w - 1.0) / (2.0 * span) : w;
     const FusedAttentionCost win =
-        fused_cost_at(m, gpu, job, p, keys, std::min(s / cp, w), keys / s, fallback_fwd);
+        fused_cost_at(m, gpu, job, p, keys, std::min(span / cp, w), keys / s, fallback_fwd);
     // The layer kinds are priced per representative layer: average over the model's pattern.
     const double fw = n_window / d(m.layers);
     FusedAttentionCost c;

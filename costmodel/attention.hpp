@@ -48,7 +48,8 @@ struct FusedAttentionCost {
 /// GEMMs) is used, x 1/2 when causal, where the stack has no curve for the GPU. Sliding-window
 /// layers (GPT-OSS) see w - w (w - 1) / (2 s) keys per query with masked-tile skipping (w
 /// without), read at min(s/cp, w) keys; the result is the average over the model's layer pattern
-/// (one representative layer per kind).
+/// (one representative layer per kind). Packed sequences replace s by the span L of
+/// attention_span() for the keys and the call (F x L / s, efficiency read at L / cp).
 [[nodiscard]] FusedAttentionCost fused_attention_cost(const ModelSpec& m,
                                                       const GpuSpec& gpu,
                                                       const JobSpec& job,

@@ -1,4 +1,5 @@
 #include "costmodel/flops.hpp"
+#include "costmodel/packing.hpp"
 #include "costmodel/peft.hpp"
 #include "costmodel/num.hpp"
 
@@ -222,19 +223,21 @@ int64_t moe_layers_in(const ModelSpec& m, int64_t first, int64_t last) {
     return count_below(last) - count_below(lo);
 }
 
-double attention_core_per_sequence(const ModelSpec& m, double s) {
+double attention_core_per_sequence(const ModelSpec& m, double s, double span) {
+    const double keys = span > 0.0 ? span : s;
     const double per_key = 2.0 * s * d(m.heads) * d(head_dim(m) + v_head_dim(m));
     const double n_window = d(windowed_layer_count(m));
-    const double window_keys = std::min(s, d(m.sliding_window));
+    const double window_keys = std::min(keys, d(m.sliding_window));
     const double attention_layers =
         is_hybrid(m) ? d(kind_count(m, LayerKind::attention, 0, m.layers)) : d(m.layers);
-    return per_key * (attention_layers - n_window) * s + per_key * n_window * window_keys;
+    return per_key * (attention_layers - n_window) * keys + per_key * n_window * window_keys;
 }
 
 namespace {
 
-// Forward FLOPs of one sequence through every layer (GEMMs + attention core), no logits.
-double layers_forward_per_sequence(const ModelSpec& m, double s) {
+// Forward FLOPs of one sequence through every layer (GEMMs + attention core over `span` keys,
+// attention_span()), no logits.
+double layers_forward_per_sequence(const ModelSpec& m, double s, double span) {
     if (is_hybrid(m)) {
         // Each kind's GEMMs, the Mamba layers' SSD scan, the attention layers' core.
         const auto n = [&m](LayerKind k) { return d(kind_count(m, k, 0, m.layers)); };
@@ -244,17 +247,17 @@ double layers_forward_per_sequence(const ModelSpec& m, double s) {
                n(LayerKind::attention) * 2.0 * s * gemm_params_active(m, false, LayerShape::attention) +
                n(LayerKind::mlp) * 2.0 * s * gemm_params_active(m, false, LayerShape::ffn) +
                n(LayerKind::moe) * 2.0 * s * gemm_params_active(m, true, LayerShape::ffn) +
-               attention_core_per_sequence(m, s);
+               attention_core_per_sequence(m, s, span);
     }
     const int64_t n_moe = moe_layers_in(m, 0, m.layers);
     const double n_dense = d(m.layers - n_moe);
     return n_dense * 2.0 * s * gemm_params_active(m, false) +
-           d(n_moe) * 2.0 * s * gemm_params_active(m, true) + attention_core_per_sequence(m, s);
+           d(n_moe) * 2.0 * s * gemm_params_active(m, true) + attention_core_per_sequence(m, s, span);
 }
 
 // Forward FLOPs of the MTP modules of one sequence: each a layer of the last layer's kind
 // (its core over s keys), the 2h -> h projection and one more logits GEMM.
-double mtp_forward_per_sequence(const ModelSpec& m, double s) {
+double mtp_forward_per_sequence(const ModelSpec& m, double s, double span) {
     if (m.mtp_layers <= 0 || m.layers <= 0) {
         return 0.0;
     }
@@ -263,7 +266,7 @@ double mtp_forward_per_sequence(const ModelSpec& m, double s) {
                                          : std::find(m.mtp_kinds.begin(), m.mtp_kinds.end(),
                                                      LayerKind::moe) != m.mtp_kinds.end();
     const double h = d(m.hidden);
-    const double core = 2.0 * s * s * d(m.heads) * d(head_dim(m) + v_head_dim(m));
+    const double core = 2.0 * s * span * d(m.heads) * d(head_dim(m) + v_head_dim(m));
     const double per_module = 2.0 * s * gemm_params_active(m, moe) + core + 2.0 * s * 2.0 * h * h +
                               2.0 * s * h * d(m.vocab);
     return d(m.mtp_layers) * per_module;
@@ -273,10 +276,13 @@ double mtp_forward_per_sequence(const ModelSpec& m, double s) {
 
 Flops model_flops(const ModelSpec& m, const JobSpec& job) {
     const double s = d(job.seq_len);
+    const double span = attention_span(job);  // s unless packed (costmodel/packing.hpp)
     const double logits = 2.0 * s * d(m.hidden) * d(m.vocab);
-    const double mtp =
-        job.mtp ? d(std::max<int64_t>(1, job.mtp_repeats)) * mtp_forward_per_sequence(m, s) : 0.0;
-    const double trained = 3.0 * d(job.global_batch) * (layers_forward_per_sequence(m, s) + logits + mtp);
+    const double mtp = job.mtp ? d(std::max<int64_t>(1, job.mtp_repeats)) *
+                                     mtp_forward_per_sequence(m, s, span)
+                               : 0.0;
+    const double trained =
+        3.0 * d(job.global_batch) * (layers_forward_per_sequence(m, s, span) + logits + mtp);
     if (job.peft == Peft::none) {
         return flop(trained);
     }
@@ -295,10 +301,12 @@ Flops hardware_flops(const ModelSpec& m, const JobSpec& job, Recompute r) {
     case Recompute::none:
         return model_flops(m, job);
     case Recompute::full:
-        return model_flops(m, job) + flop(b * layers_forward_per_sequence(m, s));
+        return model_flops(m, job) +
+               flop(b * layers_forward_per_sequence(m, s, attention_span(job)));
     case Recompute::selective:
         // 72 B s L h^2 * s/(6h) = 12 B s^2 h L: the paper's count for the attention core.
-        return model_flops(m, job) + flop(3.0 * b * attention_core_per_sequence(m, s));
+        return model_flops(m, job) +
+               flop(3.0 * b * attention_core_per_sequence(m, s, attention_span(job)));
     }
     return model_flops(m, job);
 }

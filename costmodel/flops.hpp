@@ -137,8 +137,10 @@ struct GdnGemms {
 /// Forward FLOPs of the attention core of one sequence summed over all attention layers (every
 /// layer of a transformer, the * layers of a hybrid model): per layer
 /// 2 s k a (d_qk + d_v) with k = s keys per query, k = min(s, window) on windowed layers (no
-/// causal halving, as Korthikanti counts; MLA: d_qk = nope + rope).
-[[nodiscard]] double attention_core_per_sequence(const ModelSpec& m, double s);
+/// causal halving, as Korthikanti counts; MLA: d_qk = nope + rope). `span` (default s): the keys
+/// of a query's own sample when the sequence is a pack (costmodel/packing.hpp attention_span),
+/// k = span, min(span, window) on windowed layers.
+[[nodiscard]] double attention_core_per_sequence(const ModelSpec& m, double s, double span = -1.0);
 
 /// Model FLOPs per iteration (fwd + bwd = 3 x fwd), Korthikanti et al. 2022 App. A:
 /// 3 B [sum_l (2 s G_l + 4 s^2 a d) + 2 s h V]; for GPT (G = 12h^2) this is
@@ -147,7 +149,8 @@ struct GdnGemms {
 /// flop_utils.py num_floating_point_operations @7af9601c9d: mtp_num_layers extra layers +
 /// 2h^2 eh_proj + logits x (mtp + 1)). Under --peft lora the frozen linears and output layer do
 /// no weight gradient, - B (2 s L G + 2 s h V), and the adapters add 6 B s L P_lora (the FLOPs
-/// the hardware does: MFU is then the GPU's share of its peak, not 6N-based).
+/// the hardware does: MFU is then the GPU's share of its peak, not 6N-based). Packed sequences
+/// count the core over each sample: 4 s^2 a d becomes 4 s L a d (L = attention_span()).
 [[nodiscard]] Flops model_flops(const ModelSpec& m, const JobSpec& job);
 
 /// Hardware FLOPs per iteration with recomputation, in the paper's convention: full adds one

@@ -2,10 +2,12 @@
 #include "core/errors.hpp"
 #include "core/schedule.hpp"
 #include "costmodel/compute.hpp"
+#include "costmodel/packing.hpp"
 #include "export/detail.hpp"
 #include "export/export.hpp"
 
 #include <algorithm>
+#include <numeric>
 #include <string>
 
 namespace cleave {
@@ -83,8 +85,9 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
        << " = tp " << p.tp << " x pp " << p.pp << " x cp " << p.cp << " x dp " << p.dp << "\n";
     // run_recipe.py --mode lora loads the recipe with peft_scheme="lora" (ConfigContainer.peft
     // a peft/lora.py LoRA, @067f987d); its dim, alpha and target_modules are overridden below.
+    // A packed full fine-tune is --mode sft (run_recipe.py PublicMode @067f987d).
     os << "# pass them after --recipe <model recipe> --mode "
-       << (job.peft == Peft::lora ? "lora" : "pretrain") << "\n";
+       << (job.peft == Peft::lora ? "lora" : packed(job) ? "sft" : "pretrain") << "\n";
     Args a;
     std::vector<std::string> notes;  // what KEY=VALUE cannot set, printed after the overrides
     const auto kv = [&a](const std::string& k, const std::string& v) { a.push_back(k + "=" + v); };
@@ -92,6 +95,24 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
     kv("train.global_batch_size", std::to_string(job.global_batch));
     kv("train.micro_batch_size", std::to_string(p.mbs));
     kv("dataset.seq_length", std::to_string(job.seq_len));
+    if (packed(job)) {
+        // Offline packing (data/packing/config.py PackedSequenceSpecs @067f987d): packs of
+        // seq_length tokens; every sample padded to lcm(2 cp if cp > 1, cp tp under SP with
+        // tp > 1), the alignment docs/training/packed-sequences.md derives and
+        // scripts/training/recipe_runner.py sync_offline_packing_alignment sets.
+        const int64_t cp_mult = p.cp > 1 ? 2 * p.cp : 1;
+        const int64_t sp_mult = p.sp && p.tp > 1 ? p.cp * p.tp : 1;
+        kv("dataset.enable_offline_packing", "true");
+        kv("dataset.offline_packing_specs.packed_sequence_size", std::to_string(job.seq_len));
+        kv("dataset.offline_packing_specs.pad_seq_to_mult", std::to_string(std::lcm(cp_mult, sp_mult)));
+    }
+    if ((packed(job) || job.peft == Peft::lora) && p.cp > 1) {
+        // Fine-tuning with CP > 1: ConfigContainer.validate asserts per-token loss and no
+        // averaging in the collective (training/config.py @067f987d: NaN loss on ranks whose
+        // tokens are all masked).
+        kv("model.calculate_per_token_loss", "true");
+        kv("ddp.average_in_collective", "false");
+    }
     kv("model.tensor_model_parallel_size", std::to_string(p.tp));
     kv("model.pipeline_model_parallel_size", std::to_string(p.pp));
     const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;

@@ -2,6 +2,7 @@
 #include "core/errors.hpp"
 #include "core/schedule.hpp"
 #include "costmodel/compute.hpp"
+#include "costmodel/packing.hpp"
 #include "costmodel/precision.hpp"
 #include "export/detail.hpp"
 #include "export/export.hpp"
@@ -237,6 +238,14 @@ void megatron_plan_args(Args& os, const ModelSpec& m, const JobSpec& job, const 
     megatron_group_args(os, job, p);
     arg(os, "--micro-batch-size", std::to_string(p.mbs));
     arg(os, "--global-batch-size", std::to_string(job.global_batch));
+    if (packed(job)) {
+        // Megatron-LM --sft (arguments.py _add_sft_args @d98e8a64): SFTDataset packs a jsonl
+        // line's conversations into one --seq-length pack with cu_seqlens, so attention runs per
+        // conversation (THD; pretrain_gpt.py get_batch has_cu_seqlens), each padded to 2 x cp
+        // under CP (training/datasets/sft_dataset.py). --reset-attention-mask (a dense mask) is
+        // the unpacked path: SFTDataset asserts it off.
+        arg(os, "--sft");
+    }
     if (p.sp) {
         arg(os, "--sequence-parallel");
     }
@@ -395,6 +404,12 @@ void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job
            << " was priced: Megatron-LM's arguments.py (@d98e8a64) has no PEFT flags; the "
               "adapters are Megatron-Bridge's (cleave plan --format bridge writes peft.dim, peft.alpha, "
               "peft.target_modules), these flags set the layout around them\n";
+    }
+    if (packed(job)) {
+        os << "# packed sequences were priced with samples of mean " << f("%g", job.packed_mean_len)
+           << " tokens (std " << f("%g", job.packed_len_std)
+           << "): --sft reads packs from --data-path jsonl lines of conversations "
+              "(--sft-tokenizer-prompt-format), one micro-batch a pack\n";
     }
     if (model.sandwich_norms) {
         os << "# the norms after each block (Gemma 2 / 3) have no Megatron-LM flag: Megatron-Bridge's "

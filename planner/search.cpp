@@ -491,7 +491,9 @@ private:
     void micro_batches(Plan p) {
         const int64_t per_dp = job_.global_batch / p.dp;
         for (int64_t mbs : gbs_divs_) {
-            if (mbs > per_dp) {
+            // A packed micro-batch is one pack (Megatron-Bridge offline packing, costmodel/
+            // packing.hpp): mbs 1 only.
+            if (mbs > per_dp || (job_.packed_mean_len > 0.0 && mbs > 1)) {
                 break;
             }
             if (per_dp % mbs == 0 && !unfixed(o_.fixed.mbs, mbs)) {
