@@ -8,6 +8,8 @@
 #include "costmodel/precision.hpp"
 #include "costmodel/train_cost.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <ostream>
 #include <string>
@@ -186,6 +188,35 @@ std::vector<Caution> caution_list(const Inputs& in, std::optional<Schedule> sche
             "treat this time as optimistic",
             "attention with learnable sinks (GPT-OSS): published runs are 21-53 % slower than "
             "predicted (docs/costmodel.md section 9)");
+    }
+    // Packed samples shorter than the shortest call the stack's attention curve measured are read
+    // at that call's efficiency (attention.cpp clamps the curve): optimistic, more so under CP.
+    if (packed(in.job)) {
+        const auto lower = [](std::string s) {
+            for (char& ch : s) {
+                ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+            }
+            return s;
+        };
+        double shortest = 0.0;
+        for (const AttentionCurve& c : in.job.stack.attention_curves) {
+            if (!c.seq.empty() && !c.gpu.empty() &&
+                lower(in.cluster.gpu.name).find(lower(c.gpu)) != std::string::npos) {
+                shortest = shortest > 0.0 ? std::min(shortest, c.seq.front()) : c.seq.front();
+            }
+        }
+        const double span = attention_span(in.job);
+        if (span / 2.0 < shortest) {  // below it at cp 1, or at cp >= 2
+            add("packed samples: the attention core runs calls of " + detail::f("%g", span) +
+                    " / cp keys, and a call shorter than the shortest the stack's attention "
+                    "curve measured on this GPU (" + detail::f("%g", shortest) +
+                    " keys) is priced at that call's efficiency: where " + detail::f("%g", span) +
+                    " / cp < " + detail::f("%g", shortest) +
+                    ", treat the attention core as optimistic",
+                "packed samples: the core's calls of " + detail::f("%g", span) +
+                    " / cp keys, where shorter than " + detail::f("%g", shortest) +
+                    " (the attention curve's shortest), are priced optimistic");
+        }
     }
     // Hopper: every source of published H100 runs is slower than cleave predicts except one
     // layout (docs/costmodel.md section 9, "The four time files" and "Hopper").

@@ -1,4 +1,5 @@
 // A DeepSpeed config for a plan (`cleave plan --format deepspeed`).
+#include "core/errors.hpp"
 #include "export/export.hpp"
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,11 @@ void write_deepspeed(std::ostream& os,
                      std::ostream& err,
                      const JobSpec& job,
                      const RankedPlan& best) {
+    if (job.packed_mean_len > 0.0) {  // costmodel/packing.hpp
+        throw ConfigError("--format deepspeed: --packed-seq was priced as Megatron's THD packing "
+                          "(per-sample attention with cu_seqlens); a DeepSpeed config has no such "
+                          "setting (use --format megatron or bridge)");
+    }
     const Plan& p = best.plan;
     nlohmann::json ds = {
         {"train_batch_size", job.global_batch},

@@ -1,4 +1,5 @@
 // torchtitan job configuration for a plan (`cleave plan --format torchtitan`).
+#include "core/errors.hpp"
 #include "export/export.hpp"
 
 #include <string>
@@ -49,6 +50,11 @@ std::string model_part(const ModelSpec& m, const Plan& p, int64_t s, int64_t c) 
 }  // namespace
 
 void write_torchtitan(std::ostream& os, const ModelSpec& model, const JobSpec& job, const RankedPlan& best) {
+    if (job.packed_mean_len > 0.0) {  // costmodel/packing.hpp
+        throw ConfigError("--format torchtitan: --packed-seq was priced as Megatron's THD packing "
+                          "(Megatron-LM --sft, Megatron-Bridge offline packing); cleave writes no "
+                          "torchtitan setting for it (use --format megatron or bridge)");
+    }
     const Plan& p = best.plan;
     const int64_t m = num_microbatches(p, job);
     os << "# torchtitan job configuration for " << to_string(p) << "\n";

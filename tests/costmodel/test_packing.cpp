@@ -221,6 +221,10 @@ TEST_SUITE("costmodel") {
         const test::CliRun mg = test::run_cleave(with(plan, {"--format", "megatron"}));
         REQUIRE(mg.code == 0);
         CHECK(mg.out.find("--sft") != std::string::npos);
+        // torchtitan and DeepSpeed configs have no THD packing cleave writes: exit 2.
+        const test::CliRun tt = test::run_cleave(with(plan, {"--format", "torchtitan"}));
+        CHECK(tt.code == 2);
+        CHECK(tt.err.find("--packed-seq") != std::string::npos);
         const test::CliRun bl = test::run_cleave(with(plan, {"--peft", "lora", "--format", "bridge"}));
         REQUIRE(bl.code == 0);
         CHECK(bl.out.find("--mode lora") != std::string::npos);
