@@ -572,6 +572,16 @@ void add_tp(LayerCost& lc,
     const Seconds agq = collective(Collective::all_gather, sq, p.tp, links.tp) + amax;
     const Bytes agq_b = collective_bytes_sent(Collective::all_gather, sq, p.tp);
     const double redo = p.recompute == Recompute::full ? 1.0 : 0.0;
+    // A frozen column-parallel weight (job.peft: QKV, fc1) has no weight gradient, so its
+    // backward neither re-gathers its input (the wgrad GEMM's operand) nor has a GEMM to hide the
+    // input gradient's reduce-scatter (all-reduce without SP) behind: Transformer Engine turns
+    // the bulk dgrad / wgrad userbuffers overlaps off for such a weight and runs the
+    // reduce-scatter as a plain NCCL collective that the norm's backward waits on (TE v1.10
+    // pytorch/module/layernorm_linear.py _LayerNormLinear.backward: lines 405-426 "if
+    // tp_world_size == 1 or not weight.requires_grad: ctx.ub_bulk_dgrad / ub_bulk_wgrad = False",
+    // 429-436 the input all-gather only if weight.requires_grad, 545-553 the reduce-scatter).
+    const bool frozen = job.peft != Peft::none;
+    const Bytes frozen_agq_b = frozen ? agq_b * nb : Bytes{};
     // Each collective is a point where every rank waits for the slowest (node.sync_wait):
     // forward 2 (SP: 4) and backward 2 (SP: 6, with the column-parallel layers' re-gathers).
     const Seconds w = links.tp.sync_wait;
@@ -617,26 +627,31 @@ void add_tp(LayerCost& lc,
                          userbuffers_extra(col, efficiency_at_ln(gpu, dt, ln_col),
                                            efficiency_at_ln(gpu, dt, ln_col - ln_t), 0.0) +
                          row_fprop;
+            bwd += exposed_behind_gemm(ag, row, true) + userbuffers_extra(row, e_row, e_row_tp, 0.0);
+            if (frozen) {
+                bwd += rs;  // frozen (above): no wgrad GEMM, no bulk overlap
+                continue;
+            }
             const Seconds agq_exposed = max(Seconds{}, agq - col);
             const Seconds rs_exposed = max(Seconds{}, rs - col);
-            bwd += exposed_behind_gemm(ag, row, true) + agq_exposed + rs_exposed +
-                   userbuffers_extra(row, e_row, e_row_tp, 0.0) +
+            bwd += agq_exposed + rs_exposed +
                    overlap_slowdown(agq, agq_exposed, st.tp_overlap_bulk_sm_fraction) +
                    overlap_slowdown(rs, rs_exposed, st.tp_overlap_bulk_sm_fraction);
         }
-        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
+        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb - frozen_agq_b;
     } else if (p.sp) {
         lc.tp_fwd = nb * (agq + rs) + 2.0 * nb * w;
         bwd = nb * ag + 3.0 * nb * w;  // row-parallel layers: all-gather of the output gradient
         for (int k = 0; k < blocks; ++k) {
-            bwd += max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
+            bwd += frozen ? rs
+                          : max(Seconds{}, agq - col_gemm[k]) + max(Seconds{}, rs - col_gemm[k]);
         }
-        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb;
+        lc.tp_bytes = (agq_b + rs_b) * (nb * (2.0 + redo)) + ag_b * nb - frozen_agq_b;
     } else {
         lc.tp_fwd = nb * ar + nb * w;
         bwd = nb * w;
         for (int k = 0; k < blocks; ++k) {
-            bwd += max(Seconds{}, ar - col_gemm[k]);
+            bwd += frozen ? ar : max(Seconds{}, ar - col_gemm[k]);
         }
         lc.tp_bytes = ar_b * (nb * (2.0 + redo));
     }

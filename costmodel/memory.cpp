@@ -69,8 +69,12 @@ Bytes activation_per_layer(const ModelSpec& m,
                                : ab;
     const double ln_region = norms * (norm_in + ab * post_norms + masks / 2.0) * tok * h / sp;
     // A GEMM input kept for its weight gradient: under quantised training Transformer Engine
-    // keeps it as the quantised copy it fed the GEMM (fp8 + scales; saved_input_bytes()).
-    const double qb = saved_input_bytes(job);
+    // keeps it as the quantised copy it fed the GEMM (fp8 + scales; saved_input_bytes()). A
+    // frozen weight (job.peft) has no weight gradient, so its linear keeps no input at all
+    // (TE v1.10 pytorch/module/linear.py:283 "if weight.requires_grad:" around saved_inputmat;
+    // layernorm_linear.py:297,308 "ln_out if weight.requires_grad else None"); the LoRA
+    // adapters keep their own (lora_activation_per_layer).
+    const double qb = job.peft != Peft::none ? 0.0 : saved_input_bytes(job);
     // QKV input and MLP input (norm outputs): replicated across TP ranks unless SP.
     const double replicated = norms * qb * tok * h / sp;
     // The projection's input: the attention output the kernel keeps (ab, in the elements

@@ -55,7 +55,8 @@ model_states(const StateBytesPerParam& b, double params, int zero, int64_t shard
 /// gate, up and product (6 s b f instead of 4 s b f), MoE stores top_k routed copies; CP divides s.
 /// A hybrid model's single-block layer (`shape` attention or ffn) keeps one norm's region and
 /// only its block's terms. torchtitan's eager RMSNorm keeps its fp32 upcast and pre-weight
-/// output, 4 + ab bytes per element of each norm input (compiled: ab).
+/// output, 4 + ab bytes per element of each norm input (compiled: ab). A frozen base
+/// (job.peft) keeps no linear's input (no weight gradient to compute).
 [[nodiscard]] Bytes activation_per_layer(const ModelSpec& m,
                                          const JobSpec& job,
                                          const Plan& p,

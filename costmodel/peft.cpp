@@ -89,7 +89,6 @@ Bytes lora_activation_per_layer(const ModelSpec& m,
     }
     const LoraLayerGemms g = lora_layer_gemms(m, job, p);
     const double ab = activation_bytes(job);
-    const double t = d(p.tp);
     const double tok = tokens_per_gpu(job, p);
     double total = 0.0;
     for (const LoraAdapterGemms& a : g.linear) {
@@ -97,8 +96,8 @@ Bytes lora_activation_per_layer(const ModelSpec& m,
             continue;
         }
         total += ab * tok * d(job.lora_dim);
-        if (a.column && p.sp && p.tp > 1) {
-            total += ab * tok * d(m.hidden) * (1.0 - 1.0 / t);
+        if (a.column) {
+            total += ab * tok * d(m.hidden);  // its whole (gathered) input: the base keeps none
         }
     }
     return bytes(total);

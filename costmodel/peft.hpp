@@ -51,11 +51,12 @@ lora_model_states(const JobSpec& job, double frozen, double adapters, int zero, 
 
 /// Activation bytes the adapters of one layer add for one micro-batch on one GPU: each keeps
 /// A's output (tokens x dim, B's weight-gradient input; full dim on every rank: gathered for a
-/// column adapter, all-reduced for a row one), and a column adapter under SP keeps its own
-/// gathered input (Bridge sets return_layernorm_output_gathered, peft/utils.py
-/// get_adapter_attributes_from_linear @067f987d), (1 - 1/t) x tokens x h beyond the base's
-/// shard. The base layer keeps what activation_per_layer() says (its data gradients need it and
-/// the adapters read the same inputs). 0 under full recompute (inside the checkpoint).
+/// column adapter, all-reduced for a row one), and a column adapter its whole 16-bit input,
+/// tokens x h (gathered under SP: Bridge sets return_layernorm_output_gathered, peft/utils.py
+/// get_adapter_attributes_from_linear @067f987d), A's weight-gradient input: the frozen base
+/// linear keeps none of it (activation_per_layer: TE saves a GEMM input only for a weight that
+/// requires grad). A row adapter's input is the attention output the attention core keeps
+/// anyway. 0 under full recompute (inside the checkpoint).
 [[nodiscard]] Bytes
 lora_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r);
 

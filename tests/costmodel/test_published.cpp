@@ -191,11 +191,12 @@ TEST_SUITE("costmodel") {
             {"public_runs_2025.csv", {}},
             {"public_runs_2026h1.csv", {}},
             // MLPerf Llama 2 70B LoRA on 8 H200, tp 1 cp 2 dp 4 with the frozen base in FP8 (rows
-            // 5116-5118, 5121): priced 2.68 GiB over the 140 GiB (cleave published, 2026-12-07).
-            // Why, per the LoRA commit (issue 48), not verified further: the submissions' FP8
-            // attention keeps its saved tensors in FP8, which cleave does not price (it keeps
-            // them 16-bit). Listed here until that is priced; no other MLPerf layout misses.
-            {"public_runs_mlperf.csv", {5116, 5117, 5118, 5121}}};
+            // 5116-5118, 5121) were priced 2.68 GiB over the 140 GiB while the frozen linears
+            // kept their inputs; TE keeps a GEMM input only for a weight that requires grad
+            // (memory.cpp activation_per_layer): 8.8 GiB to spare (cleave published, 2026-12-07).
+            // Their config runs FP8_DPA=0 (config_DGXH200_1x8x2xtp1pp1cp2.sh, v4.1): not FP8
+            // attention; FP8_ACTIVATION=1 (the SwiGLU input kept in FP8) is not priced.
+            {"public_runs_mlperf.csv", {}}};
         // What the CLI's default headroom (5 % of the GPU's memory, api/inputs.cpp) sets aside of
         // what ran: one layout, SC21 Table 2's 530B ZeRO-3 on 640 GPUs (row 14), which the paper
         // ran at the edge (560 GPUs did not fit): 80 - 78.47 = 1.53 GiB = 1.9 % to spare. The
