@@ -3,6 +3,7 @@
 #include "costmodel/risks.hpp"
 
 #include "costmodel/collectives.hpp"
+#include "costmodel/float8.hpp"
 #include "costmodel/packing.hpp"
 #include "costmodel/peft.hpp"
 #include "costmodel/precision.hpp"
@@ -145,7 +146,14 @@ nlohmann::json precision_json(const Inputs& in) {
                         {"gemm_dtype", to_string(runnable_dtype(in.cluster.gpu, j.compute))},
                         {"unquantised_dtype", to_string(unquantised(j.compute))},
                         {"weights", to_string(j.weights)}};
-    if (j.compute == Dtype::fp8) {
+    if (const Float8Run f = float8_run(j); f.active) {
+        // torchao Float8 under torchtitan (costmodel/float8.hpp), torchtitan's key names.
+        o["float8"] = {{"recipe_name", to_string(f.recipe)},
+                       {"enable_fsdp_float8_all_gather", f.fsdp_all_gather},
+                       {"precompute_float8_dynamic_scale_for_fsdp", f.precompute_scale},
+                       {"force_recompute_fp8_weight_in_bwd", f.force_recompute_weight},
+                       {"release", float8_release(j.stack)->release}};
+    } else if (j.compute == Dtype::fp8) {
         o["fp8_recipe"] = to_string(j.fp8_recipe);
     }
     return o;
@@ -426,7 +434,10 @@ std::string pad(const std::string& s, size_t w) {
 std::string precision_note(const Inputs& in) {
     const JobSpec& j = in.job;
     std::string n;
-    if (j.compute == Dtype::fp8) {
+    if (const Float8Run f = float8_run(j); f.active) {
+        n = std::string("torchao float8 ") + to_string(f.recipe) +
+            (f.fsdp_all_gather ? ", float8 FSDP all-gather" : "");
+    } else if (j.compute == Dtype::fp8) {
         n = std::string(to_string(j.fp8_recipe)) + " scaling";
     }
     if (j.weights == Dtype::fp8) {

@@ -7,6 +7,7 @@
 
 #include "core/errors.hpp"
 #include "core/load.hpp"
+#include "costmodel/float8.hpp"
 #include "costmodel/precision.hpp"
 #include "costmodel/splits.hpp"
 
@@ -304,6 +305,40 @@ TrainCostOptions train_options(const TrainOptions& f, const Inputs& in) {
     return o;
 }
 
+// torchao Float8 under a torchtitan stack: the --float8-* flags over the release's defaults,
+// checked against what that release accepts (costmodel/float8.hpp).
+void apply_float8_options(const JobOptions& f, JobSpec& job) {
+    const bool any = !f.float8_recipe.empty() || !f.float8_fsdp_all_gather.empty() ||
+                     !f.float8_precompute.empty() || !f.float8_force_recompute.empty();
+    if (!any) {
+        if (const std::string why = float8_settings_error(job); !why.empty()) {
+            throw ConfigError("--dtype fp8 under stack '" + job.stack.name + "': " + why);
+        }
+        return;
+    }
+    if (job.compute != Dtype::fp8 || job.stack.float8_releases.empty()) {
+        throw ConfigError("--float8-* flags need --dtype fp8 and a stack with torchtitan's Float8 "
+                          "releases ([[float8.release]], e.g. torchtitan-fsdp2); stack '" +
+                          job.stack.name + "', dtype " + to_string(job.compute));
+    }
+    if (!f.float8_recipe.empty()) {
+        job.float8.recipe = f.float8_recipe == "rowwise"              ? Float8Recipe::rowwise
+                            : f.float8_recipe == "rowwise_with_gw_hp" ? Float8Recipe::rowwise_with_gw_hp
+                                                                       : Float8Recipe::tensorwise;
+    }
+    const auto on_off = [](const std::string& v, std::optional<bool>& out) {
+        if (!v.empty()) {
+            out = v == "on";
+        }
+    };
+    on_off(f.float8_fsdp_all_gather, job.float8.fsdp_all_gather);
+    on_off(f.float8_precompute, job.float8.precompute_scale);
+    on_off(f.float8_force_recompute, job.float8.force_recompute_weight);
+    if (const std::string why = float8_settings_error(job); !why.empty()) {
+        throw ConfigError("--float8-*: " + why);
+    }
+}
+
 // The loss and torch.compile as the job runs them, over the stack's defaults: --loss names any
 // of costmodel/loss.hpp's; Megatron's switch --cross-entropy-loss-fusion picks its fused path
 // (--cross-entropy-fusion-impl, Megatron's default native), --loss unfused turns it off.
@@ -446,6 +481,7 @@ Inputs load_inputs(const JobOptions& f,
                                                           : Fp8Recipe::delayed;
     }
     check_precision(in, f);
+    apply_float8_options(f, in.job);
     if (!f.grad_dtype.empty()) {
         in.job.grads = parse_dtype(f.grad_dtype);
     } else if (!job_sets(f.job_file, "dtype_grads")) {

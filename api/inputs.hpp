@@ -41,6 +41,10 @@ struct JobOptions {
     std::string job_file;           // optional job TOML; flags override its values
     std::string fp8_recipe;         // "" = the job file's, else Megatron's default (delayed)
     bool fp8_param_gather = false;  // fp8 primary weights, all-gathered in fp8
+    /// torchao Float8 under a torchtitan stack (costmodel/float8.hpp), torchtitan's float8.* keys:
+    /// --float8-recipe tensorwise|rowwise|rowwise_with_gw_hp, the others on|off; "" = the
+    /// default of the stack's release.
+    std::string float8_recipe, float8_fsdp_all_gather, float8_precompute, float8_force_recompute;
     bool first_last_bf16 = false;   // Megatron --first-last-layers-bf16
     int64_t bf16_layers_start = 1;  // --num-layers-at-start-in-bf16 (Megatron's default 1)
     int64_t bf16_layers_end = 1;    // --num-layers-at-end-in-bf16

@@ -39,6 +39,24 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
         ->capture_default_str();
     sub.add_option("--fp8-recipe", f.fp8_recipe, "FP8 scaling recipe (default delayed)")
         ->check(CLI::IsMember({"tensorwise", "delayed", "blockwise"}));
+    sub.add_option("--float8-recipe",
+                   f.float8_recipe,
+                   "torchtitan (torchao) float8.recipe_name under --dtype fp8 (default: the "
+                   "stack release's; tensorwise up to 26.03, rowwise from 26.04)")
+        ->check(CLI::IsMember({"tensorwise", "rowwise", "rowwise_with_gw_hp"}));
+    sub.add_option("--float8-fsdp-all-gather",
+                   f.float8_fsdp_all_gather,
+                   "torchtitan float8.enable_fsdp_float8_all_gather: FSDP gathers the weights in "
+                   "float8 (tensorwise only)")
+        ->check(CLI::IsMember({"on", "off"}));
+    sub.add_option("--float8-precompute-scale",
+                   f.float8_precompute,
+                   "torchtitan float8.precompute_float8_dynamic_scale_for_fsdp (with the above)")
+        ->check(CLI::IsMember({"on", "off"}));
+    sub.add_option("--float8-force-recompute-weight",
+                   f.float8_force_recompute,
+                   "torchtitan float8.force_recompute_fp8_weight_in_bwd (releases 25.02-25.06)")
+        ->check(CLI::IsMember({"on", "off"}));
     sub.add_flag("--fp8-param-gather",
                  f.fp8_param_gather,
                  "FP8 primary weights, all-gathered in FP8 (Megatron --fp8-param-gather)");
@@ -189,7 +207,8 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
     sub.add_option("--release",
                    f.release,
                    "Software release the stack runs, YY.MM as NVIDIA numbers its NeMo containers "
-                   "(25.11, 26.04); picks the calibration values fitted under it or the nearest "
+                   "(25.11, 26.04; torchtitan: the year and month of its commit); picks the "
+                   "calibration values and torchtitan float8 defaults of it or the nearest "
                    "earlier one (default: the stack's release)")
         ->check([](const std::string& r) {
             return valid_release(r) ? std::string() : "must be YY.MM (e.g. 26.04), got " + r;

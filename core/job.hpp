@@ -5,6 +5,7 @@
 #include "core/stack.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace cleave {
@@ -25,6 +26,19 @@ enum class MuonTpMode { blockwise, duplicated, distributed };
 /// an amax history, tensorwise = per-tensor current scaling, blockwise = 1x128 / 128x128 blocks.
 /// mxfp8 and nvfp4 carry their own block scaling in the dtype.
 enum class Fp8Recipe { delayed, tensorwise, blockwise };
+
+/// The job's torchao Float8 settings under a torchtitan stack (--dtype fp8), by torchtitan's config
+/// keys (float8.recipe_name, float8.enable_fsdp_float8_all_gather,
+/// float8.precompute_float8_dynamic_scale_for_fsdp, float8.force_recompute_fp8_weight_in_bwd);
+/// unset = the default of the stack's release ([[float8.release]], costmodel/float8.hpp).
+struct Float8Options {
+    std::optional<Float8Recipe> recipe;
+    std::optional<bool> fsdp_all_gather;
+    std::optional<bool> precompute_scale;
+    std::optional<bool> force_recompute_weight;
+
+    bool operator==(const Float8Options&) const = default;
+};
 
 /// Parameter-efficient fine-tuning (Megatron-Bridge src/megatron/bridge/peft/): none trains every
 /// weight; lora freezes the base model and trains low-rank adapters (Hu et al. 2021,
@@ -60,6 +74,7 @@ struct JobSpec {
     int64_t muon_ns_steps = 5;                         // Megatron --muon-num-ns-steps
     MuonTpMode muon_tp_mode = MuonTpMode::duplicated;  // Megatron --muon-tp-mode
     Fp8Recipe fp8_recipe = Fp8Recipe::delayed;  // when compute is Dtype::fp8
+    Float8Options float8;  // torchao Float8 under a torchtitan stack (compute Dtype::fp8)
     /// Layers kept bf16 at the start and at the end of the model under quantised training
     /// (Megatron --first-last-layers-bf16 --num-layers-at-{start,end}-in-bf16; megatron/core/
     /// fp8_utils.py is_first_last_bf16_layer @d98e8a64); 0 = every layer quantised.

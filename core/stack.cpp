@@ -153,6 +153,59 @@ void read_strings(const toml::table& t,
     }
 }
 
+// [[float8.release]]: torchtitan's Float8 converter by release, oldest first.
+void read_float8(const toml::table& float8, SoftwareStack& s, detail::DiagnosticSink& sink) {
+    const toml::node* n = float8.get("release");
+    if (n == nullptr) {
+        return;
+    }
+    const toml::array* a = n->as_array();
+    if (a == nullptr || !a->is_array_of_tables()) {
+        sink.error(n->source(), "'float8.release' must be an array of tables ([[float8.release]])");
+        return;
+    }
+    const std::pair<const char*, Float8Recipe> names[] = {
+        {"tensorwise", Float8Recipe::tensorwise},
+        {"rowwise", Float8Recipe::rowwise},
+        {"rowwise_with_gw_hp", Float8Recipe::rowwise_with_gw_hp}};
+    for (const toml::node& e : *a) {
+        Float8Release f;
+        TableReader r(*e.as_table(), "float8.release", sink);
+        if (const auto rel = r.text("release", Need::required)) {
+            if (!valid_release(*rel) ||
+                (!s.float8_releases.empty() && *rel <= s.float8_releases.back().release)) {
+                r.bad_value("release", "must be a release as YY.MM, later than the row before, "
+                                       "got \"" + *rel + "\"");
+            }
+            f.release = *rel;
+        }
+        set(f.commit, r.text("commit", Need::required));
+        r.accept("recipes");
+        std::vector<std::string> recipes;
+        read_strings(*e.as_table(), "recipes", "float8.release", recipes, sink);
+        for (const std::string& name : recipes) {
+            const auto* hit = std::find_if(std::begin(names), std::end(names),
+                                           [&](const auto& x) { return name == x.first; });
+            if (hit == std::end(names)) {
+                r.bad_value("recipes", "entries must be \"tensorwise\", \"rowwise\" or "
+                                       "\"rowwise_with_gw_hp\", got \"" + name + "\"");
+            } else {
+                f.recipes.push_back(hit->second);
+            }
+        }
+        if (recipes.empty()) {
+            r.bad_value("recipes", "must name at least one recipe, the release's default first");
+        }
+        set(f.fsdp_all_gather, r.flag("enable_fsdp_float8_all_gather", Need::required));
+        set(f.precompute_scale, r.flag("precompute_float8_dynamic_scale_for_fsdp", Need::required));
+        set(f.force_recompute_key, r.flag("has_force_recompute_fp8_weight_in_bwd", Need::required));
+        set(f.saves_float8_input, r.flag("saves_float8_input", Need::required));
+        set(f.saves_float8_weight, r.flag("saves_float8_weight", Need::required));
+        r.finish();
+        s.float8_releases.push_back(std::move(f));
+    }
+}
+
 void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& sink) {
     if (const toml::table* t = top.table("attention", Need::required)) {
         TableReader r(*t, "attention", sink);
@@ -267,6 +320,12 @@ void read_sections(TableReader& top, SoftwareStack& s, detail::DiagnosticSink& s
         set(s.norm_general_bwd, r.quantity("general_bwd_factor", Need::required));
         r.finish();
     }
+    if (const toml::table* t = top.table("float8", Need::optional)) {
+        TableReader r(*t, "float8", sink);
+        r.accept("release");
+        r.finish();
+        read_float8(*t, s, sink);
+    }
     if (const toml::table* t = top.table("export", Need::optional)) {
         TableReader r(*t, "export", sink);
         set(s.torch_compile, r.flag("torch_compile", Need::optional));
@@ -288,6 +347,18 @@ const char* to_string(StackFramework f) {
         return "torchtitan";
     case StackFramework::llm_foundry:
         return "llm-foundry";
+    }
+    return "?";
+}
+
+const char* to_string(Float8Recipe r) {
+    switch (r) {
+    case Float8Recipe::tensorwise:
+        return "tensorwise";
+    case Float8Recipe::rowwise:
+        return "rowwise";
+    case Float8Recipe::rowwise_with_gw_hp:
+        return "rowwise_with_gw_hp";
     }
     return "?";
 }

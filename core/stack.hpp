@@ -78,6 +78,32 @@ enum class LossImpl : uint8_t {
 /// "unset", "unfused", "native", "te", "eager", "compiled".
 [[nodiscard]] const char* to_string(LossImpl l);
 
+/// torchao Float8 training recipes (pytorch/ao torchao/float8/config.py Float8LinearRecipeName
+/// @36027d82d): tensorwise (one dynamic scale per tensor, cuBLAS), rowwise (a scale per row of
+/// every operand, e4m3 throughout), rowwise_with_gw_hp (rowwise, the weight gradient in bf16).
+enum class Float8Recipe : uint8_t { tensorwise, rowwise, rowwise_with_gw_hp };
+
+/// "tensorwise", "rowwise", "rowwise_with_gw_hp" (torchtitan float8.recipe_name).
+[[nodiscard]] const char* to_string(Float8Recipe r);
+
+/// What torchtitan's Float8 converter (torchao) does and defaults to from one release on
+/// ([[float8.release]] of a torchtitan stack; costmodel/float8.hpp prices it).
+struct Float8Release {
+    std::string release;                // YY.MM from which the row holds
+    std::string commit;                 // the torchtitan commit the row was read at
+    std::vector<Float8Recipe> recipes;  // the recipes the release accepts, its default first
+    bool fsdp_all_gather = false;       // enable_fsdp_float8_all_gather default (tensorwise only)
+    bool precompute_scale = false;      // precompute_float8_dynamic_scale_for_fsdp default
+    bool force_recompute_key = false;   // the release has force_recompute_fp8_weight_in_bwd
+    /// torchao's tensorwise path saves for backward the float8 input (1 B per element; false:
+    /// the bf16 input) and the float8 weight it cast (1 B per weight, unsharded; false: the
+    /// high-precision weight, FSDP's unsharded parameter).
+    bool saves_float8_input = false;
+    bool saves_float8_weight = false;
+
+    bool operator==(const Float8Release&) const = default;
+};
+
 struct SoftwareStack {
     std::string name = "megatron-2021";
     std::string display_name;
@@ -193,6 +219,10 @@ struct SoftwareStack {
     /// torch_compile): the partitioner saves only what backward reads, so op-level SAC's dead
     /// saved outputs go (memory.hpp op_sac_saved_bytes_per_token).
     bool torch_compile = false;
+
+    /// torchtitan's Float8 converter by release, oldest first ([[float8.release]]); empty = the
+    /// stack has none (--dtype fp8 priced as Transformer Engine's, job.fp8_recipe).
+    std::vector<Float8Release> float8_releases;
 
     // Keys that change only what an export writes.
     std::vector<std::string> recompute_modules;  // Megatron --recompute-modules for selective

@@ -5,6 +5,7 @@
 
 #include "core/errors.hpp"
 #include "costmodel/attention.hpp"
+#include "costmodel/float8.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/overlap.hpp"
 #include "costmodel/precision.hpp"
@@ -306,7 +307,10 @@ double quantize_efficiency(const GpuSpec& gpu, const JobSpec& job) {
     double e = 0.0;
     switch (job.compute) {
     case Dtype::fp8:
-        e = job.fp8_recipe == Fp8Recipe::blockwise    ? gpu.quantize_efficiency_blockwise
+        // torchao's casts (inductor-fused under compile) at the per-tensor rate, every recipe:
+        // a guess, no torchao cast measured (costmodel/float8.hpp).
+        e = float8_run(job).active                    ? gpu.quantize_efficiency_tensorwise
+            : job.fp8_recipe == Fp8Recipe::blockwise  ? gpu.quantize_efficiency_blockwise
             : job.fp8_recipe == Fp8Recipe::tensorwise ? gpu.quantize_efficiency_tensorwise
                                                       : gpu.quantize_efficiency_delayed;
         break;

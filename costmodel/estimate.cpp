@@ -6,6 +6,7 @@
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
+#include "costmodel/float8.hpp"
 #include "costmodel/loss.hpp"
 #include "costmodel/memory.hpp"
 #include "costmodel/overlap.hpp"
@@ -200,6 +201,16 @@ bool fsdp2(const JobSpec& job, const Plan& p) {
     return p.zero >= 3 && job.stack.framework == StackFramework::torchtitan;
 }
 
+/// torchao Float8's converted Linear parameters on a stage, per GPU after TP: its dense
+/// transformer layers' attention and MLP weights (costmodel/float8.hpp); 0 for a hybrid model
+/// or without torchao Float8.
+double float8_stage_linear(const Context& x, const StageParams& sp) {
+    if (!float8_run(x.job).active || is_hybrid(x.m)) {
+        return 0.0;
+    }
+    return float8_linear_params(x.m, x.p, d(sp.layers - sp.moe_layers));
+}
+
 /// FSDP2's states as torchtitan allocates them (torch/distributed/fsdp/_fully_shard, torchtitan
 /// distributed/parallelize fsdp @9dec370, MixedPrecisionPolicy(param bf16, reduce fp32)): the
 /// sharded parameter is the fp32 master (optimizer term), its sharded grad fp32, so no 16-bit
@@ -222,7 +233,9 @@ bool fsdp2(const JobSpec& job, const Plan& p) {
         mem.weights -= bytes(sp.expert * w / d(std::max<int64_t>(1, expert_dp(p))));
     }
     if (p.pp > 1) {
-        mem.weights += bytes(local * w);
+        // The converted Linears stay unsharded as the float8 all-gather's output (float8.hpp).
+        const double f8 = float8_stage_linear(x, sp) * (w - float8_gather_bytes_per_param(x.job));
+        mem.weights += bytes(local * w - f8);
         mem.grads += bytes(local * 4.0);
         return;
     }
@@ -459,7 +472,10 @@ void add_edge(StageWork& w, const EdgeCost& e) {
 [[gnu::always_inline]] inline void add_zero3(const Context& x, StageWork& w, const StageParams& sp) {
     const Plan& p = x.p;
     const int64_t n = p.dp * p.cp;
-    const Bytes wb = bytes((sp.dense + sp.expert) * bytes_of(x.job.weights));
+    // torchao's float8 all-gather moves the converted Linears at 1 B (costmodel/float8.hpp).
+    const Bytes wb = bytes((sp.dense + sp.expert) * bytes_of(x.job.weights) -
+                           float8_stage_linear(x, sp) *
+                               (bytes_of(x.job.weights) - float8_gather_bytes_per_param(x.job)));
     const double trained = x.job.peft == Peft::none ? sp.dense + sp.expert : sp.adapters;
     const Bytes gb = bytes(trained * bytes_of(x.job.grads));
     const Seconds ag = collective_time(Collective::all_gather, wb, n, x.links.dp);
@@ -548,8 +564,10 @@ void add_edge(StageWork& w, const EdgeCost& e) {
         // 1), by every rank without it; expert matrices over the expert-DP group.
         w.cost.optimizer += muon_stage_time(x, sp, w.cost.layers, shard, shard_e);
     }
+    // Transformer Engine casts the weights once per step; torchao at each use (stage_work).
     w.cost.optimizer += optimizer_time(x.c.gpu, x.job, trained / shard + trained_e / shard_e) +
-                       weight_quantise_time(x.c.gpu, x.job, sp.dense + sp.expert);
+                        (float8_run(x.job).active ? Seconds{}
+                                                  : weight_quantise_time(x.c.gpu, x.job, sp.dense + sp.expert));
     if (p.zero == 1 || p.zero == 2) {
         const Bytes wd = bytes(trained * wbytes);
         const Bytes we = bytes(trained_e * wbytes);
@@ -814,6 +832,16 @@ void stage_work(
             add_edge(w, x.parts.mtp_proj);
             add_edge(w, x.parts.out);
         }
+    }
+    if (const double f8 = float8_stage_linear(x, sp); f8 > 0.0) {
+        // torchao casts the weights at each micro-batch's use (costmodel/float8.hpp), half in
+        // each pass.
+        const Seconds cast = quantize_time(
+            x.c.gpu, x.job, float8_weight_cast_bytes(x.c.gpu, x.job, f8, d(p.dp * p.cp)));
+        w.compute += cast;
+        w.cost.fwd += cast * 0.5;
+        w.cost.bwd += cast * 0.5;
+        w.cost.memory_bound += cast;
     }
     if (p.zero >= 3) {
         add_zero3(x, w, sp);

@@ -4,6 +4,7 @@
 #include "costmodel/attention.hpp"
 #include "costmodel/compute.hpp"
 #include "costmodel/flops.hpp"
+#include "costmodel/float8.hpp"
 #include "costmodel/loss.hpp"
 #include "costmodel/precision.hpp"
 
@@ -108,6 +109,11 @@ Bytes activation_per_layer(const ModelSpec& m,
         mlp -= has_ffn ? saved : 0.0;
     }
     double total = ln_region + replicated + attn_kept + mlp;
+    if (r == Recompute::none && shape == LayerShape::full && !moe) {
+        // torchao's float8 weights saved unsharded for backward where the release keeps them
+        // (costmodel/float8.hpp); a checkpointed block keeps none.
+        total += float8_saved_weight_bytes_per_param(job) * float8_linear_params(m, p, 1.0);
+    }
     if (!has_attn) {
         return bytes(total);
     }
@@ -227,8 +233,11 @@ double kv_bytes_per_token(const ModelSpec& m, const JobSpec& job, const Plan& p)
 
 double saved_input_bytes(const JobSpec& job) {
     const double ab = activation_bytes(job);
+    if (float8_run(job).active) {
+        return float8_saved_input_bytes(job);  // torchao, by release and recipe (float8.hpp)
+    }
     if (job.stack.framework != StackFramework::megatron || job.stack.attention != AttentionImpl::fused) {
-        return ab;  // torchao float8 keeps its high-precision inputs; no TE before fused attention
+        return ab;  // no Transformer Engine before fused attention
     }
     return gathered_bytes_per_element(job, ab);
 }
@@ -323,8 +332,11 @@ Bytes zero3_gather_bytes(const ModelSpec& m, const JobSpec& job, const Plan& p) 
         if (p.pp > 1) {
             return {};
         }
+        // Under torchao's float8 all-gather the converted Linears arrive as float8 (float8.hpp).
         const double block = d(params_attention(m) + params_layer_norms(m) + params_mlp(m, m.ffn_hidden));
-        return bytes(2.0 * block / d(p.tp) * bytes_of(job.weights));
+        const double linear = float8_linear_params(m, p, 1.0);
+        return bytes(2.0 * (block / d(p.tp) * bytes_of(job.weights) -
+                            linear * (bytes_of(job.weights) - float8_gather_bytes_per_param(job))));
     }
     return bytes(2.0 * largest_layer_matrix(m, p) * bytes_of(job.weights));
 }

@@ -56,7 +56,8 @@ model_states(const StateBytesPerParam& b, double params, int zero, int64_t shard
 /// A hybrid model's single-block layer (`shape` attention or ffn) keeps one norm's region and
 /// only its block's terms. torchtitan's eager RMSNorm keeps its fp32 upcast and pre-weight
 /// output, 4 + ab bytes per element of each norm input (compiled: ab). A frozen base
-/// (job.peft) keeps no linear's input (no weight gradient to compute).
+/// (job.peft) keeps no linear's input (no weight gradient to compute). Without checkpointing,
+/// torchao's saved float8 weights where its release keeps them (float8_saved_weight_bytes_per_param).
 [[nodiscard]] Bytes activation_per_layer(const ModelSpec& m,
                                          const JobSpec& job,
                                          const Plan& p,
@@ -131,7 +132,8 @@ gdn_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, 
 /// quantised training keeps the quantised copy it fed the GEMM (module/linear.py and
 /// layernorm_linear.py save the quantised input / ln_out when fp8 is on; TE @d0067d0d), so
 /// fp8 1 B + its scales (mxfp8 1 + 1/32, nvfp4 0.5 + 1/16); otherwise the activation dtype.
-/// TE stacks only (megatron-core, fused attention): torchao's float8 keeps the bf16 inputs.
+/// TE stacks only (megatron-core, fused attention); torchao's float8 under torchtitan by release
+/// and recipe (float8_saved_input_bytes: 1 B at 24.12's tensorwise, else the bf16 input).
 [[nodiscard]] double saved_input_bytes(const JobSpec& job);
 
 /// Bytes per token one dense layer keeps under torchtitan's op-level selective activation

@@ -1,5 +1,7 @@
 #include "costmodel/precision.hpp"
 
+#include "costmodel/float8.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -71,37 +73,50 @@ double quantise_bytes_per_element(const GpuSpec& gpu, const JobSpec& job) {
     if (!is_quantised(job.compute)) {
         return 0.0;
     }
+    if (float8_run(job).active) {
+        return float8_cast_bytes_per_element(gpu, job);  // torchao under torchtitan
+    }
     const double read = amax_pass_of(job) ? 4.0 : 2.0;
     const double copy = bytes_of(job.compute) + scale_bytes_per_element(job);
     return read + copies(gpu, job) * copy;
 }
 
 double weight_copy_bytes_per_param(const GpuSpec& gpu, const JobSpec& job) {
-    if (!is_quantised(job.compute)) {
-        return 0.0;
+    if (!is_quantised(job.compute) || float8_run(job).active) {
+        return 0.0;  // torchao recasts the weight at each use: no copy kept (costmodel/float8.hpp)
     }
     const double n = copies(gpu, job) - (is_quantised(job.weights) ? 1.0 : 0.0);
     return n * (bytes_of(job.compute) + scale_bytes_per_element(job));
 }
 
 double gathered_bytes_per_element(const JobSpec& job, double unquantised) {
+    // torchtitan's TP gathers float8 inputs under the tensorwise recipe only (TT parallelize
+    // Float8ColwiseParallel when not rowwise; float8.md @b5bcd76c6: rowwise communicates in high
+    // precision).
+    if (const Float8Run f = float8_run(job); f.active) {
+        return f.recipe == Float8Recipe::tensorwise ? 1.0 : unquantised;
+    }
     return is_quantised(job.compute) ? bytes_of(job.compute) + scale_bytes_per_element(job)
                                      : unquantised;
 }
 
 bool per_tensor_amax(const JobSpec& job) {
+    if (const Float8Run f = float8_run(job); f.active) {
+        return f.recipe == Float8Recipe::tensorwise;
+    }
     return amax_pass_of(job);
 }
 
 QuantiseBytes layer_quantise_bytes(const GpuSpec& gpu, const JobSpec& job, const LayerGemms& g) {
     const double q = quantise_bytes_per_element(gpu, job);
+    const double casts = float8_casts_per_operand(job);  // 1 but torchao's rowwise (2 axes)
     QuantiseBytes b;
     for (const GemmShape* s :
          {&g.qkv, &g.q_up, &g.kv_up, &g.proj, &g.mlp_in, &g.mlp_out, &g.shared, &g.latent_in,
           &g.latent_out}) {
         b.fwd += bytes(q * s->m * s->k * s->count);
         b.bwd += bytes(q * s->m * s->n * s->count);
-        b.tensors += q > 0.0 && s->m * s->k > 0.0 ? 1.0 : 0.0;
+        b.tensors += q > 0.0 && s->m * s->k > 0.0 ? casts : 0.0;
     }
     return b;
 }
