@@ -61,6 +61,7 @@ void memory_job_of(const Cells& r, MemoryCase& c, std::string& notes) {
     if (has_text(prec, "Float8")) {
         j.compute = Dtype::fp8;
         j.fp8_recipe = Fp8Recipe::tensorwise;  // torchao dynamic tensorwise scaling
+        j.float8.recipe = Float8Recipe::tensorwise;  // torchtitan stacks: costmodel/float8.hpp
         notes += "Float8 linears priced as fp8 tensorwise; ";
     }
     const std::string& sh = r.str("dp_sharding");
@@ -98,7 +99,16 @@ void torchtitan_release_of(const Cells& r, MemoryCase& c, std::string& notes) {
     if (has_text(r.str("framework_version"), "9dec370")) {
         c.loss = LossImpl::torch_eager;
         c.loss_chunks = 1;
-        notes += "torchtitan 9dec370: eager unchunked loss; ";
+        c.release = "24.12";  // the stack's [[float8.release]] row of 9dec370 (torchao eab345c)
+        notes += "torchtitan 9dec370 (release 24.12): eager unchunked loss; ";
+    }
+    // The run's float8 FSDP keys where the row names them (llama3_405b.toml @9dec370 sets
+    // enable_fsdp_float8_all_gather and precompute_float8_dynamic_scale_for_fsdp); else the
+    // release's defaults (off).
+    if (c.job.compute == Dtype::fp8 && has_text(n, "fp8 FSDP all-gather")) {
+        c.job.float8.fsdp_all_gather = true;
+        c.job.float8.precompute_scale = true;
+        notes += "float8 FSDP all-gather; ";
     }
     if (c.torch_compile >= 0) {
         notes += c.torch_compile == 1 ? "blocks compiled; " : "blocks eager; ";
@@ -235,6 +245,9 @@ void load_memory_case_stack(MemoryCase& c) {
     }
     if (c.loss_chunks > 0) {
         c.job.stack.loss_chunks = c.loss_chunks;
+    }
+    if (!c.release.empty()) {
+        c.job.stack.release = c.release;
     }
 }
 

@@ -37,6 +37,7 @@ struct MemoryCase {
     int torch_compile = -1;           // torch.compile of the blocks: 1 on, 0 off, -1 the stack's
     LossImpl loss = LossImpl::unset;  // the loss as the row's release computes it; unset = stack's
     int64_t loss_chunks = 0;          // 0 = the stack's
+    std::string release;              // the stack release the row ran (YY.MM); "" = the stack's
     double measured_gib = 0.0;
     ModelSpec model;
     JobSpec job;

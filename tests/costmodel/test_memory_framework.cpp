@@ -544,9 +544,16 @@ TEST_SUITE("costmodel") {
         CHECK(by_row.at(1)->loss == LossImpl::torch_eager);
         CHECK(by_row.at(1)->loss_chunks == 1);
         CHECK(by_row.at(40)->loss == LossImpl::unset);  // Moonlight: the stack's (TE)
-        // cleave published, 2026-12-07: MAPE 3.91 %, worst 12.90 % (row 14, interleaved 405B).
-        CHECK(s.mape_pct <= 5.0);
-        CHECK(s.worst_pct <= 15.0);
+        // cleave published, 2026-12-07: MAPE 3.76 %, worst 17.19 % (row 13, 405B 1F1B, under).
+        // Rows 13 / 14 state llama3_405b.toml's float8 FSDP all-gather: the stage's unsharded
+        // weights are float8 under PP (costmodel/float8.hpp), 6.5 GiB reserved below bf16's, which
+        // took row 14 (interleaved) from +12.90 % to +4.0 % and row 13 (1F1B) from -9.3 % to
+        // -17.2 %: cleave prices 1F1B below interleaved where the runs measured 9.8 GiB above.
+        CHECK(s.mape_pct <= 3.8);
+        CHECK(s.worst_pct <= 17.5);
+        CHECK(by_row.at(13)->job.float8.fsdp_all_gather.value_or(false));
+        CHECK_FALSE(by_row.at(15)->job.float8.fsdp_all_gather.has_value());  // not stated
+        CHECK(by_row.at(3)->release == "24.12");
         // The CLI's default headroom, 5 % of the GPU's memory (api/inputs.cpp parse_headroom): the measured peak
         // within prediction + 5 % on 22 of the 24 rows.
         int covered = 0;
