@@ -2,6 +2,8 @@
 #include "core/errors.hpp"
 #include "export/export.hpp"
 
+#include "costmodel/float8.hpp"
+
 #include <string>
 
 namespace cleave {
@@ -45,6 +47,72 @@ std::string model_part(const ModelSpec& m, const Plan& p, int64_t s, int64_t c) 
         add("output");
     }
     return out + "]";
+}
+
+/// torch.compile and the loss as the plan priced them (SoftwareStack::torch_compile, loss,
+/// loss_chunks): CompileConfig enable / components (config/configs.py @b5bcd76c66, CLI keys
+/// --compile.enable / --compile.components); the loss is the config function's
+/// (ChunkedLossWrapper.Config num_chunks, components/loss.py), not a CLI option.
+void write_compile_and_loss(std::ostream& os, const JobSpec& job) {
+    const SoftwareStack& s = job.stack;
+    const bool loss_compiled = s.loss == LossImpl::torch_compiled;
+    os << "\n[compile]\n";
+    os << "enable = " << (s.torch_compile || loss_compiled ? "true" : "false") << "\n";
+    std::string parts;
+    if (s.torch_compile) {
+        parts += "\"model\"";
+    }
+    if (loss_compiled) {
+        parts += parts.empty() ? "\"loss\"" : ", \"loss\"";
+    }
+    os << "components = [" << parts << "]\n";
+    os << "# loss and model_spec are set in the config function, not by CLI (torchtitan "
+          "config/README.md @b5bcd76c66):\n";
+    if (s.loss_chunks > 1) {
+        os << "#   loss=ChunkedLossWrapper.Config(num_chunks=" << s.loss_chunks
+           << ", loss_fn=CrossEntropyLoss.Config(global_vocab_size=...)),\n";
+    } else {
+        os << "#   loss=CrossEntropyLoss.Config(global_vocab_size=...),\n";
+    }
+}
+
+/// torchao Float8 as the plan priced it (costmodel/float8.hpp): at b5bcd76c66 a converter in the
+/// config function's model_registry(..., converters=[Float8LinearConverter.Config(...)])
+/// (components/quantization/float8.py: recipe_name rowwise | rowwise_with_gw_hp); tensorwise and
+/// the FSDP float8 keys as the last torchtitan that took them (9810191bb's dataclass config).
+void write_float8(std::ostream& os, const JobSpec& job) {
+    const Float8Run f = float8_run(job);
+    if (!f.active) {
+        if (job.compute == Dtype::fp8) {
+            os << "# fp8 was priced as Transformer Engine's recipe (stack '" << job.stack.name
+               << "'); torchtitan runs torchao Float8: --stack torchtitan-fsdp2 prices that\n";
+        }
+        return;
+    }
+    const std::string compile_arg =
+        std::string("model_compile_enabled=") + (job.stack.torch_compile ? "True" : "False");
+    if (f.recipe != Float8Recipe::tensorwise) {
+        os << "#   model_spec=model_registry(\"<flavor>\", converters=[Float8LinearConverter.Config("
+           << "recipe_name=\"" << to_string(f.recipe) << "\", filter_fqns=[\"lm_head\"], "
+           << compile_arg << ")]),\n";
+        return;
+    }
+    const auto py = [](bool b) { return b ? "True" : "False"; };
+    os << "# float8 recipe tensorwise";
+    if (const Float8Release* row = float8_release(job.stack)) {
+        os << " (release " << row->release << ", torchtitan " << row->commit << ")";
+    }
+    os << " is not one b5bcd76c66 takes (6348d93d1, 2026-04-27, kept rowwise and "
+          "rowwise_with_gw_hp);\n# at torchtitan 9810191bb (2026-02), where recipe_name unset is "
+          "tensorwise and may not go with the FSDP keys:\n";
+    os << "#   config.model_converters = ModelConvertersContainer.Config(converters=["
+          "Float8LinearConverter.Config(enable_fsdp_float8_all_gather="
+       << py(f.fsdp_all_gather) << ", precompute_float8_dynamic_scale_for_fsdp="
+       << py(f.precompute_scale) << ")])\n";
+    if (f.force_recompute_weight) {
+        os << "#   float8.force_recompute_fp8_weight_in_bwd = true (torchtitan 473674acf..1fefaee08, "
+              "2025-02..07 only)\n";
+    }
 }
 
 }  // namespace
@@ -108,6 +176,8 @@ void write_torchtitan(std::ostream& os, const ModelSpec& model, const JobSpec& j
         }
         os << "]\n";
     }
+    write_compile_and_loss(os, job);
+    write_float8(os, job);
 }
 
 }  // namespace cleave

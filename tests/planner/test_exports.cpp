@@ -290,6 +290,54 @@ TEST_SUITE("exports") {
 }
 
 TEST_SUITE("planner") {
+    TEST_CASE("torchtitan: the export writes the compile, loss and float8 settings priced") {
+        // Llama 3 8B on 8 H100s under the torchtitan stack (b5bcd76c66: blocks and loss compiled,
+        // ChunkedLossWrapper num_chunks 8, Float8 rowwise by default from 6348d93d1).
+        const auto titan = [](std::vector<std::string> extra) {
+            std::vector<std::string> a = {"plan",  root + "/examples/llama-3-8b.toml",
+                                          "dgx-h100", "--gpus", "8", "--gbs", "16", "--seq",
+                                          "8192", "--stack", "torchtitan-fsdp2", "--top", "1",
+                                          "--format", "torchtitan"};
+            a.insert(a.end(), extra.begin(), extra.end());
+            return run(a);
+        };
+        const auto components = [](const toml::table& t) {
+            std::vector<std::string> out;
+            for (const auto& c : *t["compile"]["components"].as_array()) {
+                out.push_back(c.value_or(std::string()));
+            }
+            return out;
+        };
+        std::string text = titan({"--dtype", "fp8"});
+        toml::table t = toml::parse(text);
+        CHECK(t["compile"]["enable"].value_or(false));
+        CHECK(components(t) == std::vector<std::string>{"model", "loss"});
+        CHECK(text.find("#   loss=ChunkedLossWrapper.Config(num_chunks=8, loss_fn=CrossEntropyLoss"
+                        ".Config(") != std::string::npos);
+        CHECK(text.find("converters=[Float8LinearConverter.Config(recipe_name=\"rowwise\", "
+                        "filter_fqns=[\"lm_head\"], model_compile_enabled=True)]") !=
+              std::string::npos);
+        // Eager blocks, eager unchunked loss (torchtitan 9dec370): nothing compiled.
+        text = titan({"--no-torch-compile", "--loss", "eager", "--loss-chunks", "1"});
+        t = toml::parse(text);
+        CHECK_FALSE(t["compile"]["enable"].value_or(true));
+        CHECK(components(t).empty());
+        CHECK(text.find("#   loss=CrossEntropyLoss.Config(") != std::string::npos);
+        CHECK(text.find("Float8") == std::string::npos);  // bf16: no converter
+        // Compiled blocks, eager loss: the model alone.
+        t = toml::parse(titan({"--loss", "eager"}));
+        CHECK(components(t) == std::vector<std::string>{"model"});
+        // 2024-12's tensorwise with the FSDP float8 all-gather: not a recipe b5bcd76c66 takes;
+        // the keys of the last torchtitan that did (9810191bb), recipe_name left unset.
+        text = titan({"--dtype", "fp8", "--release", "24.12", "--float8-fsdp-all-gather", "on",
+                      "--float8-precompute-scale", "on"});
+        CHECK(text.find("# float8 recipe tensorwise (release 24.12, torchtitan 9dec370) is not one "
+                        "b5bcd76c66 takes") != std::string::npos);
+        CHECK(text.find("Float8LinearConverter.Config(enable_fsdp_float8_all_gather=True, "
+                        "precompute_float8_dynamic_scale_for_fsdp=True)") != std::string::npos);
+        CHECK(text.find("Config(recipe_name") == std::string::npos);
+    }
+
     TEST_CASE("megatron: an MoE plan exports its expert grid and dispatcher, all flags known") {
         const std::set<std::string> known = megatron_flags();
         const std::vector<std::string> base = {"plan",     root + "/examples/mixtral-8x7b.toml",
