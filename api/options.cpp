@@ -48,6 +48,18 @@ const std::vector<Entry>& entries() {
             dtypes());
         add("fp8-recipe", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.fp8_recipe); },
             -inf, inf, {"tensorwise", "delayed", "blockwise"});
+        add("float8-recipe", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.float8_recipe); }, -inf, inf,
+            {"tensorwise", "rowwise", "rowwise_with_gw_hp"});
+        add("float8-fsdp-all-gather", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.float8_fsdp_all_gather); }, -inf, inf,
+            {"on", "off"});
+        add("float8-precompute-scale", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.float8_precompute); }, -inf, inf,
+            {"on", "off"});
+        add("float8-force-recompute-weight", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.float8_force_recompute); }, -inf, inf,
+            {"on", "off"});
         add("fp8-param-gather", G::job, "bool",
             [](NamedOptions& o) { return Ref(&o.job.fp8_param_gather); });
         add("first-last-layers-bf16", G::job, "bool",
