@@ -74,6 +74,25 @@ inline ModelSpec seed13b() {
     return m;
 }
 
+/// A GPU with H100's name and round peaks (1000 TFLOP/s BF16, 60 FP32), for attention tests.
+inline GpuSpec h100_round() {
+    GpuSpec g;
+    g.name = "NVIDIA H100 SXM5 80GB";
+    g.peak_bf16 = tflops(1000);
+    g.peak_fp32 = tflops(60);
+    return g;
+}
+
+/// seed13b reshaped to 32 heads of 128 (h 4096, MHA, ffn 16384), 32 layers.
+inline ModelSpec model_4k() {
+    ModelSpec m = seed13b();
+    m.hidden = 4096;
+    m.heads = 32;
+    m.kv_heads = 32;
+    m.ffn_hidden = 16384;
+    return m;
+}
+
 inline JobSpec job(int64_t gpus, int64_t gbs, int64_t seq = 2048) {
     JobSpec j;
     j.gpus = gpus;

@@ -23,30 +23,13 @@ SoftwareStack fused_stack() {
     return s;
 }
 
-GpuSpec h100_like() {
-    GpuSpec g;
-    g.name = "NVIDIA H100 SXM5 80GB";
-    g.peak_bf16 = tflops(1000);
-    g.peak_fp32 = tflops(60);
-    return g;
-}
-
-// 32 heads of 128 (h 4096), MHA.
-ModelSpec model_4k() {
-    ModelSpec m = test::seed13b();
-    m.hidden = 4096;
-    m.heads = 32;
-    m.kv_heads = 32;
-    m.ffn_hidden = 16384;
-    return m;
-}
 
 }  // namespace
 
 TEST_SUITE("costmodel") {
     TEST_CASE("attention: efficiency is read in log(seq) on the nearest head dim's curve") {
         const SoftwareStack s = fused_stack();
-        const GpuSpec g = h100_like();
+        const GpuSpec g = test::h100_round();
         // 2048 is halfway between 1024 and 4096 in log: f = ln 2 / ln 4 = 0.5;
         // fwd 0.4 + 0.5 (0.5 - 0.4) = 0.45, bwd 0.3 + 0.5 (0.45 - 0.3) = 0.375.
         auto e = fused_attention_efficiency(s, g, 128.0, 2048.0);
@@ -85,14 +68,14 @@ TEST_SUITE("costmodel") {
 
     TEST_CASE(
         "attention: fused time is kernel FLOPs at the measured efficiency plus per-call cost") {
-        const ModelSpec m = model_4k();
+        const ModelSpec m = test::model_4k();
         JobSpec job = test::job(8, 8, 4096);
         job.stack = fused_stack();
         Plan p = test::plan(8, 1, 1);
         // F = 4 b a s s d / 2 (causal) = 4 x 1 x 32 x 4096 x 4096 x 128 / 2 = 137,438,953,472.
         // fwd = F / (1e15 x 0.5) + 10 us = 274.878 + 10 = 284.878 us.
         // bwd = 2.5 F / (1e15 x 0.45) + 10 us = 763.550 + 10 = 773.550 us.
-        FusedAttentionCost c = fused_attention_cost(m, h100_like(), job, p, Seconds{});
+        FusedAttentionCost c = fused_attention_cost(m, test::h100_round(), job, p, Seconds{});
         CHECK(c.fwd_flops.value() == doctest::Approx(137438953472.0));
         CHECK(to_us(c.fwd) == doctest::Approx(284.878).epsilon(1e-5));
         CHECK(to_us(c.bwd) == doctest::Approx(773.550).epsilon(1e-5));
@@ -102,12 +85,12 @@ TEST_SUITE("costmodel") {
         // bwd = 2.5 x 6.8719e10 / 3.75e14 + 20 us = 458.130 + 20 = 478.130 us.
         p.cp = 2;
         p.dp = 4;
-        c = fused_attention_cost(m, h100_like(), job, p, Seconds{});
+        c = fused_attention_cost(m, test::h100_round(), job, p, Seconds{});
         CHECK(to_us(c.fwd) == doctest::Approx(172.710).epsilon(1e-5));
         CHECK(to_us(c.bwd) == doctest::Approx(478.130).epsilon(1e-5));
         // No curve for the GPU: the GEMM price of the core (here 1 ms) halved for causal, and
         // 2.5 x that for backward: fwd 0.5 ms + 20 us = 520 us, bwd 1.25 ms + 20 us = 1270 us.
-        GpuSpec other = h100_like();
+        GpuSpec other = test::h100_round();
         other.name = "B200";
         c = fused_attention_cost(m, other, job, p, ms(1.0));
         CHECK(to_us(c.fwd) == doctest::Approx(520.0));
@@ -115,7 +98,7 @@ TEST_SUITE("costmodel") {
     }
 
     TEST_CASE("attention: fused keeps no scores, only the log-sum-exp, no masks without dropout") {
-        const ModelSpec m = model_4k();
+        const ModelSpec m = test::model_4k();
         JobSpec legacy = test::job(8, 8, 4096);
         JobSpec fused = legacy;
         fused.stack = fused_stack();
@@ -137,7 +120,7 @@ TEST_SUITE("costmodel") {
     }
 
     TEST_CASE("attention: a fused cross-entropy keeps no fp32 copy of the logits") {
-        const ModelSpec m = model_4k();
+        const ModelSpec m = test::model_4k();
         JobSpec job = test::job(8, 8, 4096);
         const Plan p = test::plan(8, 1, 1);
         // T V / t = 4096 x 51200 = 209,715,200 logits; (2 + 4) B each unfused, 2 B fused.

@@ -26,23 +26,6 @@ SoftwareStack packing_fused_stack() {
     return s;
 }
 
-GpuSpec packing_h100() {
-    GpuSpec g;
-    g.name = "NVIDIA H100 SXM5 80GB";
-    g.peak_bf16 = tflops(1000);
-    g.peak_fp32 = tflops(60);
-    return g;
-}
-
-// 32 layers, 32 heads of 128 (h 4096), MHA.
-ModelSpec packing_model() {
-    ModelSpec m = test::seed13b();
-    m.hidden = 4096;
-    m.heads = 32;
-    m.kv_heads = 32;
-    m.ffn_hidden = 16384;
-    return m;
-}
 
 JobSpec packed_job(double mean, double std = 0.0) {
     JobSpec j = test::job(8, 8, 4096);
@@ -78,7 +61,7 @@ TEST_SUITE("costmodel") {
     }
 
     TEST_CASE("packing: model FLOPs count the core over each sample, the linears unchanged") {
-        const ModelSpec m = packing_model();
+        const ModelSpec m = test::model_4k();
         // One layer's core over a sequence: 2 s a (d_qk + d_v) = 2 x 4096 x 32 x 256 =
         // 67,108,864 FLOPs a key; x 512 keys x 32 layers = 1,099,511,627,776 packed, x 4096 keys
         // = 8,796,093,022,208 unpacked: 1/8.
@@ -98,14 +81,14 @@ TEST_SUITE("costmodel") {
     }
 
     TEST_CASE("packing: the fused kernel runs 1/8 of the FLOPs at the curve's efficiency at L") {
-        const ModelSpec m = packing_model();
+        const ModelSpec m = test::model_4k();
         Plan p = test::plan(8, 1, 1);
         // S 4096, L 512: F = 4 b a s L d / 2 (causal) = 4 x 32 x 4096 x 512 x 128 / 2 =
         // 17,179,869,184 = 137,438,953,472 (unpacked) / 8. The curve at 512 keys is clamped at
         // its first point: fwd 0.4, bwd 0.3.
         // fwd = 1.7179869184e10 / (1e15 x 0.4) + 10 us = 42.94967 + 10 = 52.94967 us;
         // bwd = 2.5 x 1.7179869184e10 / (1e15 x 0.3) + 10 us = 143.16558 + 10 = 153.16558 us.
-        FusedAttentionCost c = fused_attention_cost(m, packing_h100(), packed_job(512.0), p, Seconds{});
+        FusedAttentionCost c = fused_attention_cost(m, test::h100_round(), packed_job(512.0), p, Seconds{});
         CHECK(c.fwd_flops.value() == doctest::Approx(17179869184.0));
         CHECK(to_us(c.fwd) == doctest::Approx(52.94967).epsilon(1e-6));
         CHECK(to_us(c.bwd) == doctest::Approx(153.16558).epsilon(1e-6));
@@ -113,7 +96,7 @@ TEST_SUITE("costmodel") {
         // packing cuts the forward by 284.878 / 52.950 = 5.38x, not 8x (short calls run slower).
         JobSpec unpacked = packed_job(512.0);
         unpacked.packed_mean_len = 0.0;
-        CHECK(to_us(fused_attention_cost(m, packing_h100(), unpacked, p, Seconds{}).fwd) ==
+        CHECK(to_us(fused_attention_cost(m, test::h100_round(), unpacked, p, Seconds{}).fwd) ==
               doctest::Approx(284.878).epsilon(1e-5));
         // CP 2, L 2048: every sample split over the two ranks (THD), a call of 2048 / 2 = 1024
         // keys (eff 0.4, 0.3); F = 4 x 32 x 2048 x 2048 x 128 / 2 = 34,359,738,368 a rank.
@@ -121,14 +104,14 @@ TEST_SUITE("costmodel") {
         // bwd = 2.5 x 3.4359738368e10 / 3e14 + 20 us = 286.33115 + 20 = 306.33115 us.
         p.cp = 2;
         p.dp = 4;
-        c = fused_attention_cost(m, packing_h100(), packed_job(2048.0), p, Seconds{});
+        c = fused_attention_cost(m, test::h100_round(), packed_job(2048.0), p, Seconds{});
         CHECK(c.fwd_flops.value() == doctest::Approx(34359738368.0));
         CHECK(to_us(c.fwd) == doctest::Approx(105.89935).epsilon(1e-6));
         CHECK(to_us(c.bwd) == doctest::Approx(306.33115).epsilon(1e-6));
     }
 
     TEST_CASE("packing: a layer's core shrinks, its linears, activations and loss do not") {
-        const ModelSpec m = packing_model();
+        const ModelSpec m = test::model_4k();
         ClusterSpec c = test::dgx_a100();
         c.gpu.name = "NVIDIA H100 SXM5 80GB";  // the stack's curve applies
         JobSpec pk = packed_job(512.0);
