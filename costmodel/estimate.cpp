@@ -1356,13 +1356,15 @@ Estimator::Entry& Estimator::entry(const Plan& plan) {
             // the cache keeps one tp's shapes, and their memory is reused rather than grown (a
             // shape asked for again is worked out again, to the same values).
             cache_.clear();
+            entries_.reset();
+            timed_.reset();
             cached_ = 0;
         }
         group_ = key;
         shapes_ = &cache_[key];
     }
     const int64_t base = (plan.sp ? 1 : 0) | (static_cast<int64_t>(plan.recompute) << 1);
-    std::unique_ptr<Entry>* slot = &shapes_->plain[static_cast<std::size_t>(base)];
+    Entry** slot = &shapes_->plain[static_cast<std::size_t>(base)];
     if (plan.recompute_modules != 0) {
         const int64_t flags = base | (static_cast<int64_t>(plan.recompute_modules) << 3);
         auto& listed = shapes_->listed;
@@ -1370,16 +1372,20 @@ Estimator::Entry& Estimator::entry(const Plan& plan) {
                                      [flags](const auto& l) { return l.first == flags; });
         slot = it != listed.end() ? &it->second : &listed.emplace_back(flags, nullptr).second;
     }
-    if (!*slot) {
-        *slot = std::make_unique<Entry>(Entry{layer_memory_parts(model_, cluster_.gpu, job_, plan), nullptr});
+    if (*slot == nullptr) {
+        Entry* e = entries_.take();
+        e->memory = layer_memory_parts(model_, cluster_.gpu, job_, plan);
+        e->timed = nullptr;
+        *slot = e;
         ++cached_;
     }
     return **slot;
 }
 
 const LayerParts& Estimator::timed(Entry& e, const Plan& plan) {
-    if (!e.timed) {
-        e.timed = std::make_unique<LayerParts>();
+    if (e.timed == nullptr) {
+        e.timed = timed_.take();
+        *e.timed = LayerParts{};
         static_cast<LayerMemoryParts&>(*e.timed) = e.memory;
         add_layer_costs(*e.timed, model_, cluster_, job_, plan, plan_links(cluster_, plan));
     }

@@ -24,7 +24,7 @@ const Float8Release* float8_release(const SoftwareStack& s) {
     return hit;
 }
 
-Float8Run float8_run(const JobSpec& job) {
+Float8Run float8_run_of_release(const JobSpec& job) {
     Float8Run f;
     const Float8Release* row = job.compute == Dtype::fp8 ? float8_release(job.stack) : nullptr;
     if (row == nullptr) {
