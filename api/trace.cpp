@@ -37,6 +37,8 @@ nlohmann::json range_json(const trace::RangeStats& r) {
             {"kernels", r.kernels},
             {"kernel_ms", r.kernel_ms},
             {"span_ms", r.span_ms},
+            {"launched", r.launched},
+            {"cpu_ms", r.cpu_ms},
             {"by_class_ms", by_class_json(r.by_class_ms)}};
 }
 
@@ -109,6 +111,11 @@ nlohmann::json to_json(const trace::TraceSummary& s) {
     j["launch_gaps"] = s.launch_gaps;
     j["launch_gaps_ms"] = s.launch_gaps_ms;
     j["waits_ms"] = s.waits_ms;
+    j["launched"] = s.launched;
+    j["launch_threads"] = s.launch_threads;
+    j["host_wait_ms"] = s.host_wait_ms;
+    j["host_waits"] = s.host_waits;
+    j["launch_lead_median_us"] = s.launch_lead_median_us;
     j["small_kernels"] = s.small_kernels;
     j["small_kernel_ms"] = s.small_kernel_ms;
     j["communication_sms"] = s.communication_sms;
@@ -196,6 +203,13 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
        << format_number("%.2f", s.waits_ms) << " ms)\n";
     os << "small kernels        " << format_number("%9.2f", s.small_kernel_ms) << " ms (" << s.small_kernels
        << " compute kernels under 10 us)\n";
+    if (s.launched > 0) {
+        os << "host waits           " << format_number("%9.2f", s.host_wait_ms) << " ms (" << s.host_waits
+           << " gaps in compute that began before the host launched the kernel ending them; "
+           << s.launched << " launches from " << s.launch_threads
+           << " CPU threads, kernel start - launch return: median "
+           << format_number("%.0f", s.launch_lead_median_us) << " us)\n";
+    }
     if (!s.gemm_by_dtype_ms.empty()) {
         os << "GEMM by dtype       ";
         for (const auto& [dt, ms] : s.gemm_by_dtype_ms) {
@@ -228,14 +242,20 @@ void print_table(std::ostream& os, const trace::TraceSummary& s) {
     }
     if (!s.phases.empty()) {
         os << "\nphase (innermost annotation)  times  kernels  kernel (ms)  gemm  attention  "
-              "comm\n";
+              "comm    cpu (ms)  us/launch\n";
         for (const trace::RangeStats& r : s.phases) {
+            // The CPU range's own time per kernel it launched: the host's cost of a launch
+            // there (its Python, dispatch and launch calls), or more where the host waited.
+            const bool host = r.launched > 0 && r.cpu_ms > 0.0;
             os << pad(r.name.size() > 29 ? r.name.substr(0, 26) + "..." : r.name, 30)
                << pad(std::to_string(r.occurrences), 7) << pad(std::to_string(r.kernels), 9)
                << pad(format_number("%.2f", r.kernel_ms), 13)
                << pad(format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::gemm)]), 6)
                << pad(format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::attention)]), 11)
-               << format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::communication)]) << "\n";
+               << pad(format_number("%.2f", r.by_class_ms[static_cast<size_t>(Class::communication)]), 8)
+               << pad(host ? format_number("%.2f", r.cpu_ms) : "-", 10)
+               << (host ? format_number("%.1f", 1e3 * r.cpu_ms / static_cast<double>(r.launched)) : "-")
+               << "\n";
         }
     }
     if (!s.gemm_shapes.empty()) {

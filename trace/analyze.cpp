@@ -1,7 +1,9 @@
 #include "trace/analyze.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
+#include <set>
 #include <unordered_map>
 
 namespace cleave::trace {
@@ -75,6 +77,7 @@ std::vector<RangeStats> finish_ranges(std::map<std::string, RangeAcc>& acc) {
         r.stats.occurrences = static_cast<int64_t>(r.extent.size());
         for (const auto& [occ, ext] : r.extent) {
             r.stats.span_ms += (ext.second - ext.first) * 1e-3;
+            r.stats.cpu_ms += occ->on_gpu ? 0.0 : occ->dur_us * 1e-3;
         }
         out.push_back(r.stats);
     }
@@ -229,6 +232,26 @@ TraceSummary summarize(const KinetoTrace& t, const ClassTable& classes, const Su
     }
     s.hidden_communication_ms = s.communication_busy_ms - s.exposed_communication_ms;
 
+    // The host's launches: how many, from how many threads.
+    const auto launch_of = [&t](const GpuEvent& g) -> const Launch* {
+        if (g.correlation < 0) {
+            return nullptr;
+        }
+        const auto it = t.launches.find(g.correlation);
+        return it == t.launches.end() ? nullptr : &it->second;
+    };
+    {
+        std::set<std::pair<int64_t, int64_t>> threads;
+        for (const GpuEvent& g : t.gpu) {
+            if (const Launch* l = launch_of(g); l != nullptr) {
+                ++s.launched;
+                threads.emplace(l->pid, l->tid);
+            }
+        }
+        s.launch_threads = static_cast<int64_t>(threads.size());
+    }
+    std::vector<double> leads;  // compute kernels: start - launch return
+
     // Streams: busy time, classes, and the idle gaps between kernels of compute streams.
     for (auto& [key, evs] : per_stream) {
         StreamStats st;
@@ -251,6 +274,11 @@ TraceSummary summarize(const KinetoTrace& t, const ClassTable& classes, const Su
         st.compute = comp > rest;
         if (st.compute) {
             double end = evs.front()->ts_us + evs.front()->dur_us;
+            for (size_t i = 0; i < evs.size(); ++i) {
+                if (const Launch* l = launch_of(*evs[i]); l != nullptr) {
+                    leads.push_back(evs[i]->ts_us - (l->ts_us + l->dur_us));
+                }
+            }
             for (size_t i = 1; i < evs.size(); ++i) {
                 const double gap = evs[i]->ts_us - end;
                 if (gap > 0.0) {
@@ -269,6 +297,41 @@ TraceSummary summarize(const KinetoTrace& t, const ClassTable& classes, const Su
             s.waits_ms += st.waits_ms;
         }
         s.streams.push_back(st);
+    }
+    // Host waits: each device's compute idle time (gaps in the union of its compute kernels;
+    // a side stream idle while another computes is no loss), the part of each gap before the
+    // launch of the kernel that ends it returned.
+    {
+        std::map<int32_t, std::vector<const GpuEvent*>> compute_by_device;
+        for (const GpuEvent& g : t.gpu) {
+            if (!g.is_copy && is_compute(cls_of(g))) {
+                compute_by_device[g.device].push_back(&g);
+            }
+        }
+        for (auto& [dev, evs] : compute_by_device) {
+            std::sort(evs.begin(), evs.end(), [](const GpuEvent* a, const GpuEvent* b) {
+                return a->ts_us != b->ts_us ? a->ts_us < b->ts_us : a->dur_us > b->dur_us;
+            });
+            double end = evs.front()->ts_us + evs.front()->dur_us;
+            for (size_t i = 1; i < evs.size(); ++i) {
+                const double gap = evs[i]->ts_us - end;
+                if (gap > 0.0) {
+                    if (const Launch* l = launch_of(*evs[i]); l != nullptr) {
+                        const double late = std::clamp(l->ts_us + l->dur_us - end, 0.0, gap);
+                        if (late > 0.0) {
+                            ++s.host_waits;
+                            s.host_wait_ms += late * 1e-3;
+                        }
+                    }
+                }
+                end = std::max(end, evs[i]->ts_us + evs[i]->dur_us);
+            }
+        }
+    }
+    if (!leads.empty()) {
+        const auto mid = leads.begin() + static_cast<std::ptrdiff_t>(leads.size() / 2);
+        std::nth_element(leads.begin(), mid, leads.end());
+        s.launch_lead_median_us = *mid;
     }
 
     // Top and unclassified kernels.
@@ -379,7 +442,9 @@ TraceSummary summarize(const KinetoTrace& t, const ClassTable& classes, const Su
             add_to(steps[step->name], step, g, c);
         }
         if (phase != nullptr) {
-            add_to(phases[phase->name], phase, g, c);
+            RangeAcc& r = phases[phase->name];
+            add_to(r, phase, g, c);
+            r.stats.launched += l != nullptr && !phase->on_gpu ? 1 : 0;
         }
     }
     s.steps = finish_ranges(steps);

@@ -54,6 +54,8 @@ struct RangeStats {
     int64_t kernels = 0;
     double kernel_ms = 0.0;
     double span_ms = 0.0;  // first kernel start to last kernel end, summed over occurrences
+    int64_t launched = 0;  // of kernels: those put here by the CPU range their launch ran in
+    double cpu_ms = 0.0;   // a CPU range's own duration, summed over the occurrences that launched
     ByClass by_class_ms{};
 
     bool operator==(const RangeStats&) const = default;
@@ -106,6 +108,20 @@ struct TraceSummary {
     int64_t small_kernels = 0;  // compute kernels shorter than small_kernel_us
     double small_kernel_ms = 0.0;
     double launch_gap_us = 0.0;  // the limit used
+    // The host side, from the CPU launch record of each kernel (correlation id):
+    int64_t launched = 0;        // kernels and copies whose launch the trace recorded
+    int64_t launch_threads = 0;  // the CPU threads that launched them
+    // Compute idle time (gaps in the union of a device's compute kernels) that ends at a kernel
+    // the host had not yet asked for when the GPU went idle: of each gap, the part before that
+    // kernel's launch call returned (launch overhead, or a CPU-side wait before the launch).
+    // What CUDA graphs can take back is at most this; a gap spent on a dependency with the
+    // kernel already queued is not in it, nor a side stream idle while another computes.
+    double host_wait_ms = 0.0;
+    int64_t host_waits = 0;  // gaps with such a part
+    // Median over the compute kernels with a launch record of (start - launch call's return):
+    // how far ahead of the GPU the host ran. Near the launch latency (a few us) the GPU waits
+    // on the host.
+    double launch_lead_median_us = 0.0;
     // Most thread blocks a communication kernel launched, when no more than the GPU's SMs:
     // the SMs communication holds while it runs (DeepEP's 20 of 132); 0 = not known.
     int64_t communication_sms = 0;

@@ -461,7 +461,7 @@ public:
             if (a.correlation && (name.find("aunch") != std::string_view::npos ||
                                   name.find("emcpy") != std::string_view::npos ||
                                   name.find("emset") != std::string_view::npos)) {
-                t_.launches[*a.correlation] = Launch{pid, tid, rel};
+                t_.launches[*a.correlation] = Launch{pid, tid, rel, d};
             }
         } else if (is_cat(cat, "user_annotation") || is_cat(cat, "gpu_user_annotation")) {
             t_.annotations.push_back(

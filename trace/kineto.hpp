@@ -35,6 +35,7 @@ struct Launch {
     int64_t pid = 0;
     int64_t tid = 0;
     double ts_us = 0.0;
+    double dur_us = 0.0;  // the call's own duration: the kernel is queued when it returns
 
     bool operator==(const Launch&) const = default;
 };

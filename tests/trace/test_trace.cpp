@@ -194,6 +194,22 @@ TEST_CASE("trace summary of the synthetic trace: every figure as worked by hand"
         CHECK(s.phases[0].kernel_ms == doctest::Approx(0.100 + 0.050 + 0.010 + 0.008 + 0.006 + 0.100));
         CHECK(s.phases[1].name == "optimizer_step");
         CHECK(s.phases[1].kernels == 5);
+        // The host: 15 of the 16 activities have a launch record (the memcpy none), from
+        // threads 1 and 2. Stream 7's gaps 1100->1105, 1155->1160 and 1170->1172 had their
+        // kernel queued already (launches returned at 1059, 1114, 1126); of 1200->1300, 54 us
+        // waited on the host (the launch returned at 1250 + 4 = 1254). Every kernel starts 46 us
+        // after its launch returned: the median lead.
+        CHECK(s.launched == 15);
+        CHECK(s.launch_threads == 2);
+        CHECK(s.host_waits == 1);
+        CHECK(s.host_wait_ms == doctest::Approx(0.054));
+        CHECK(s.launch_lead_median_us == doctest::Approx(46.0));
+        // forward launched its 6 kernels (thread 2's all-reduce at 1000 inside it) in its 200 us
+        // of CPU time: 33.3 us a launch; optimizer_step 5 in 200 us.
+        CHECK(s.phases[0].launched == 6);
+        CHECK(s.phases[0].cpu_ms == doctest::Approx(0.200));
+        CHECK(s.phases[1].launched == 5);
+        CHECK(s.phases[1].cpu_ms == doctest::Approx(0.200));
         REQUIRE(s.gemm_shapes.size() == 1);
         CHECK(s.gemm_shapes[0].dtype == "bf16");
         CHECK(s.gemm_shapes[0].m == 1024);
@@ -252,8 +268,23 @@ TEST_CASE("DeepSeek-V3's H800 trace read as measured-kernels.md section 1a reads
             CHECK(p.occurrences == 4);
             CHECK(p.kernel_ms == doctest::Approx(37.4).epsilon(0.01));
         }
+        // attn(F): 276 kernels launched (from either thread) in the 12.65 ms of its CPU ranges
+        // (4 x 3.16 ms, python3 over the trace's user_annotation records): 45.8 us of host a
+        // launch.
+        if (p.name == "attn(F)") {
+            CHECK(p.launched == 276);
+            CHECK(p.cpu_ms == doctest::Approx(12.65).epsilon(0.01));
+        }
     }
     CHECK(found);
+    // The host ran ~15.6 ms ahead of the GPU (median launch lead) and 0.8 ms of the 4.3 ms of
+    // compute idle began before the next kernel's launch: not host-bound (CUDA graphs would
+    // save under 1 % here; measured-kernels.md section 2e).
+    CHECK(s.launched == 983);
+    CHECK(s.launch_threads == 2);
+    CHECK(s.launch_lead_median_us == doctest::Approx(15565).epsilon(0.02));
+    CHECK(s.host_wait_ms == doctest::Approx(0.82).epsilon(0.05));
+    CHECK(s.host_waits == 11);
 }
 
 TEST_CASE("bad traces: exit 2 with where the file breaks and what is missing") {
