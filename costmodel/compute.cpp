@@ -1,4 +1,5 @@
 #include "costmodel/compute.hpp"
+#include "costmodel/eager.hpp"
 #include "costmodel/loss.hpp"
 #include "costmodel/peft.hpp"
 #include "costmodel/num.hpp"
@@ -489,6 +490,12 @@ LayerTraffic layer_traffic(
                           rope + permute + 10.0 * clamp);
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
+    // torchtitan uncompiled: the eager chains beyond the fused kernels (costmodel/eager.hpp).
+    const EagerTraffic eager = torchtitan_eager_traffic(m, job, p, attn, ffn, moe);
+    tr.eager_fwd = bytes(eager.fwd_bytes);
+    tr.eager_bwd = bytes(eager.bwd_bytes);
+    f.elementwise += tr.eager_fwd;
+    b.elementwise += tr.eager_bwd;
     tr.fwd = f.total();
     tr.bwd = b.total();
     tr.permute = bytes(2.0 * permute);
@@ -503,8 +510,10 @@ LayerTraffic layer_traffic(
     (swiglu ? fl.gated_activation : fl.activation) =
         inner > 0.0 ? (moe && m.moe.shared_ffn_hidden > 0 ? 2.0 : 1.0) : 0.0;
     fl.softmax = scores > 0.0 ? 2.0 : 0.0;
+    fl.elementwise += eager.fwd_launches;
     tr.bwd_launches = fl;
-    tr.bwd_launches.elementwise += grad_sums + (mask > 0.0 ? nblocks : 0.0);
+    tr.bwd_launches.elementwise +=
+        grad_sums + (mask > 0.0 ? nblocks : 0.0) + eager.bwd_launches - eager.fwd_launches;
     fl.elementwise += shared_add;
     return tr;
 }
@@ -1057,6 +1066,19 @@ LayerCost layer_cost(const ModelSpec& m,
     case Recompute::none:
         break;
     case Recompute::selective: {
+        if (op_level_sac(m, job, p, moe, shape == LayerShape::full)) {
+            // torchtitan's op-level SAC (costmodel/eager.hpp): the unsaved matmuls' forward
+            // GEMMs again, the attention output saved; uncompiled, every other forward op runs
+            // again too (the checkpointed block re-runs its forward; only saved ops are read
+            // from the cache). Compiled, the partitioner fuses what it recomputes into the
+            // backward's kernels: not priced.
+            const Seconds mm = linear * op_sac_recomputed_linear_share(m);
+            const Seconds ops =
+                torchtitan_eager(job) ? memory_time(gpu, fwd_timed, tr.fwd_launches) : Seconds{};
+            lc.recompute = mm + ops;
+            cls.recompute_gemm += mm;
+            break;
+        }
         // Korthikanti et al. 2022 Sec. 5: recompute Q K^T, softmax, dropout, attention over V
         // (fused: the attention kernel's forward again, Megatron --recompute-modules core_attn).
         const Seconds attn_again =

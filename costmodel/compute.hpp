@@ -162,6 +162,10 @@ struct LayerTraffic {
     double norm_bwd_factor = 1.0;
     KernelLaunches fwd_launches;
     KernelLaunches bwd_launches;
+    // torchtitan uncompiled: of fwd / bwd elementwise (and launches), what the eager chains add
+    // over the fused kernels (costmodel/eager.hpp).
+    Bytes eager_fwd;
+    Bytes eager_bwd;
 
     bool operator==(const LayerTraffic&) const = default;
 };
