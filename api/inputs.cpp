@@ -180,41 +180,43 @@ void apply_precision_aware(const JobOptions& f, JobSpec& job) {
 
 // --peft and the LoRA flags (Megatron-Bridge peft/lora.py names and defaults @067f987d).
 void apply_peft(const JobOptions& f, Inputs& in) {
-    const bool lora = f.peft == "lora";
+    const bool lora = f.peft == "lora" || f.peft == "dora";
     if (f.peft != "none" && !lora) {
-        throw ConfigError("--peft: '" + f.peft + "' is not one of none, lora");
+        throw ConfigError("--peft: '" + f.peft + "' is not one of none, lora, dora");
     }
     if (f.lora_dim < 1) {
         throw ConfigError("--lora-dim: " + std::to_string(f.lora_dim) +
                           " is not a rank >= 1 (Megatron-Bridge's default is 32)");
     }
-    if (!(f.lora_alpha > 0.0) || !std::isfinite(f.lora_alpha)) {
+    if (!(f.lora_alpha >= 0.0) || !std::isfinite(f.lora_alpha)) {
         throw ConfigError("--lora-alpha: " + std::to_string(f.lora_alpha) +
-                          " is not a scale > 0 (Megatron-Bridge's default is 32)");
+                          " is not a scale > 0 (0: Megatron-Bridge's default, 32 LoRA, 64 DoRA)");
     }
     const uint8_t targets = parse_lora_targets(f.lora_target_modules);
     if (!lora) {
         return;
     }
     if (in.model.moe.enabled() || is_hybrid(in.model) || in.model.mla.enabled()) {
-        throw ConfigError("--peft lora: cleave prices LoRA on dense transformers only (model '" +
+        throw ConfigError("--peft " + f.peft + ": cleave prices LoRA and DoRA on dense transformers only (model '" +
                           in.model.name + "' has MoE, MLA or sequence-mixer layers)");
     }
     if (in.job.optimizer == Optimizer::muon) {
-        throw ConfigError("--peft lora with --optimizer muon: the adapters train with Adam in "
+        throw ConfigError("--peft " + f.peft + " with --optimizer muon: the adapters train with Adam in "
                           "Megatron-Bridge; use --optimizer adam");
     }
     if (in.job.stack.framework == StackFramework::torchtitan) {
-        throw ConfigError("--peft lora prices Megatron-Bridge's LoRA; stack '" + in.job.stack.name +
+        throw ConfigError("--peft " + f.peft + " prices Megatron-Bridge's PEFT; stack '" + in.job.stack.name +
                           "' is torchtitan (use a Megatron stack)");
     }
     const uint8_t mlp = lora_target::linear_fc1 | lora_target::linear_fc2;
     if (in.model.ffn_hidden <= 0 && (targets & mlp) != 0) {
         throw ConfigError("--lora-target-modules: model '" + in.model.name + "' has no dense MLP");
     }
-    in.job.peft = Peft::lora;
+    const bool dora = f.peft == "dora";
+    in.job.peft = dora ? Peft::dora : Peft::lora;
     in.job.lora_dim = f.lora_dim;
-    in.job.lora_alpha = f.lora_alpha;
+    // Bridge's defaults: LoRA alpha 32 (peft/lora.py), DoRA alpha 64 (peft/dora.py) @067f987d.
+    in.job.lora_alpha = f.lora_alpha > 0.0 ? f.lora_alpha : dora ? 64.0 : 32.0;
     in.job.lora_targets = targets;
 }
 

@@ -72,9 +72,9 @@ struct JobOptions {
     bool no_torch_compile = false;  // --no-torch-compile: eager
     double moe_imbalance = 1.0;          // --moe-imbalance: busiest expert's tokens / average
     // Fine-tuning, Megatron-Bridge's LoRA names and defaults (peft/lora.py @067f987d).
-    std::string peft = "none";  // --peft none|lora
+    std::string peft = "none";  // --peft none|lora|dora
     int64_t lora_dim = 32;      // --lora-dim (Bridge `dim`)
-    double lora_alpha = 32.0;   // --lora-alpha
+    double lora_alpha = 0.0;    // --lora-alpha; 0: the method's (32 LoRA, 64 DoRA: dora.py)
     std::string lora_target_modules = "linear_qkv,linear_proj,linear_fc1,linear_fc2";
     // Packed sequences (SFT): --seq tokens a pack, attention per sample (costmodel/packing.hpp).
     bool packed_seq = false;           // --packed-seq

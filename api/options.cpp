@@ -126,7 +126,7 @@ const std::vector<Entry>& entries() {
         add("moe-router-group-topk", G::job, "int",
             [](NamedOptions& o) { return Ref(&o.job.moe_router_group_topk); });
         add("peft", G::job, "str", [](NamedOptions& o) { return Ref(&o.job.peft); }, -inf, inf,
-            {"none", "lora"});
+            {"none", "lora", "dora"});
         add("lora-dim", G::job, "int", [](NamedOptions& o) { return Ref(&o.job.lora_dim); });
         add("lora-alpha", G::job, "float", [](NamedOptions& o) { return Ref(&o.job.lora_alpha); });
         add("lora-target-modules", G::job, "str",

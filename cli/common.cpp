@@ -168,13 +168,17 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    "(DeepSeek-V3: 4 nodes)");
     sub.add_option("--peft",
                    f.peft,
-                   "Fine-tuning: none (train every weight) or lora (frozen base, low-rank "
-                   "adapters; Megatron-Bridge PEFT)")
-        ->check(CLI::IsMember({"none", "lora"}))
+                   "Fine-tuning: none (train every weight), lora (frozen base, low-rank "
+                   "adapters) or dora (LoRA and a trained magnitude per output row); "
+                   "Megatron-Bridge PEFT")
+        ->check(CLI::IsMember({"none", "lora", "dora"}))
         ->capture_default_str();
     sub.add_option("--lora-dim", f.lora_dim, "LoRA rank (Megatron-Bridge LoRA dim)")
         ->capture_default_str();
-    sub.add_option("--lora-alpha", f.lora_alpha, "LoRA scale numerator (output x alpha / dim)")
+    sub.add_option("--lora-alpha",
+                   f.lora_alpha,
+                   "LoRA / DoRA scale numerator (output x alpha / dim); 0: Megatron-Bridge's "
+                   "default, 32 for lora, 64 for dora")
         ->capture_default_str();
     sub.add_option("--lora-target-modules",
                    f.lora_target_modules,

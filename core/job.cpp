@@ -58,7 +58,7 @@ const char* to_string(MuonTpMode m) {
 }
 
 const char* to_string(Peft p) {
-    return p == Peft::lora ? "lora" : "none";
+    return p == Peft::lora ? "lora" : p == Peft::dora ? "dora" : "none";
 }
 
 namespace {

@@ -43,7 +43,7 @@ struct Float8Options {
 /// Parameter-efficient fine-tuning (Megatron-Bridge src/megatron/bridge/peft/): none trains every
 /// weight; lora freezes the base model and trains low-rank adapters (Hu et al. 2021,
 /// arXiv:2106.09685).
-enum class Peft { none, lora };
+enum class Peft { none, lora, dora };
 
 /// The linear layers LoRA adapts, by Megatron-Bridge's target_modules names (bits of
 /// JobSpec::lora_targets).
@@ -113,7 +113,8 @@ struct JobSpec {
     /// Fine-tuning: Peft::lora freezes the base weights and trains adapters of rank lora_dim on
     /// the lora_targets linears, scaled by lora_alpha / lora_dim (Megatron-Bridge peft/lora.py
     /// LoRA dim 32, alpha 32, target_modules linear_qkv, linear_proj, linear_fc1, linear_fc2
-    /// @067f987d).
+    /// @067f987d); Peft::dora the same adapters and a trained magnitude per output row, the
+    /// output rescaled by magnitude / ||W + B A|| (peft/dora.py, dora_layers.py: alpha 64).
     Peft peft = Peft::none;
     int64_t lora_dim = 32;
     double lora_alpha = 32.0;

@@ -1,4 +1,4 @@
-// LoRA fine-tuning's costs (costmodel/peft.hpp).
+// LoRA and DoRA fine-tuning's costs (costmodel/peft.hpp).
 #include "costmodel/peft.hpp"
 
 #include "costmodel/num.hpp"
@@ -31,7 +31,7 @@ constexpr uint8_t lora_target_bits[4] = {lora_target::linear_qkv,
 
 LoraLayerGemms lora_layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p) {
     LoraLayerGemms out;
-    if (job.peft != Peft::lora) {
+    if (job.peft == Peft::none) {
         return out;
     }
     GemmShape base[4];
@@ -55,7 +55,7 @@ LoraLayerGemms lora_layer_gemms(const ModelSpec& m, const JobSpec& job, const Pl
 }
 
 double lora_params_per_layer(const ModelSpec& m, const JobSpec& job) {
-    if (job.peft != Peft::lora) {
+    if (job.peft == Peft::none) {
         return 0.0;
     }
     GemmShape base[4];
@@ -63,7 +63,8 @@ double lora_params_per_layer(const ModelSpec& m, const JobSpec& job) {
     double n = 0.0;
     for (int i = 0; i < 4; ++i) {
         if ((job.lora_targets & lora_target_bits[i]) != 0) {
-            n += d(job.lora_dim) * (base[i].k + base[i].n);
+            // DoRA: and the magnitude, one per output row (dora_layers.py weight_magnitude (d,)).
+            n += d(job.lora_dim) * (base[i].k + base[i].n) + (job.peft == Peft::dora ? base[i].n : 0.0);
         }
     }
     return n;
@@ -84,7 +85,7 @@ Bytes lora_activation_per_layer(const ModelSpec& m,
                                 const JobSpec& job,
                                 const Plan& p,
                                 Recompute r) {
-    if (job.peft != Peft::lora || r == Recompute::full) {
+    if (job.peft == Peft::none || r == Recompute::full) {
         return {};
     }
     const LoraLayerGemms g = lora_layer_gemms(m, job, p);
@@ -98,6 +99,11 @@ Bytes lora_activation_per_layer(const ModelSpec& m,
         total += ab * tok * d(job.lora_dim);
         if (a.column) {
             total += ab * tok * d(m.hidden);  // its whole (gathered) input: the base keeps none
+        }
+        if (job.peft == Peft::dora) {
+            // The scale's product keeps the sum it multiplies (base + adapter output) for the
+            // magnitude's gradient: the base output as this GPU holds it.
+            total += ab * dora_output_elements(a, p);
         }
     }
     return bytes(total);
@@ -150,13 +156,23 @@ void add_lora_tp(LoraTimes& lt,
 
 }  // namespace
 
+double dora_output_elements(const LoraAdapterGemms& a, const Plan& p) {
+    // a.b.n is out / t either way.
+    return a.column ? a.b.m * a.b.n : a.b.m * a.b.n * d(p.tp) / (p.sp ? d(p.tp) : 1.0);
+}
+
+double dora_weight_elements(const LoraAdapterGemms& a, const Plan& p) {
+    // a.a.k is in for a column base, in / t for a row one; a.b.n is out / t.
+    return a.column ? a.a.k * a.b.n : a.a.k * a.b.n * d(p.tp);
+}
+
 LoraTimes lora_layer_times(const ModelSpec& m,
                            const GpuSpec& gpu,
                            const JobSpec& job,
                            const Plan& p,
                            const PlanLinks& links) {
     LoraTimes lt;
-    if (job.peft != Peft::lora) {
+    if (job.peft == Peft::none) {
         return lt;
     }
     // Bridge's adapters are Megatron-Core's own (non-TE) linears: 16-bit GEMMs under FP8 too.
@@ -185,6 +201,28 @@ LoraTimes lora_layer_times(const ModelSpec& m,
         if (p.tp > 1) {
             const double tok = a.b.m;
             add_lora_tp(lt, a, job, p, links, ab * tok * d(m.hidden), ab * tok * d(job.lora_dim));
+        }
+        if (job.peft == Peft::dora) {
+            // DoRALinear.forward (dora_layers.py @067f987d): every forward rebuilds W + s B A to
+            // take its row norms (_get_weight_norm, detached: no backward through it): B A
+            // written, scaled, added to W, read by the norm: 2 + 4 + 6 + 2 = 14 B a weight
+            // element, 4 launches; its split factor gathered first (A for a column base, B for
+            // a row one: r x in or out x r, 16-bit). The output scaled by magnitude / norm: 4 B
+            // an output element and a launch (with the tiny division, 2); backward that
+            // product's two gradients (the input's 4 B, the magnitude's product and token sum
+            // 6 B), 2 launches.
+            const double w = dora_weight_elements(a, p);
+            const double o = dora_output_elements(a, p);
+            fwd.elementwise += bytes(7.0 * ab * w + 2.0 * ab * o);
+            bwd.elementwise += bytes(5.0 * ab * o);
+            fwd_n.elementwise += 6.0;
+            bwd_n.elementwise += 2.0;
+            if (p.tp > 1) {
+                const double factor = a.column ? a.a.k : a.b.n * d(p.tp);  // in, or out
+                const Bytes b = bytes(ab * d(job.lora_dim) * factor);
+                lt.tp_fwd += collective_time(Collective::all_gather, b, p.tp, links.tp);
+                lt.tp_bytes += collective_bytes_sent(Collective::all_gather, b, p.tp);
+            }
         }
     }
     lt.fwd_memory = memory_time(gpu, fwd, fwd_n);

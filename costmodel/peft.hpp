@@ -1,6 +1,7 @@
 #pragma once
-// LoRA fine-tuning's costs: a frozen base (weights only) and low-rank adapters with their own
-// grads, optimizer states, activations and thin GEMMs (Megatron-Bridge peft/, @067f987d).
+// LoRA and DoRA fine-tuning's costs: a frozen base (weights only) and low-rank adapters with
+// their own grads, optimizer states, activations and thin GEMMs; DoRA's magnitudes, its weight
+// norm rebuilt every forward and its rescaled output (Megatron-Bridge peft/, @067f987d).
 
 #include "core/cluster.hpp"
 #include "core/job.hpp"
@@ -35,10 +36,20 @@ struct LoraLayerGemms {
 [[nodiscard]] LoraLayerGemms
 lora_layer_gemms(const ModelSpec& m, const JobSpec& job, const Plan& p);
 
+/// DoRA: the base output of an adapted linear as this GPU holds it, which the magnitude scale
+/// multiplies (and keeps for its gradient): tokens x out / t for a column base; tokens x out for
+/// a row base, over the sequence shard (tokens / t) under SP.
+[[nodiscard]] double dora_output_elements(const LoraAdapterGemms& a, const Plan& p);
+
+/// DoRA: the base weight on this GPU, in x out / t: what _get_weight_norm rebuilds as W + s B A
+/// every forward (dora_layers.py @067f987d).
+[[nodiscard]] double dora_weight_elements(const LoraAdapterGemms& a, const Plan& p);
+
 /// LoRA parameters of one layer, whole (before TP): dim x (in + out) per adapted linear (Hu et
 /// al. 2021, arXiv:2106.09685 Sec. 4: W0 + B A with B in R^{d x r}, A in R^{r x k}). Llama 2 70B
 /// (h 8192, 64 heads, 8 KV heads of 128, f 28672 gated) with dim 16 on qkv and proj:
-/// 16 (8192 + 10240) + 16 (8192 + 8192) = 557,056. 0 when job.peft is none.
+/// 16 (8192 + 10240) + 16 (8192 + 8192) = 557,056; DoRA adds a magnitude per output row,
+/// 10240 + 8192: 575,488. 0 when job.peft is none.
 [[nodiscard]] double lora_params_per_layer(const ModelSpec& m, const JobSpec& job);
 
 /// Model states of a LoRA stage on one GPU: `frozen` base parameters keep only their weights in
@@ -56,7 +67,8 @@ lora_model_states(const JobSpec& job, double frozen, double adapters, int zero, 
 /// get_adapter_attributes_from_linear @067f987d), A's weight-gradient input: the frozen base
 /// linear keeps none of it (activation_per_layer: TE saves a GEMM input only for a weight that
 /// requires grad). A row adapter's input is the attention output the attention core keeps
-/// anyway. 0 under full recompute (inside the checkpoint).
+/// anyway. DoRA: and the scaled sum (base + adapter output, dora_output_elements) its product
+/// keeps for the magnitude's gradient. 0 under full recompute (inside the checkpoint).
 [[nodiscard]] Bytes
 lora_activation_per_layer(const ModelSpec& m, const JobSpec& job, const Plan& p, Recompute r);
 
@@ -80,6 +92,12 @@ lora_gemm_time(const GpuSpec& gpu, Dtype dt, const GemmShape& g, GemmPass pass);
 ///   (return_layernorm_output_gathered) unless userbuffers overlap the norm's all-gather
 ///   (the stack's tp_comm_overlap), when the adapter gathers S forward and reduce-scatters it
 ///   backward; without SP A's input gradient is all-reduced (S) backward.
+/// DoRA (DoRALinear.forward, dora_layers.py @067f987d) adds per adapted linear: W + s B A
+/// rebuilt for its row norms every forward (7 x 16-bit passes a weight element: B A written,
+/// scaled, added to W, read by the norm; 4 launches; detached, no backward), the split factor
+/// all-gathered before it (A of a column base, B of a row one), and the output times
+/// magnitude / norm: 2 passes an output element forward, 5 backward (the input's gradient, the
+/// magnitude's product and token sum).
 struct LoraTimes {
     Seconds fwd_gemm;
     Seconds bwd_gemm;

@@ -83,11 +83,12 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
     os << "# predicted " << f("%.3f", best.estimate.iteration_time.value()) << " s per iteration, "
        << f("%.0f", best.estimate.tokens_per_s) << " tokens/s; world size " << plan_gpus(p)
        << " = tp " << p.tp << " x pp " << p.pp << " x cp " << p.cp << " x dp " << p.dp << "\n";
-    // run_recipe.py --mode lora loads the recipe with peft_scheme="lora" (ConfigContainer.peft
-    // a peft/lora.py LoRA, @067f987d); its dim, alpha and target_modules are overridden below.
+    // run_recipe.py --mode lora (dora) loads the recipe with peft_scheme="lora" ("dora";
+    // ConfigContainer.peft a peft/lora.py LoRA or peft/dora.py DoRA, @067f987d); its dim, alpha
+    // and target_modules are overridden below.
     // A packed full fine-tune is --mode sft (run_recipe.py PublicMode @067f987d).
     os << "# pass them after --recipe <model recipe> --mode "
-       << (job.peft == Peft::lora ? "lora" : packed(job) ? "sft" : "pretrain") << "\n";
+       << (job.peft != Peft::none ? to_string(job.peft) : packed(job) ? "sft" : "pretrain") << "\n";
     Args a;
     std::vector<std::string> notes;  // what KEY=VALUE cannot set, printed after the overrides
     const auto kv = [&a](const std::string& k, const std::string& v) { a.push_back(k + "=" + v); };
@@ -106,7 +107,7 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
         kv("dataset.offline_packing_specs.packed_sequence_size", std::to_string(job.seq_len));
         kv("dataset.offline_packing_specs.pad_seq_to_mult", std::to_string(std::lcm(cp_mult, sp_mult)));
     }
-    if ((packed(job) || job.peft == Peft::lora) && p.cp > 1) {
+    if ((packed(job) || job.peft != Peft::none) && p.cp > 1) {
         // Fine-tuning with CP > 1: ConfigContainer.validate asserts per-token loss and no
         // averaging in the collective (training/config.py @067f987d: NaN loss on ranks whose
         // tokens are all masked).
@@ -300,7 +301,7 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
             kv("optimizer.muon_scalar_optimizer", "adam");
         }
     }
-    if (job.peft == Peft::lora) {
+    if (job.peft != Peft::none) {
         kv("peft.dim", std::to_string(job.lora_dim));
         kv("peft.alpha", f("%g", job.lora_alpha));
         kv("peft.target_modules", "[" + lora_targets_string(job.lora_targets) + "]");

@@ -398,8 +398,8 @@ void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job
               "--tp-comm-overlap-cfg <yaml>, or Transformer Engine's defaults give 16 SMs to every "
               "pipeline and bulk communicator and the step runs slower than predicted\n";
     }
-    if (job.peft == Peft::lora) {
-        os << "# LoRA dim " << job.lora_dim << ", alpha " << f("%g", job.lora_alpha) << " on "
+    if (job.peft != Peft::none) {
+        os << "# " << (job.peft == Peft::dora ? "DoRA" : "LoRA") << " dim " << job.lora_dim << ", alpha " << f("%g", job.lora_alpha) << " on "
            << lora_targets_string(job.lora_targets)
            << " was priced: Megatron-LM's arguments.py (@d98e8a64) has no PEFT flags; the "
               "adapters are Megatron-Bridge's (cleave plan --format bridge writes peft.dim, peft.alpha, "

@@ -517,11 +517,11 @@ int64_t lora_number_after(const std::string& text, const char* key) {
 /// the task says "attention" (linear_qkv, linear_proj), else Bridge's four.
 void lora_of(const Reader& r, JobSpec& job, std::string& notes) {
     const std::string task = lower_of(r.str("task"));
-    if (!contains(task, "lora")) {
+    if (!contains(task, "lora") && !contains(task, "dora")) {
         return;
     }
     const std::string text = task + " " + lower_of(r.str("model"));
-    job.peft = Peft::lora;
+    job.peft = contains(task, "dora") ? Peft::dora : Peft::lora;
     int64_t dim = lora_number_after(text, "rank ");
     dim = dim > 0 ? dim : lora_number_after(text, "r=");
     job.lora_dim = dim > 0 ? dim : 32;

@@ -167,6 +167,43 @@ TEST_SUITE("costmodel") {
               doctest::Approx((frozen.fwd + t.fwd_gemm + t.fwd_memory).value()).epsilon(1e-12));
     }
 
+    TEST_CASE("peft: DoRA's magnitudes, its kept sums and the weight it rebuilds every forward") {
+        const ModelSpec m = peft_llama2_70b();
+        JobSpec j = peft_mlperf_job();
+        j.peft = Peft::dora;
+        // LoRA's 557,056 and a magnitude per output row: qkv 10240 + proj 8192 = 575,488.
+        CHECK(lora_params_per_layer(m, j) == doctest::Approx(575488.0).epsilon(1e-12));
+        // Activations, T 8192, t 8, bf16: LoRA's 524,288 + 134,217,728 B, and the sum each scale
+        // keeps: qkv's output 8192 x 10240 / 8 x 2 = 20,971,520 B; proj's whole output 8192 x
+        // 8192 x 2 = 134,217,728 B, under SP its sequence shard, 16,777,216 B.
+        Plan p = test::plan(1, 8, 1);
+        CHECK(lora_activation_per_layer(m, j, p, Recompute::none).value() ==
+              doctest::Approx(524288.0 + 134217728.0 + 20971520.0 + 134217728.0).epsilon(1e-12));
+        p.sp = true;
+        CHECK(lora_activation_per_layer(m, j, p, Recompute::none).value() ==
+              doctest::Approx(524288.0 + 134217728.0 + 20971520.0 + 16777216.0).epsilon(1e-12));
+        // Time, proj alone at t 1 (T 8192): W + s B A rebuilt, 7 x 2 B x 8192^2 a forward, and
+        // the output scaled, 2 x 2 B x 8192^2, beside LoRA's 10 x 8192^2 B: 28 x 8192^2 B;
+        // backward LoRA's 10 and the scale's two gradients 5 x 2 B: 20 x 8192^2 B; the GEMMs as
+        // LoRA's. No TP: nothing gathered.
+        const ClusterSpec c = test::dgx_a100();
+        j.lora_targets = lora_target::linear_proj;
+        const Plan q = test::plan(8, 1, 1);
+        const double bw = 1.6312e12;
+        const LoraTimes t = lora_layer_times(m, c.gpu, j, q, plan_links(c, q));
+        CHECK(t.fwd_memory.value() == doctest::Approx(28.0 * 8192.0 * 8192.0 / bw).epsilon(1e-12));
+        CHECK(t.bwd_memory.value() == doctest::Approx(20.0 * 8192.0 * 8192.0 / bw).epsilon(1e-12));
+        CHECK(t.fwd_gemm.value() == doctest::Approx(2.0 * 134742016.0 / bw).epsilon(1e-12));
+        CHECK(t.tp_fwd.value() == 0.0);
+        // At t 8 proj's B (8192 / 8 x 16 a rank) is gathered first: 8192 x 16 x 2 = 262,144 B.
+        const LoraTimes t8 = lora_layer_times(m, c.gpu, j, p, plan_links(c, p));
+        JobSpec lora = j;
+        lora.peft = Peft::lora;
+        const LoraTimes l8 = lora_layer_times(m, c.gpu, lora, p, plan_links(c, p));
+        CHECK((t8.tp_bytes - l8.tp_bytes).value() ==
+              doctest::Approx(collective_bytes_sent(Collective::all_gather, bytes(262144.0), 8).value()));
+    }
+
     TEST_CASE("peft: model FLOPs drop the frozen weight gradients and add the adapters'") {
     const ModelSpec m = peft_llama2_70b();
     JobSpec j = peft_mlperf_job();
@@ -341,6 +378,25 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
         REQUIRE(t.code == 0);
         CHECK(t.out.find("# peft: lora dim 16, alpha 32 (scale 2), targets "
                          "linear_qkv,linear_proj: 44.56M trainable") != std::string::npos);
+        // DoRA: Bridge's alpha 64 by default, run_recipe.py --mode dora; 44,564,480 + 80 x
+        // (10240 + 8192) magnitudes = 46,039,040 trainable.
+        std::vector<std::string> dora = plan;
+        dora[10] = "dora";
+        dora.insert(dora.end(), {"--format", "bridge"});
+        const test::CliRun d = test::run_cleave(dora);
+        REQUIRE(d.code == 0);
+        CHECK(d.out.find("--mode dora") != std::string::npos);
+        CHECK(d.out.find("peft.alpha=64 ") != std::string::npos);
+        std::vector<std::string> dj = base;
+        dj.insert(dj.end(), {"--peft", "dora", "--lora-dim", "16", "--lora-target-modules",
+                             "linear_qkv,linear_proj"});
+        const test::CliRun dx = test::run_cleave(dj);
+        REQUIRE(dx.code == 0);
+        const nlohmann::json dd = nlohmann::json::parse(dx.out);
+        CHECK(dd["peft"]["method"] == "dora");
+        CHECK(dd["peft"]["trainable_params"].get<double>() == doctest::Approx(46039040.0));
+        // Same layout, LoRA against DoRA: the rebuilt weights and scaled outputs cost time.
+        CHECK(dd["iteration_time_s"].get<double>() > j["iteration_time_s"].get<double>());
     }
 
     TEST_CASE("peft: MLPerf's Llama 2 70B LoRA rows are LoRA jobs on the stacks they ran") {
