@@ -234,15 +234,15 @@ std::vector<Caution> caution_list(const Inputs& in, std::optional<Schedule> sche
         const bool fp8 = is_quantised(in.job.compute);
         add("Hopper: NVIDIA's published H100 training runs are 5-18 % slower than cleave "
             "predicts on most layouts (public_runs_2024.csv, the 38 DGX Cloud rows on NeMo 24.09 "
-            "/ 24.11: signed mean -10 %; Megatron-Bridge's H100 tables 25.11-26.04 and DGX Cloud's "
+            "/ 24.11: signed mean -9 %; Megatron-Bridge's H100 tables 25.11-26.04 and DGX Cloud's "
             "on NeMo 25.04: -5 to -15 %); within 2 % only for Megatron-Bridge's Llama 3 70B at "
             "TP 4 PP 8. The cause is not identified (docs/costmodel.md section 9): " +
-                std::string(fp8 ? "in FP8 the same 38 DGX Cloud layouts are 13 % slower than "
-                                  "cleave predicts on average and up to 24 % "
+                std::string(fp8 ? "in FP8 the same 38 DGX Cloud layouts are 12 % slower than "
+                                  "cleave predicts on average and up to 23 % "
                                   "(tests/data/public_runs_2024_fp8.csv, the recipes' FP8 tables): "
                                   "treat this time as up to about 20 % optimistic"
                                 : "treat this time as up to about 15 % optimistic"),
-            fp8 ? "Hopper: published H100 FP8 runs are up to 24 % slower than predicted: up to "
+            fp8 ? "Hopper: published H100 FP8 runs are up to 23 % slower than predicted: up to "
                   "~20 % optimistic (docs/costmodel.md section 9)"
                 : "Hopper: published H100 runs are 5-18 % slower than predicted: up to ~15 % "
                   "optimistic (docs/costmodel.md section 9)");

@@ -220,6 +220,32 @@ void apply_peft(const JobOptions& f, Inputs& in) {
     in.job.lora_targets = targets;
 }
 
+// --cuda-graph-impl / --cuda-graph-scope (costmodel/launches.hpp): Megatron-Core's names; a scope
+// without graphs is refused, graphs without a scope capture each whole layer ("full").
+void apply_cuda_graphs(const JobOptions& f, Inputs& in) {
+    const auto impl = cuda_graph_impl_of(f.cuda_graph_impl);
+    if (!impl) {
+        throw ConfigError("--cuda-graph-impl: '" + f.cuda_graph_impl +
+                          "' is not one of none, local, transformer_engine");
+    }
+    if (*impl == CudaGraphImpl::none) {
+        if (!f.cuda_graph_scope.empty()) {
+            throw ConfigError("--cuda-graph-scope " + f.cuda_graph_scope +
+                              " needs CUDA graphs: add --cuda-graph-impl local or transformer_engine");
+        }
+        return;
+    }
+    const uint8_t scope = f.cuda_graph_scope.empty()
+                              ? cuda_graph_scope::layer
+                              : parse_cuda_graph_scope(f.cuda_graph_scope, "--cuda-graph-scope");
+    if ((scope & cuda_graph_scope::full_iteration) != 0 && *impl != CudaGraphImpl::local) {
+        throw ConfigError("--cuda-graph-scope full_iteration is Megatron-Core's local capture of the "
+                          "whole step: use --cuda-graph-impl local");
+    }
+    in.job.cuda_graph_impl = *impl;
+    in.job.cuda_graph_scope = scope;
+}
+
 // --packed-seq and its sample lengths (costmodel/packing.hpp).
 void apply_packed(const JobOptions& f, Inputs& in) {
     const bool lengths = f.packed_seq_mean_len != 0.0 || f.packed_seq_len_std != 0.0;
@@ -509,6 +535,7 @@ Inputs load_inputs(const JobOptions& f,
     }
     apply_peft(f, in);
     apply_packed(f, in);
+    apply_cuda_graphs(f, in);
     in.job.moe_imbalance = f.moe_imbalance;
     in.job.moe_capacity = f.moe_capacity;
     in.job.moe_pad = f.moe_pad;

@@ -80,6 +80,9 @@ struct JobOptions {
     bool packed_seq = false;           // --packed-seq
     double packed_seq_mean_len = 0.0;  // --packed-seq-mean-len: mean sample tokens
     double packed_seq_len_std = 0.0;   // --packed-seq-len-std: their standard deviation
+    // CUDA graphs (Megatron-Core --cuda-graph-impl / --cuda-graph-scope; costmodel/launches.hpp).
+    std::string cuda_graph_impl = "none";  // none | local | transformer_engine
+    std::string cuda_graph_scope;          // comma list; "" = full (each whole layer)
     TrainOptions train;                    // the CLI registers these with add_train_flags()
 };
 

@@ -132,6 +132,11 @@ const std::vector<Entry>& entries() {
         add("lora-target-modules", G::job, "str",
             [](NamedOptions& o) { return Ref(&o.job.lora_target_modules); });
         add("packed-seq", G::job, "bool", [](NamedOptions& o) { return Ref(&o.job.packed_seq); });
+        add("cuda-graph-impl", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.cuda_graph_impl); }, -inf, inf,
+            {"none", "local", "transformer_engine"});
+        add("cuda-graph-scope", G::job, "str",
+            [](NamedOptions& o) { return Ref(&o.job.cuda_graph_scope); });
         add("packed-seq-mean-len", G::job, "float",
             [](NamedOptions& o) { return Ref(&o.job.packed_seq_mean_len); });
         add("packed-seq-len-std", G::job, "float",

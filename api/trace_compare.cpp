@@ -68,7 +68,7 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
         }
         const double n = static_cast<double>(scope.layers);
         pred = layer * n;
-        pred_total = ms(pred.compute() + pred.communication);
+        pred_total = ms(pred.compute() + pred.communication + pred.gaps);
         out.scope = "layers=" + std::to_string(scope.layers);
         out.covers = "forward + backward of " + std::to_string(scope.layers) + " " +
                      (x.inputs.model.moe.enabled() ? "MoE" : "transformer") +
@@ -84,7 +84,7 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
         const auto share = [](Seconds part, Seconds whole) {
             return whole.value() > 0.0 ? part.value() / whole.value() : 0.0;
         };
-        const Seconds named = k.quantize + k.norm + k.activation + k.softmax + k.permute;
+        const Seconds named = k.quantize + k.norm + k.activation + k.softmax + k.permute + k.gaps;
         const Seconds rest = max(Seconds{}, lc.memory - named);
         const Seconds redo_named =
             k.recompute_gemm + k.recompute_attention + k.recompute_norm + k.recompute_activation;
@@ -97,6 +97,7 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
         pred.activation = (mem(k.activation) + redo(k.recompute_activation)) * m;
         pred.moe_permute = mem(k.permute) * m;
         pred.elementwise = (mem(rest) + redo(max(Seconds{}, lc.recompute - redo_named))) * m;
+        pred.gaps = mem(k.gaps) * m;
         const Seconds comm = c.fwd_comm + c.bwd_comm;
         pred.other = max(Seconds{}, c.fwd + c.bwd - c.gemm - c.attention - c.memory_bound - c.recompute - comm) * m;
         const TimeBreakdown& t = e.time;
@@ -125,6 +126,8 @@ TraceComparison compare_trace(const Explained& x, const trace::TraceSummary& s, 
     row("activation", meas(Class::activation), ms(pred.activation));
     row("elementwise", meas(Class::elementwise), ms(pred.elementwise));
     row("moe_permute", meas(Class::moe_permute), ms(pred.moe_permute));
+    // Not a kernel class: the compute streams' short idle gaps (cleave trace's launch gaps).
+    row("launch gaps", s.launch_gaps_ms / per, ms(pred.gaps));
     // Classes cleave prices inside others or not at all in this scope.
     for (const Class c : {Class::convolution, Class::embedding, Class::loss, Class::memcpy}) {
         if (meas(c) > 0.0) {

@@ -185,6 +185,18 @@ void add_job_flags(CLI::App& sub, JobFlags& f, bool require_gpus, bool require_c
                    "Linears LoRA adapts, comma list of linear_qkv, linear_proj, linear_fc1, "
                    "linear_fc2 (Megatron-Bridge target_modules)")
         ->capture_default_str();
+    sub.add_option("--cuda-graph-impl",
+                   f.cuda_graph_impl,
+                   "CUDA graphs (Megatron-Core --cuda-graph-impl): none, local (Megatron's "
+                   "per-layer capture) or transformer_engine; the launch gaps inside the scope "
+                   "are not paid")
+        ->check(CLI::IsMember({"none", "local", "transformer_engine"}))
+        ->capture_default_str();
+    sub.add_option("--cuda-graph-scope",
+                   f.cuda_graph_scope,
+                   "What the graphs capture, comma list of full (each whole layer, the default), "
+                   "attn, mlp, moe, moe_router, moe_preprocess, mamba, full_iteration "
+                   "(Megatron-Core --cuda-graph-scope)");
     sub.add_flag("--packed-seq",
                  f.packed_seq,
                  "Packed sequences (SFT): each --seq sequence is a pack of samples and attention "

@@ -101,6 +101,10 @@ struct GpuSpec {
     /// The least time one kernel launch occupies the GPU, however little it moves (costmodel:
     /// memory-bound kernels and casts, per launch); 0 = none.
     Seconds kernel_floor;
+    /// The GPU idle between two kernels queued back to back on one stream in eager execution
+    /// (the front end's launch of the next), what CUDA graphs take out of their scope
+    /// (costmodel/launches.hpp); 0 = not priced.
+    Seconds launch_gap;
     /// Streaming multiprocessors of the GPU (compute kernels beside communication kernels that
     /// hold some run on the rest, costmodel compute_sm_share); 0 = not known, not priced.
     int64_t sm_count = 0;

@@ -57,6 +57,86 @@ const char* to_string(MuonTpMode m) {
     return "duplicated";
 }
 
+const char* to_string(CudaGraphImpl i) {
+    switch (i) {
+    case CudaGraphImpl::local:
+        return "local";
+    case CudaGraphImpl::transformer_engine:
+        return "transformer_engine";
+    case CudaGraphImpl::none:
+        break;
+    }
+    return "none";
+}
+
+std::optional<CudaGraphImpl> cuda_graph_impl_of(std::string_view name) {
+    if (name == "none") {
+        return CudaGraphImpl::none;
+    }
+    if (name == "local") {
+        return CudaGraphImpl::local;
+    }
+    if (name == "transformer_engine") {
+        return CudaGraphImpl::transformer_engine;
+    }
+    return std::nullopt;
+}
+
+namespace {
+
+// Megatron-Core's cuda_graph_scope names (transformer_config.py @d98e8a64 CudaGraphScope).
+constexpr std::array<std::pair<std::string_view, uint8_t>, 8> cuda_graph_scope_names = {{
+    {"full", cuda_graph_scope::layer},
+    {"attn", cuda_graph_scope::attn},
+    {"mlp", cuda_graph_scope::mlp},
+    {"moe", cuda_graph_scope::moe},
+    {"moe_router", cuda_graph_scope::moe_router},
+    {"moe_preprocess", cuda_graph_scope::moe_preprocess},
+    {"mamba", cuda_graph_scope::mamba},
+    {"full_iteration", cuda_graph_scope::full_iteration},
+}};
+
+}  // namespace
+
+uint8_t parse_cuda_graph_scope(const std::string& list, const std::string& flag) {
+    uint8_t bits = 0;
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', pos), list.size());
+        const std::string_view name = std::string_view(list).substr(pos, comma - pos);
+        bool known = false;
+        for (const auto& [n, bit] : cuda_graph_scope_names) {
+            if (n == name) {
+                bits = static_cast<uint8_t>(bits | bit);
+                known = true;
+            }
+        }
+        if (!known) {
+            throw ConfigError(flag + ": '" + std::string(name) +
+                              "' is not one of full, attn, mlp, moe, moe_router, moe_preprocess, "
+                              "mamba, full_iteration");
+        }
+        pos = comma + 1;
+    }
+    return bits;
+}
+
+std::string cuda_graph_scope_string(uint8_t bits) {
+    if ((bits & cuda_graph_scope::full_iteration) != 0) {
+        return "full_iteration";
+    }
+    if ((bits & cuda_graph_scope::layer) == cuda_graph_scope::layer) {
+        return "full";
+    }
+    std::string out;
+    for (const auto& [n, bit] : cuda_graph_scope_names) {
+        if (n != "full" && n != "full_iteration" && (bits & bit) != 0) {
+            out += (out.empty() ? "" : ",") + std::string(n);
+        }
+    }
+    return out;
+}
+
 const char* to_string(Peft p) {
     return p == Peft::lora ? "lora" : p == Peft::dora ? "dora" : "none";
 }

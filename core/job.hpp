@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace cleave {
 
@@ -44,6 +45,23 @@ struct Float8Options {
 /// weight; lora freezes the base model and trains low-rank adapters (Hu et al. 2021,
 /// arXiv:2106.09685).
 enum class Peft { none, lora, dora };
+
+/// CUDA graphs (Megatron-Core --cuda-graph-impl, Megatron-Bridge model.cuda_graph_impl): none, its
+/// own per-layer capture (local) or Transformer Engine's make_graphed_callables.
+enum class CudaGraphImpl { none, local, transformer_engine };
+
+/// What the graphs capture (Megatron-Core --cuda-graph-scope / Bridge cuda_graph_scope): bits of
+/// JobSpec::cuda_graph_scope. `layer` is Megatron's "full" (each whole layer).
+namespace cuda_graph_scope {
+inline constexpr uint8_t attn = 1;
+inline constexpr uint8_t mlp = 2;
+inline constexpr uint8_t moe = 4;
+inline constexpr uint8_t moe_router = 8;
+inline constexpr uint8_t moe_preprocess = 16;
+inline constexpr uint8_t mamba = 32;
+inline constexpr uint8_t full_iteration = 64;
+inline constexpr uint8_t layer = attn | mlp | moe | moe_router | moe_preprocess | mamba;
+}  // namespace cuda_graph_scope
 
 /// The linear layers LoRA adapts, by Megatron-Bridge's target_modules names (bits of
 /// JobSpec::lora_targets).
@@ -116,6 +134,9 @@ struct JobSpec {
     /// @067f987d); Peft::dora the same adapters and a trained magnitude per output row, the
     /// output rescaled by magnitude / ||W + B A|| (peft/dora.py, dora_layers.py: alpha 64).
     Peft peft = Peft::none;
+    /// CUDA graphs: the launch gaps inside the captured scope are not paid (costmodel/launches.hpp).
+    CudaGraphImpl cuda_graph_impl = CudaGraphImpl::none;
+    uint8_t cuda_graph_scope = 0;
     int64_t lora_dim = 32;
     double lora_alpha = 32.0;
     uint8_t lora_targets = lora_target::all;
@@ -151,7 +172,15 @@ struct JobSpec {
 [[nodiscard]] double scalar_optimizer_state_bytes(const JobSpec& job);
 
 [[nodiscard]] const char* to_string(Optimizer o);   // "adam", "sgd", "muon"
-[[nodiscard]] const char* to_string(Peft p);        // "none", "lora"
+[[nodiscard]] const char* to_string(Peft p);
+[[nodiscard]] const char* to_string(CudaGraphImpl i);
+/// "none" / "local" / "transformer_engine"; nullopt for another name.
+[[nodiscard]] std::optional<CudaGraphImpl> cuda_graph_impl_of(std::string_view name);
+/// A comma list of Megatron-Core's cuda_graph_scope names (full = every layer part); throws
+/// ConfigError naming `flag` and the unknown name.
+[[nodiscard]] uint8_t parse_cuda_graph_scope(const std::string& list, const std::string& flag);
+/// The scope bits as Megatron-Core names them (full for every layer part, or the list).
+[[nodiscard]] std::string cuda_graph_scope_string(uint8_t bits);        // "none", "lora"
 /// "linear_qkv,linear_proj,..." in Bridge's order, from lora_target bits.
 [[nodiscard]] std::string lora_targets_string(uint8_t targets);
 /// lora_target bits of a comma list of Bridge names; throws ConfigError naming

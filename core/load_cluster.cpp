@@ -98,6 +98,9 @@ void read_gpu(TableReader& r, GpuSpec& g, detail::DiagnosticSink& sink) {
     set(g.quantize_efficiency_nvfp4, r.fraction("quantize_efficiency_nvfp4", Need::optional));
     set(g.gemm_tensor_efficiency_fp8, r.fraction("gemm_tensor_efficiency_fp8", Need::optional));
     set(g.sm_count, r.count("sm_count", Need::optional));
+    if (const auto f = r.quantity("launch_gap_us", Need::optional, true)) {
+        g.launch_gap = us(*f);
+    }
     if (const auto f = r.quantity("kernel_floor_us", Need::optional, true)) {
         g.kernel_floor = us(*f);
     }

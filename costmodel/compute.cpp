@@ -1,6 +1,7 @@
 #include "costmodel/compute.hpp"
 #include "costmodel/compute_internal.hpp"
 #include "costmodel/eager.hpp"
+#include "costmodel/launches.hpp"
 #include "costmodel/loss.hpp"
 #include "costmodel/peft.hpp"
 #include "costmodel/num.hpp"
@@ -692,6 +693,21 @@ LayerCost layer_cost(const ModelSpec& m,
              lora.fwd_gemm + lora.fwd_memory;
     lc.bwd = lt.bwd + core_bwd + memory_time(gpu, bwd_timed, tr.bwd_launches) + cast_bwd +
              lora.bwd_gemm + lora.bwd_memory;
+    // The gaps between the layer's launches no CUDA graph captures (costmodel/launches.hpp).
+    LaunchInputs li;
+    li.memory_fwd = tr.fwd_launches.norm + tr.fwd_launches.elementwise + tr.fwd_launches.activation +
+                    tr.fwd_launches.gated_activation + tr.fwd_launches.softmax;
+    li.memory_bwd = tr.bwd_launches.norm + tr.bwd_launches.elementwise + tr.bwd_launches.activation +
+                    tr.bwd_launches.gated_activation + tr.bwd_launches.softmax;
+    li.casts = q.tensors;
+    li.local_experts = lt.local_experts;
+    li.batched_experts = job.stack.moe_grouped_gemm;
+    const LayerLaunches launches = layer_launches(m, job, p, moe, has_attn, has_ffn, li);
+    const Seconds gap_fwd = launch_gap_time(gpu, job, launches, moe, true);
+    const Seconds gap_bwd = launch_gap_time(gpu, job, launches, moe, false);
+    lc.fwd += gap_fwd;
+    lc.bwd += gap_bwd;
+    cls.gaps = gap_fwd + gap_bwd;
     lc.gemm = linear + lt.bwd + lora.fwd_gemm + lora.bwd_gemm;
     lc.attention = core + core_bwd;
     lc.memory = lc.fwd + lc.bwd - lc.gemm - lc.attention;

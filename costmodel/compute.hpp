@@ -222,6 +222,7 @@ struct LayerClasses {
     Seconds recompute_attention;
     Seconds recompute_norm;
     Seconds recompute_activation;
+    Seconds gaps;  // of memory: the gaps between the layer's launches (costmodel/launches.hpp)
 
     bool operator==(const LayerClasses&) const = default;
 };

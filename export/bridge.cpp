@@ -114,6 +114,12 @@ void write_bridge(std::ostream& os, const ModelSpec& model, const JobSpec& job, 
         kv("model.calculate_per_token_loss", "true");
         kv("ddp.average_in_collective", "false");
     }
+    if (job.cuda_graph_impl != CudaGraphImpl::none) {
+        // TransformerConfig cuda_graph_impl / cuda_graph_scope (a list; empty = each whole layer).
+        const std::string scope = cuda_graph_scope_string(job.cuda_graph_scope);
+        kv("model.cuda_graph_impl", to_string(job.cuda_graph_impl));
+        kv("model.cuda_graph_scope", "[" + (scope == "full" ? std::string() : scope) + "]");
+    }
     kv("model.tensor_model_parallel_size", std::to_string(p.tp));
     kv("model.pipeline_model_parallel_size", std::to_string(p.pp));
     const bool interleaved = p.schedule == Schedule::interleaved && p.vpp > 1;

@@ -434,6 +434,17 @@ void write_megatron(std::ostream& os, const ModelSpec& model, const JobSpec& job
         arg(args, "--bf16");  // fp32 is Megatron's default and has no flag
     }
     megatron_precision_args(args, job);
+    if (job.cuda_graph_impl != CudaGraphImpl::none) {
+        // Megatron-LM arguments.py: --cuda-graph-impl, --cuda-graph-scope (nargs '+'; none given
+        // = each whole layer), as priced (costmodel/launches.hpp).
+        arg(args, "--cuda-graph-impl", to_string(job.cuda_graph_impl));
+        const std::string scope = cuda_graph_scope_string(job.cuda_graph_scope);
+        if (scope != "full") {
+            std::string spaced = scope;
+            std::replace(spaced.begin(), spaced.end(), ',', ' ');
+            arg(args, "--cuda-graph-scope", spaced);
+        }
+    }
     if (job.optimizer != Optimizer::adam) {
         // Megatron-LM arguments.py @d98e8a64: --optimizer adam|sgd|muon; Muon's Newton-Schulz
         // steps and TP mode as priced, Adam for the scalar parameters (its default).

@@ -515,6 +515,73 @@ int64_t lora_number_after(const std::string& text, const char* key) {
 /// Bridge's default and MLPerf's: the Llama 2 70B LoRA reference trains lora_r 16, lora_alpha 32
 /// on qkv_proj and o_proj, mlcommons/training llama2_70b_lora), the attention's linears where
 /// the task says "attention" (linear_qkv, linear_proj), else Bridge's four.
+/// CUDA graphs as a row's notes state them (costmodel/launches.hpp), in the forms the CSVs use:
+/// MLPerf's "CUDA graphs (layer/mcore)" (Megatron-Core's per-layer capture), "CUDA graphs
+/// impl=local scope=full_iteration" and "impl=transformer_engine scope=[moe_router,
+/// moe_preprocess]" (2025), the presets' JSON "cuda_graph_impl": "...", "cuda_graph_scope": [...]
+/// (2026h1); "none" or no mention: eager.
+void cuda_graphs_of(const std::string& row_notes, JobSpec& job, std::string& notes) {
+    const std::string t = lower_of(row_notes);
+    std::size_t at = t.find("cuda graphs (layer/mcore)");
+    if (at != std::string::npos) {
+        job.cuda_graph_impl = CudaGraphImpl::local;
+        job.cuda_graph_scope = cuda_graph_scope::layer;
+        notes += "CUDA graphs of each layer (the notes' layer/mcore); ";
+        return;
+    }
+    at = t.find("cuda graphs impl=");
+    if (at == std::string::npos) {
+        at = t.find("cuda_graph_impl");
+    }
+    if (at == std::string::npos) {
+        return;
+    }
+    const std::string head = t.substr(at, 48);
+    const CudaGraphImpl impl = contains(head, "transformer_engine") ? CudaGraphImpl::transformer_engine
+                               : contains(head, "local")             ? CudaGraphImpl::local
+                                                                     : CudaGraphImpl::none;
+    if (impl == CudaGraphImpl::none) {
+        return;
+    }
+    // The scope: the list after "scope" up to its closing bracket, or the one word.
+    uint8_t scope = cuda_graph_scope::layer;
+    const std::size_t sc = t.find("scope", at);
+    if (sc != std::string::npos && sc < at + 64) {
+        std::size_t from = t.find_first_of("=:", sc);
+        from = from == std::string::npos ? sc : from + 1;
+        while (from < t.size() && (t[from] == ' ' || t[from] == '"')) {
+            ++from;
+        }
+        const bool list = from < t.size() && t[from] == '[';
+        const std::size_t to = list ? t.find(']', from) : t.find_first_of(";,)} ", from);
+        const std::string body = t.substr(from, (to == std::string::npos ? t.size() : to) - from);
+        uint8_t bits = 0;
+        std::string word;
+        for (const char ch : body + " ") {
+            if ((ch >= 'a' && ch <= 'z') || ch == '_') {
+                word += ch;
+                continue;
+            }
+            if (!word.empty()) {
+                try {
+                    bits = static_cast<uint8_t>(bits | parse_cuda_graph_scope(word, "scope"));
+                } catch (const ConfigError&) {
+                    // not a scope name: skipped
+                }
+                word.clear();
+            }
+        }
+        scope = bits;
+    }
+    if (scope == 0) {
+        return;  // an empty scope captures nothing
+    }
+    job.cuda_graph_impl = impl;
+    job.cuda_graph_scope = scope;
+    notes += std::string("CUDA graphs ") + to_string(impl) + " over " + cuda_graph_scope_string(scope) +
+             " (the notes); ";
+}
+
 void lora_of(const Reader& r, JobSpec& job, std::string& notes) {
     const std::string task = lower_of(r.str("task"));
     if (!contains(task, "lora") && !contains(task, "dora")) {
@@ -564,6 +631,7 @@ PublishedCase case_of(const Reader& r) {
     c.model = config != nullptr ? model_from_config(r, config, notes) : detail::columns_model(r);
     c.job = job_of(r, notes);
     lora_of(r, c.job, notes);
+    cuda_graphs_of(r.str("notes"), c.job, notes);
     // Megatron-Bridge trains DeepSeek-V3's MTP module unless the run switched it off; the rows'
     // notes say which ("with MTP" / "without MTP").
     if (c.model.mtp_layers > 0) {

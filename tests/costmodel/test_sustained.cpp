@@ -612,9 +612,10 @@ TEST_SUITE("costmodel") {
             CHECK(c.published_s < b.published_s);
             CHECK(c.published_s > 0.5 * b.published_s);
         }
-        // The prices the Hopper caution quotes for FP8 (api/explain.cpp): measured 2026-12-06 on
-        // all 38 rows, signed mean -13.02 %, worst -24.10 % (row 3096, GPT-3 175B on 1,024 GPUs);
-        // the BF16 file -9.96 %, so FP8 is priced further from the measurement than BF16.
+        // The prices the Hopper caution quotes for FP8 (api/explain.cpp): measured 2026-12-07 on
+        // all 38 rows, signed mean -12.10 %, worst -22.97 % (row 3096, GPT-3 175B on 1,024 GPUs;
+        // -13.02 / -24.10 before the 2 us launch gaps of costmodel/launches.hpp); the BF16 file
+        // -9.5 %, so FP8 is priced further from the measurement than BF16.
         const std::string root = std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/";
         const auto r = test::run_cleave(
             {"published", root + "public_runs_2024_fp8.csv", "--format", "json"});
@@ -623,8 +624,8 @@ TEST_SUITE("costmodel") {
         const auto& it = j["iteration_time"];
         CHECK(it["rows"] == 38);
         CHECK(it["worst_row"] == 3096);
-        CHECK(it["mean_signed_pct"].get<double>() == doctest::Approx(-13.0).epsilon(0.05));
-        CHECK(it["worst_pct"].get<double>() == doctest::Approx(24.1).epsilon(0.05));
+        CHECK(it["mean_signed_pct"].get<double>() == doctest::Approx(-12.1).epsilon(0.05));
+        CHECK(it["worst_pct"].get<double>() == doctest::Approx(23.0).epsilon(0.05));
         // The pair by term (scripts/dgxc_precision_pair.py): FP8 shrinks the priced GEMMs and not
         // the attention core. Llama 3.1 8B on 8 GPUs (rows 98 / 3098): GEMMs 8.63 -> 5.04 s,
         // attention 2.04 s in both.
@@ -660,7 +661,7 @@ TEST_SUITE("costmodel") {
             return test::joined_cautions(r.out);
         };
         const std::string f8 = said("fp8");
-        CHECK(f8.find("in FP8 the same 38 DGX Cloud layouts are 13 % slower") != std::string::npos);
+        CHECK(f8.find("in FP8 the same 38 DGX Cloud layouts are 12 % slower") != std::string::npos);
         CHECK(f8.find("public_runs_2024_fp8.csv") != std::string::npos);
         CHECK(f8.find("up to about 20 % optimistic") != std::string::npos);
         const std::string b16 = said("bf16");
