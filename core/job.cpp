@@ -9,6 +9,37 @@
 
 namespace cleave {
 
+namespace {
+
+// The bits a comma list of names sets, by `table`; an unknown name throws ConfigError naming
+// `flag`, the name and the `known` ones.
+template <std::size_t N>
+uint8_t bits_of_names(const std::string& list,
+                      const std::array<std::pair<std::string_view, uint8_t>, N>& table,
+                      const std::string& flag,
+                      const char* known) {
+    uint8_t bits = 0;
+    std::size_t pos = 0;
+    while (pos <= list.size()) {
+        const std::size_t comma = std::min(list.find(',', pos), list.size());
+        const std::string_view name = std::string_view(list).substr(pos, comma - pos);
+        bool found = false;
+        for (const auto& [n, bit] : table) {
+            if (n == name) {
+                bits = static_cast<uint8_t>(bits | bit);
+                found = true;
+            }
+        }
+        if (!found) {
+            throw ConfigError(flag + ": '" + std::string(name) + "' is not one of " + known);
+        }
+        pos = comma + 1;
+    }
+    return bits;
+}
+
+}  // namespace
+
 int optimizer_moments(Optimizer o) {
     return o == Optimizer::adam ? 2 : 1;
 }
@@ -99,26 +130,8 @@ constexpr std::array<std::pair<std::string_view, uint8_t>, 8> cuda_graph_scope_n
 }  // namespace
 
 uint8_t parse_cuda_graph_scope(const std::string& list, const std::string& flag) {
-    uint8_t bits = 0;
-    std::size_t pos = 0;
-    while (pos <= list.size()) {
-        const std::size_t comma = std::min(list.find(',', pos), list.size());
-        const std::string_view name = std::string_view(list).substr(pos, comma - pos);
-        bool known = false;
-        for (const auto& [n, bit] : cuda_graph_scope_names) {
-            if (n == name) {
-                bits = static_cast<uint8_t>(bits | bit);
-                known = true;
-            }
-        }
-        if (!known) {
-            throw ConfigError(flag + ": '" + std::string(name) +
-                              "' is not one of full, attn, mlp, moe, moe_router, moe_preprocess, "
-                              "mamba, full_iteration");
-        }
-        pos = comma + 1;
-    }
-    return bits;
+    return bits_of_names(list, cuda_graph_scope_names, flag,
+                         "full, attn, mlp, moe, moe_router, moe_preprocess, mamba, full_iteration");
 }
 
 std::string cuda_graph_scope_string(uint8_t bits) {
@@ -163,25 +176,8 @@ std::string lora_targets_string(uint8_t targets) {
 }
 
 uint8_t parse_lora_targets(const std::string& list) {
-    uint8_t bits = 0;
-    std::size_t pos = 0;
-    while (pos <= list.size()) {
-        const std::size_t comma = std::min(list.find(',', pos), list.size());
-        const std::string_view name = std::string_view(list).substr(pos, comma - pos);
-        bool known = false;
-        for (const auto& [n, bit] : lora_target_names) {
-            if (n == name) {
-                bits = static_cast<uint8_t>(bits | bit);
-                known = true;
-            }
-        }
-        if (!known) {
-            throw ConfigError("--lora-target-modules: '" + std::string(name) +
-                              "' is not one of linear_qkv, linear_proj, linear_fc1, linear_fc2");
-        }
-        pos = comma + 1;
-    }
-    return bits;
+    return bits_of_names(list, lora_target_names, "--lora-target-modules",
+                         "linear_qkv, linear_proj, linear_fc1, linear_fc2");
 }
 
 double model_state_bytes_per_param(const JobSpec& job) {

@@ -110,4 +110,21 @@ inline Plan plan(int64_t dp, int64_t tp, int64_t pp, int64_t mbs = 1) {
     return p;
 }
 
+/// A small GQA SwiGLU RoPE model (the eager and launch tests): h 1024, 8 heads of 128 (q 1024),
+/// 2 KV heads (kv 256), f 4096, 4 layers, seq 1024.
+inline ModelSpec gqa_1024() {
+    ModelSpec m;
+    m.name = "small-gqa";
+    m.layers = 4;
+    m.hidden = 1024;
+    m.heads = 8;
+    m.kv_heads = 2;
+    m.ffn_hidden = 4096;
+    m.vocab = 32000;
+    m.seq_len = 1024;
+    m.mlp = MlpKind::swiglu;
+    m.positions = PositionKind::rope;
+    return m;
+}
+
 }  // namespace cleave::test

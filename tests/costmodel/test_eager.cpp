@@ -13,22 +13,6 @@ using namespace cleave;
 
 namespace {
 
-/// A small GQA SwiGLU model: h 1024, 8 heads of 128 (q 1024), 2 kv heads (kv 256), f 4096.
-ModelSpec small_gqa() {
-    ModelSpec m;
-    m.name = "small-gqa";
-    m.layers = 4;
-    m.hidden = 1024;
-    m.heads = 8;
-    m.kv_heads = 2;
-    m.ffn_hidden = 4096;
-    m.vocab = 32000;
-    m.seq_len = 1024;
-    m.mlp = MlpKind::swiglu;
-    m.positions = PositionKind::rope;
-    return m;
-}
-
 /// One micro-batch of 1 x 1024 tokens on one GPU (tp 1, no SP), bf16, under `stack`.
 JobSpec job_on(const std::string& stack, bool compiled) {
     JobSpec j;
@@ -50,7 +34,7 @@ Plan one() {
 
 TEST_SUITE("costmodel") {
     TEST_CASE("eager: torchtitan's uncompiled chains beyond the fused kernels, by hand") {
-        const ModelSpec m = small_gqa();
+        const ModelSpec m = test::gqa_1024();
         const EagerTraffic e = torchtitan_eager_traffic(m, job_on("torchtitan-fsdp2", false), one(), true, true, false);
         // 1024 tokens, a = 2. repeat_kv: 2a (kv + q) = 4 x 1,280 per token = 5,242,880 B each way.
         // Norms: 2 x 1,048,576 elements, forward (4a + 28) - 2a = 32 B extra: 67,108,864;
@@ -81,9 +65,9 @@ TEST_SUITE("costmodel") {
     TEST_CASE("eager: op-level SAC runs the 2nd, 4th and 6th matmul again") {
         // small_gqa: wq 1,048,576, wk = wv 262,144, wo 1,048,576, w1 = w3 = w2 4,194,304: all
         // 15,204,352; again wk + wo + w3 = 5,505,024: 0.362068.
-        CHECK(op_sac_recomputed_linear_share(small_gqa()) == doctest::Approx(5505024.0 / 15204352.0));
+        CHECK(op_sac_recomputed_linear_share(test::gqa_1024()) == doctest::Approx(5505024.0 / 15204352.0));
         // Llama 3 8B: wk 4,194,304 + wo 16,777,216 + w3 58,720,256 = 79,691,776 of 218,103,808.
-        ModelSpec l = small_gqa();
+        ModelSpec l = test::gqa_1024();
         l.hidden = 4096;
         l.heads = 32;
         l.kv_heads = 8;
@@ -91,13 +75,13 @@ TEST_SUITE("costmodel") {
         CHECK(op_sac_recomputed_linear_share(l) == doctest::Approx(79691776.0 / 218103808.0));
         // GeLU (6 matmuls): k, o and w2 again. h = q = 1024, kv 256, f 4096: wk 262,144 + wo
         // 1,048,576 + w2 4,194,304 = 5,505,024 of 1,048,576 x 2 + 262,144 x 2 + 4,194,304 x 2.
-        ModelSpec g = small_gqa();
+        ModelSpec g = test::gqa_1024();
         g.mlp = MlpKind::gelu;
         CHECK(op_sac_recomputed_linear_share(g) == doctest::Approx(5505024.0 / 11010048.0));
     }
 
     TEST_CASE("eager: a layer's price under torchtitan, eager against compiled") {
-        const ModelSpec m = small_gqa();
+        const ModelSpec m = test::gqa_1024();
         ClusterSpec c = test::dgx_a100();
         Plan p = one();
         p.recompute = Recompute::selective;

@@ -19,22 +19,6 @@ using namespace cleave;
 
 namespace {
 
-/// A GQA SwiGLU RoPE layer: h 1024, 8 heads of 128, 2 KV heads, f 4096.
-ModelSpec gqa_layer() {
-    ModelSpec m;
-    m.name = "gqa";
-    m.layers = 4;
-    m.hidden = 1024;
-    m.heads = 8;
-    m.kv_heads = 2;
-    m.ffn_hidden = 4096;
-    m.vocab = 32000;
-    m.seq_len = 1024;
-    m.mlp = MlpKind::swiglu;
-    m.positions = PositionKind::rope;
-    return m;
-}
-
 JobSpec megatron_job() {
     JobSpec j;
     j.gpus = 1;
@@ -65,7 +49,7 @@ LaunchInputs inputs_of(const ModelSpec& m, const JobSpec& j, const Plan& p) {
 
 TEST_SUITE("costmodel") {
     TEST_CASE("launches: a dense layer's launches by block, and what each graph scope leaves") {
-        const ModelSpec m = gqa_layer();
+        const ModelSpec m = test::gqa_1024();
         JobSpec j = megatron_job();
         const Plan p = launch_plan();
         const LaunchInputs in = inputs_of(m, j, p);
@@ -117,7 +101,7 @@ TEST_SUITE("costmodel") {
     }
 
     TEST_CASE("launches: an MoE layer's router part is what moe_router / moe_preprocess capture") {
-        ModelSpec m = gqa_layer();
+        ModelSpec m = test::gqa_1024();
         m.moe.experts = 8;
         m.moe.top_k = 2;
         m.moe.expert_ffn_hidden = 1024;
