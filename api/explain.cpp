@@ -377,6 +377,17 @@ std::string peft_summary(const ModelSpec& m, const JobSpec& job) {
            detail::f("%.3f", 100.0 * trained / all) + " %), base frozen";
 }
 
+std::string cuda_graph_summary(const GpuSpec& gpu, const JobSpec& job) {
+    if (job.cuda_graph_impl == CudaGraphImpl::none) {
+        return "";
+    }
+    return std::string(to_string(job.cuda_graph_impl)) + " over " +
+           cuda_graph_scope_string(job.cuda_graph_scope) + ": the launch gaps of their scope not paid" +
+           (gpu.launch_gap.value() > 0.0
+                ? " (" + detail::f("%g", gpu.launch_gap.value() * 1e6) + " us a launch on this GPU)"
+                : " (no launch gap priced on this GPU: no change to the price)");
+}
+
 std::string packed_summary(const JobSpec& job) {
     if (!packed(job)) {
         return "";
@@ -410,6 +421,10 @@ nlohmann::json estimate_to_json(const Inputs& in, const Plan& p, const Estimate&
     nlohmann::json j = estimate_json_base(in, p, e);
     if (in.job.peft != Peft::none) {
         j["peft"] = peft_json(in.model, in.job);
+    }
+    if (in.job.cuda_graph_impl != CudaGraphImpl::none) {
+        j["cuda_graphs"] = {{"impl", to_string(in.job.cuda_graph_impl)},
+                            {"scope", cuda_graph_scope_string(in.job.cuda_graph_scope)}};
     }
     if (packed(in.job)) {
         j["packed_seq"] = packed_json(in.job);
@@ -461,6 +476,9 @@ void print_headline(std::ostream& os, const Inputs& in, const Plan& p, const Est
     }
     if (const std::string pk = packed_summary(in.job); !pk.empty()) {
         os << "# packed: " << pk << "\n";
+    }
+    if (const std::string cg = cuda_graph_summary(in.cluster.gpu, in.job); !cg.empty()) {
+        os << "# cuda graphs: " << cg << "\n";
     }
     os << "# iteration_s tokens_per_s tflops_per_gpu    mfu    hfu  bubble  fits\n";
     os << "  " << pad(f("%.4g", e.iteration_time.value()), 11) << " "

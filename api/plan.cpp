@@ -118,6 +118,9 @@ void print_header(std::ostream& os, const Inputs& in, const SearchOptions& so) {
     if (const std::string pk = packed_summary(in.job); !pk.empty()) {
         os << "# packed: " << pk << "\n";
     }
+    if (const std::string cg = cuda_graph_summary(in.cluster.gpu, in.job); !cg.empty()) {
+        os << "# cuda graphs: " << cg << "\n";
+    }
     for (const std::string& c : caution_lines(in, so.fixed.schedule)) {
         os << "# caution: " << c << "\n";
     }

@@ -40,6 +40,11 @@ namespace cleave::api {
 /// micro-batch"; "" unpacked. explain and plan print it after the peft line.
 [[nodiscard]] std::string packed_summary(const JobSpec& job);
 
+/// CUDA graphs in one line, "transformer_engine over attn,mlp: the launch gaps of their scope
+/// not paid (2 us a launch on this GPU)"; "" without --cuda-graph-impl. explain and plan print it
+/// after the packed line; JSON "cuda_graphs" {impl, scope}.
+[[nodiscard]] std::string cuda_graph_summary(const GpuSpec& gpu, const JobSpec& job);
+
 /// {packed_sequence_size, mean_len, len_std, attention_span, attention_scale}: the
 /// "packed_seq" key of explain / plan JSON, present only under --packed-seq.
 [[nodiscard]] nlohmann::json packed_json(const JobSpec& job);

@@ -11,6 +11,7 @@
 #include "tests/costmodel/fixtures.hpp"
 
 #include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include <fstream>
 #include <sstream>
@@ -142,6 +143,17 @@ TEST_SUITE("costmodel") {
         REQUIRE(br.code == 0);
         CHECK(br.out.find("model.cuda_graph_impl=local") != std::string::npos);
         CHECK(br.out.find("model.cuda_graph_scope=[]") != std::string::npos);
+        // The table says what it priced; JSON carries it.
+        const auto txt = with({"--cuda-graph-impl", "transformer_engine", "--cuda-graph-scope", "attn,mlp"});
+        REQUIRE(txt.code == 0);
+        CHECK(txt.out.find("# cuda graphs: transformer_engine over attn,mlp: the launch gaps of their "
+                           "scope not paid (2 us a launch on this GPU)") != std::string::npos);
+        const auto js = test::run_cleave({"explain", model, "dgx-h100", "--gpus", "64", "--gbs", "128",
+                                          "--seq", "4096", "--cuda-graph-impl", "local", "--format", "json"});
+        REQUIRE(js.code == 0);
+        const auto jj = nlohmann::json::parse(js.out);
+        CHECK(jj["cuda_graphs"]["impl"] == "local");
+        CHECK(jj["cuda_graphs"]["scope"] == "full");
         const auto no_impl = with({"--cuda-graph-scope", "attn"});
         CHECK(no_impl.code == 2);
         CHECK(no_impl.err.find("--cuda-graph-impl") != std::string::npos);
