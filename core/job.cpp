@@ -129,6 +129,15 @@ constexpr std::array<std::pair<std::string_view, uint8_t>, 8> cuda_graph_scope_n
 
 }  // namespace
 
+std::optional<uint8_t> cuda_graph_scope_of(std::string_view name) {
+    for (const auto& [n, bit] : cuda_graph_scope_names) {
+        if (n == name) {
+            return bit;
+        }
+    }
+    return std::nullopt;
+}
+
 uint8_t parse_cuda_graph_scope(const std::string& list, const std::string& flag) {
     return bits_of_names(list, cuda_graph_scope_names, flag,
                          "full, attn, mlp, moe, moe_router, moe_preprocess, mamba, full_iteration");

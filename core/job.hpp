@@ -179,6 +179,8 @@ struct JobSpec {
 /// A comma list of Megatron-Core's cuda_graph_scope names (full = every layer part); throws
 /// ConfigError naming `flag` and the unknown name.
 [[nodiscard]] uint8_t parse_cuda_graph_scope(const std::string& list, const std::string& flag);
+/// One scope name's bits; nullopt for a name that is none.
+[[nodiscard]] std::optional<uint8_t> cuda_graph_scope_of(std::string_view name);
 /// The scope bits as Megatron-Core names them (full for every layer part, or the list).
 [[nodiscard]] std::string cuda_graph_scope_string(uint8_t bits);        // "none", "lora"
 /// "linear_qkv,linear_proj,..." in Bridge's order, from lora_target bits.

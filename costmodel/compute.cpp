@@ -695,10 +695,8 @@ LayerCost layer_cost(const ModelSpec& m,
              lora.bwd_gemm + lora.bwd_memory;
     // The gaps between the layer's launches no CUDA graph captures (costmodel/launches.hpp).
     LaunchInputs li;
-    li.memory_fwd = tr.fwd_launches.norm + tr.fwd_launches.elementwise + tr.fwd_launches.activation +
-                    tr.fwd_launches.gated_activation + tr.fwd_launches.softmax;
-    li.memory_bwd = tr.bwd_launches.norm + tr.bwd_launches.elementwise + tr.bwd_launches.activation +
-                    tr.bwd_launches.gated_activation + tr.bwd_launches.softmax;
+    li.memory_fwd = tr.fwd_launches.total();
+    li.memory_bwd = tr.bwd_launches.total();
     li.casts = q.tensors;
     li.local_experts = lt.local_experts;
     li.batched_experts = job.stack.moe_grouped_gemm;

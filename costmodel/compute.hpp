@@ -116,6 +116,10 @@ struct KernelLaunches {
     double gated_activation = 0.0;
     double softmax = 0.0;
 
+    [[nodiscard]] double total() const {
+        return norm + elementwise + activation + gated_activation + softmax;
+    }
+
     bool operator==(const KernelLaunches&) const = default;
 };
 

@@ -563,11 +563,7 @@ void cuda_graphs_of(const std::string& row_notes, JobSpec& job, std::string& not
                 continue;
             }
             if (!word.empty()) {
-                try {
-                    bits = static_cast<uint8_t>(bits | parse_cuda_graph_scope(word, "scope"));
-                } catch (const ConfigError&) {
-                    // not a scope name: skipped
-                }
+                bits = static_cast<uint8_t>(bits | cuda_graph_scope_of(word).value_or(0));  // others skipped
                 word.clear();
             }
         }

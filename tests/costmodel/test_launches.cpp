@@ -37,12 +37,9 @@ Plan launch_plan() {
 
 LaunchInputs inputs_of(const ModelSpec& m, const JobSpec& j, const Plan& p) {
     const LayerTraffic tr = layer_traffic(m, j, p, false);
-    const auto sum = [](const KernelLaunches& l) {
-        return l.norm + l.elementwise + l.activation + l.gated_activation + l.softmax;
-    };
     LaunchInputs in;
-    in.memory_fwd = sum(tr.fwd_launches);
-    in.memory_bwd = sum(tr.bwd_launches);
+    in.memory_fwd = tr.fwd_launches.total();
+    in.memory_bwd = tr.bwd_launches.total();
     return in;
 }
 
