@@ -53,13 +53,15 @@ std::string read_file(const std::filesystem::path& p) {
 }
 
 std::string plan_str(const Plan& p) {
-    char buf[96];
+    char buf[128];
     std::snprintf(buf,
                   sizeof buf,
-                  "t%lld p%lld d%lld v%lld b%lld %s%s%s",
+                  "t%lld p%lld d%lld%s%s v%lld b%lld %s%s%s",
                   static_cast<long long>(p.tp),
                   static_cast<long long>(p.pp),
                   static_cast<long long>(p.dp),
+                  p.cp > 1 ? (" c" + std::to_string(p.cp)).c_str() : "",
+                  p.ep > 1 ? (" e" + std::to_string(p.ep)).c_str() : "",
                   static_cast<long long>(p.vpp),
                   static_cast<long long>(p.mbs),
                   to_string(p.recompute),

@@ -423,9 +423,19 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
             }
             ++lora;
             CAPTURE(c.row_id);
-            if (!c.expressible) {  // rows 5109 and 5110: no config gives their layout
-                CHECK(c.reason.find("plan cannot be expressed") != std::string::npos);
-                continue;
+            REQUIRE(c.expressible);  // every LoRA row stated
+            if (c.row_id == 5109 || c.row_id == 5110) {
+                // No config file for 16 or 32 GPUs: Dell's other rows' layout tp 4 cp 2 (64
+                // GPUs, config_DGXH100_8x8x1xtp4pp1cp2.sh) is the one of theirs that divides 16
+                // GPUs at the log's GA 4 (dp = 8 / (1 x 4) = 2, 2 x 4 x 2 = 16) and 32 at GA 2 (dp
+                // 4); their tp 4 cp 1 and tp 2 cp 1 would need 8 and 4 GPUs.
+                CHECK(c.plan.tp == 4);
+                CHECK(c.plan.cp == 2);
+                CHECK(c.plan.pp == 1);
+                CHECK(c.plan.dp == (c.row_id == 5109 ? 2 : 4));
+                CHECK(c.plan.sp);
+                CHECK(c.job.compute == Dtype::fp8);
+                CHECK(c.reason.find("layout not published") != std::string::npos);
             }
             CHECK(c.job.peft == Peft::lora);
             CHECK(c.job.lora_dim == 16);
@@ -443,13 +453,14 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
             misfits += r.fits ? 0 : 1;
         }
         CHECK(lora == 49);
-        REQUIRE(errors.size() == 47);
+        REQUIRE(errors.size() == 49);
         const ErrorSummary e = summarize_errors(errors);
         const double signed_mean = signed_sum / static_cast<double>(errors.size());
         MESSAGE("MLPerf LoRA rows: MAPE " << e.mape_pct << " %, signed " << signed_mean
                                           << " %, worst " << e.worst_pct << " % (row "
                                           << e.worst_row << "), " << misfits << " misfit");
-        // Measured: MAPE 9.54 %, signed -7.99 % with the frozen column-parallel linears' input-
+        // Measured: 49 rows MAPE 9.00 %, signed -7.34 % (47 rows 9.02 %, -7.28 % before rows
+        // 5109 / 5110 took their submitter's layout); before the launch gaps 9.54 %, -7.99 % with the frozen column-parallel linears' input-
         // gradient reduce-scatters exposed (compute.cpp add_tp; 12.56 %, -11.09 % before; priced
         // as pre-training: 17 rows, 38.2 %, +37.1 %). Issue 48 asks 10 % and +-5 %; the H100
         // FP8 gap is the kernel issue's (docs/costmodel.md section 9). Held against regressions.
@@ -459,6 +470,52 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
         // Every LoRA layout fits at no headroom: the H200 tp 1 cp 2 rows (5116-5118, 5121) were
         // 2.7 GiB over while the frozen linears kept their inputs (memory.cpp).
         CHECK(misfits == 0);
+    }
+
+    TEST_CASE("published: a row with no layout takes its submitter's one layout that divides it") {
+        // Three rows of one submission (same source_key, model, task). Row 3 has no layout; the
+        // log's GA 4 at GBS 8, MBS 1 gives dp = 8 / (1 x 4) = 2, so tp x pp x cp = 16 / 2 = 8:
+        // of the siblings' layouts, tp 4 cp 1 (4) and tp 2 cp 4 (8) -> only tp 2 pp 1 cp 4.
+        const std::string head =
+            "row_id,source_key,model,task,num_layers,hidden_size,num_attention_heads,vocab_size,"
+            "seq_length,gpu_type,gpu_memory_gb,gpus_per_node,num_gpus,tp,pp,dp,cp,"
+            "sequence_parallel,micro_batch_size,global_batch_size,precision,activation_recompute,"
+            "framework,iteration_time_s,notes\n";
+        const std::string a = "1,S,M,pretrain,32,4096,32,32000,4096,H100-SXM5,80,8,8,4,1,2,1,yes,1,"
+                              "8,BF16,none,NVIDIA NeMo 24.09,1.0,\n";
+        const std::string b = "2,S,M,pretrain,32,4096,32,32000,4096,H100-SXM5,80,8,16,2,1,2,4,yes,"
+                              "1,8,BF16,none (default),NVIDIA NeMo 24.09,1.0,\n";
+        const std::string c = "3,S,M,pretrain,32,4096,32,32000,4096,H100-SXM5,80,8,16,,,,,,,8,,,"
+                              "NVIDIA NeMo 24.09,1.0,grad_accum(log)=4.0\n";
+        const auto cases = parse_public_runs(head + a + b + c, "s.csv");
+        REQUIRE(cases.size() == 3);
+        REQUIRE(cases[2].expressible);
+        CHECK(cases[2].plan.tp == 2);
+        CHECK(cases[2].plan.cp == 4);
+        CHECK(cases[2].plan.pp == 1);
+        CHECK(cases[2].plan.dp == 2);
+        CHECK(cases[2].plan.sp);
+        CHECK(cases[2].reason.find("at GA 4 (the log) into dp 2, tp 2 pp 1 cp 4") !=
+              std::string::npos);
+        // At GA 2 (dp 4, model-parallel 4) only tp 4 cp 1 divides.
+        std::string c2 = c;
+        c2.replace(c2.find("=4.0"), 4, "=2.0");
+        const auto two = parse_public_runs(head + a + b + c2, "s.csv");
+        REQUIRE(two[2].expressible);
+        CHECK(two[2].plan.tp == 4);
+        CHECK(two[2].plan.cp == 1);
+        CHECK(two[2].plan.dp == 4);
+        // Siblings that disagree on a shared cell (precision) give nothing: not expressed.
+        std::string b2 = b;
+        b2.replace(b2.find("BF16"), 4, "FP8 ");
+        const auto split = parse_public_runs(head + a + b2 + c, "s.csv");
+        CHECK_FALSE(split[2].expressible);
+        CHECK(split[2].reason.find("plan cannot be expressed") != std::string::npos);
+        // No GA from the log: nothing to divide by.
+        std::string c3 = c;
+        c3.erase(c3.find("grad_accum"));
+        c3 += "\n";
+        CHECK_FALSE(parse_public_runs(head + a + b + c3, "s.csv")[2].expressible);
     }
 
 }  // TEST_SUITE
