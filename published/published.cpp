@@ -5,12 +5,12 @@
 #include "core/stack.hpp"
 #include "costmodel/collectives.hpp"
 #include "costmodel/compute.hpp"
-#include "published/csv_row.hpp"
-#include "published/sibling_layout.hpp"
 #include "costmodel/estimate.hpp"
 #include "costmodel/flops.hpp"
 #include "costmodel/precision.hpp"
 #include "costmodel/splits.hpp"
+#include "published/csv_row.hpp"
+#include "published/sibling_layout.hpp"
 
 #include <algorithm>
 #include <array>
@@ -831,8 +831,6 @@ PublishedCase case_of(const Reader& r) {
     c.reason = notes;
     return c;
 }
-
-
 
 }  // namespace
 
