@@ -240,7 +240,7 @@ struct LayerParts : LayerMemoryParts {
     MuonCost muon_moe;
 };
 
-/// One pipeline stage's layers and parameters on one GPU (estimate.cpp stage_params): a
+/// One pipeline stage's layers and parameters on one GPU (stage_memory.hpp stage_params): a
 /// function of the layer map (pp, vpp, schedule, first / last layers), the micro-batches, tp,
 /// ep, etp and the model alone.
 struct StageParams {

@@ -28,7 +28,7 @@ namespace cleave {
 /// (min(m v, 2(p-s-1) + (v-1) p + 1)) / v chunks, which is p + (p-1)/v = p (1 + (p-1)/(p v)) on
 /// the first stage (Korthikanti et al. 2022, Sec. 4.2.3). DualPipe: 1, one micro-batch of one
 /// stage; the rank's two stages and its p + 1 of them are counted where the stages are folded
-/// into ranks (costmodel/estimate.cpp).
+/// into ranks (costmodel/stage_memory.cpp fold_dualpipe).
 [[nodiscard]] double inflight_microbatches(const Plan& p, int64_t m, int64_t s);
 
 /// Time from the first forward to the last backward of `m` micro-batches when one micro-batch
