@@ -37,6 +37,7 @@ nlohmann::json stack_to_json(const SoftwareStack& s) {
             {"display_name", s.display_name},
             {"source", s.source},
             {"framework", to_string(s.framework)},
+            {"model_code", to_string(s.model_code)},
             {"year", s.year},
             {"attention",
              {{"impl", to_string(s.attention)},
@@ -148,6 +149,7 @@ void print_stack_list(std::ostream& os) {
 nlohmann::json stack_json(const SoftwareStack& s) {
     return {{"name", s.name},
             {"framework", to_string(s.framework)},
+            {"model_code", to_string(s.model_code)},
             {"attention", to_string(s.attention)},
             {"loss", to_string(s.loss)},
             {"loss_chunks", s.loss_chunks},

@@ -184,16 +184,18 @@ enum class Rule : uint8_t {
     interleave_vpp,           // interleaved needs vpp > 1
     interleave_microbatches,  // interleaved: pp divides the micro-batches
     vpp_schedule,             // vpp > 1 only with the interleaved schedule
-    dualpipe_shape,           // dualpipe(v): pp (even), micro-batches (even) >= 2 pp, no CPU offload
-    zero_pipeline,            // ZeRO-2/3 not with pp > 1
-    gpus,                     // dp * tp * pp * cp == gpus
-    batch,                    // mbs * dp divides the global batch
-    sp_tp,                    // sequence parallelism needs tp > 1
-    sp_seq,                   // tp * cp divides seq under sequence parallelism
-    cp_seq,                   // 2 cp divides seq
-    tp_mamba,                 // tp divides a hybrid model's Mamba-2 heads and groups
-    tp_gdn,                   // tp x cp divides a hybrid model's gated DeltaNet heads
-    muon_sharding,            // Muon not with ZeRO-2/3 (Megatron-FSDP, FSDP2)
+    dualpipe_shape,  // dualpipe(v): pp (even), micro-batches (even) >= 2 pp, no CPU offload
+    zero_pipeline,   // ZeRO-2/3 not with pp > 1
+    gpus,            // dp * tp * pp * cp == gpus
+    batch,           // mbs * dp divides the global batch
+    sp_tp,           // sequence parallelism needs tp > 1
+    sp_seq,          // tp * cp divides seq under sequence parallelism
+    cp_seq,          // 2 cp divides seq
+    tp_mamba,        // tp divides a hybrid model's Mamba-2 heads and groups
+    tp_gdn,          // tp x cp divides a hybrid model's gated DeltaNet heads
+    muon_sharding,   // Muon not with ZeRO-2/3 (Megatron-FSDP, FSDP2)
+    model_code,      // the stack's model code runs the plan (HF transformers: dp only,
+                     // whole-layer checkpointing)
     count
 };
 

@@ -266,6 +266,25 @@ const std::array<Entry, rule_count> rule_table{{
                              : std::string("--optimizer muon with fp16: Megatron's emerging "
                                            "optimizers refuse fp16 (use bf16)");
      }},
+    {Rule::model_code, {"model_code", "Hugging Face transformers' model code under accelerate + DeepSpeed ZeRO splits the data only (no tensor, pipeline, context or expert parallel layers) and checkpoints whole decoder layers (gradient_checkpointing_enable: torch.utils.checkpoint per layer, no module list) (a stack with model_code = \"hf-transformers\")"},
+     [](const Ctx& x) {
+         return x.job.stack.model_code != ModelCode::hf_transformers ||
+                (x.p.tp == 1 && x.p.pp == 1 && x.p.cp == 1 && x.p.ep == 1 &&
+                 x.p.recompute != Recompute::selective &&
+                 x.p.recompute_method == RecomputeMethod::uniform && x.p.recompute_layers <= 1);
+     },
+     [](const Ctx& x) {
+         if (x.p.tp > 1 || x.p.pp > 1 || x.p.cp > 1 || x.p.ep > 1) {
+             return "stack '" + x.job.stack.name +
+                    "' runs transformers' model code, which splits the data only: tp, pp, cp and "
+                    "ep must be 1 (got " + n("tp", x.p.tp) + ", " + n("pp", x.p.pp) + ", " +
+                    n("cp", x.p.cp) + ", " + n("ep", x.p.ep) +
+                    "); a Megatron stack splits the model (--stack megatron-core)";
+         }
+         return "stack '" + x.job.stack.name +
+                "' runs transformers' model code, which checkpoints whole decoder layers: "
+                "--recompute none or full (one layer a checkpoint), not selective or a block";
+     }},
 }};
 // clang-format on
 

@@ -36,6 +36,11 @@ void read_stack_table(TableReader& r, SoftwareStack& s) {
                                   {"deepspeed", StackFramework::deepspeed},
                                   {"torchtitan", StackFramework::torchtitan},
                                   {"llm-foundry", StackFramework::llm_foundry}}));
+    set(s.model_code,
+        r.choice<ModelCode>("model_code",
+                            Need::optional,
+                            {{"framework", ModelCode::framework},
+                             {"hf-transformers", ModelCode::hf_transformers}}));
     set(s.year, r.count("year", Need::required));
     if (const auto rel = r.text("release", Need::optional)) {
         if (!valid_release(*rel)) {
@@ -420,6 +425,10 @@ const char* to_string(LossImpl l) {
         break;
     }
     return "unset";
+}
+
+const char* to_string(ModelCode c) {
+    return c == ModelCode::hf_transformers ? "hf-transformers" : "framework";
 }
 
 const char* to_string(AttentionImpl a) {

@@ -20,6 +20,15 @@ enum class StackFramework : uint8_t { megatron, deepspeed, torchtitan, llm_found
 /// "megatron", "deepspeed", "torchtitan", "llm-foundry".
 [[nodiscard]] const char* to_string(StackFramework f);
 
+/// Whose model code runs the layers: the framework's own (Megatron-Core / Transformer Engine
+/// fused kernels; torchtitan's model code, priced by its framework), or Hugging Face
+/// transformers' modeling code (RMSNorm, RoPE and SwiGLU as separate PyTorch ops,
+/// costmodel/eager.hpp), as HF accelerate / Trainer jobs over DeepSpeed run it.
+enum class ModelCode : uint8_t { framework, hf_transformers };
+
+/// "framework", "hf-transformers".
+[[nodiscard]] const char* to_string(ModelCode c);
+
 /// How the attention core runs: materialised (Q K^T, softmax, dropout and the product with V as
 /// separate kernels, the s x s scores in HBM) or fused (FlashAttention / cuDNN fused SDPA: the
 /// scores stay on chip, only the per-row softmax statistics are kept for backward).
@@ -109,6 +118,7 @@ struct SoftwareStack {
     std::string display_name;
     std::string source;  // the file it was read from ("" = built in)
     StackFramework framework = StackFramework::megatron;
+    ModelCode model_code = ModelCode::framework;  // [stack] model_code
     int64_t year = 2021;
     /// The software release the stack's values stand for, as NVIDIA numbers its containers
     /// ("25.11", "26.04" = NeMo container YY.MM; Megatron-Bridge 0.2 / 0.4); "" = not stated.

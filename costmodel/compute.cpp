@@ -151,7 +151,7 @@ LayerTraffic layer_traffic(
     (swiglu ? b.gated_activation : b.activation) = bytes((swiglu ? 5.0 : 3.0) * ab * inner);
     b.softmax = bytes(3.0 * ab * scores + (2.0 * ab + 1.0) * scores);
     // torchtitan uncompiled: the eager chains beyond the fused kernels (costmodel/eager.hpp).
-    const EagerTraffic eager = torchtitan_eager_traffic(m, job, p, attn, ffn, moe);
+    const EagerTraffic eager = eager_traffic(m, job, p, attn, ffn, moe);
     tr.eager_fwd = bytes(eager.fwd_bytes);
     tr.eager_bwd = bytes(eager.bwd_bytes);
     f.elementwise += tr.eager_fwd;
@@ -732,7 +732,7 @@ LayerCost layer_cost(const ModelSpec& m,
             // backward's kernels: not priced.
             const Seconds mm = linear * op_sac_recomputed_linear_share(m);
             const Seconds ops =
-                torchtitan_eager(job) ? memory_time(gpu, fwd_timed, tr.fwd_launches) : Seconds{};
+                eager_chains(job) ? memory_time(gpu, fwd_timed, tr.fwd_launches) : Seconds{};
             lc.recompute = mm + ops;
             cls.recompute_gemm += mm;
             break;

@@ -8,14 +8,24 @@ namespace cleave {
 
 using detail::d;
 
-bool torchtitan_eager(const JobSpec& job) {
-    return job.stack.framework == StackFramework::torchtitan && !job.stack.torch_compile;
+namespace {
+
+bool hf_code(const JobSpec& job) {
+    return job.stack.model_code == ModelCode::hf_transformers;
 }
 
-EagerTraffic torchtitan_eager_traffic(
+}  // namespace
+
+bool eager_chains(const JobSpec& job) {
+    return (job.stack.framework == StackFramework::torchtitan || hf_code(job)) &&
+           !job.stack.torch_compile;
+}
+
+EagerTraffic eager_traffic(
     const ModelSpec& m, const JobSpec& job, const Plan& p, bool has_attn, bool has_ffn, bool moe) {
     EagerTraffic e;
-    if (job.stack.framework != StackFramework::torchtitan || m.mla.enabled()) {
+    const bool hf = hf_code(job);
+    if ((job.stack.framework != StackFramework::torchtitan && !hf) || m.mla.enabled()) {
         return e;
     }
     const double a = activation_bytes(job);
@@ -27,7 +37,7 @@ EagerTraffic torchtitan_eager_traffic(
     const double kv = tok * d(m.kv_heads) * hd / t;
     const double f = tok * d(m.ffn_hidden) / t;
     const bool swiglu = m.mlp == MlpKind::swiglu;
-    if (has_attn && m.kv_heads < m.heads) {
+    if (has_attn && m.kv_heads < m.heads && !hf) {
         // repeat_kv: k and v expanded and copied to q's width; backward sums them back. Compiled
         // too: SDPA is an extern kernel, so Inductor materialises its expanded inputs (it may
         // fuse k's copy into RoPE: not priced).
@@ -47,7 +57,13 @@ EagerTraffic torchtitan_eager_traffic(
     e.bwd_bytes += norms * h * (8.0 * a + 68.0 - 3.0 * a);
     e.fwd_launches += norms * 7.0;
     e.bwd_launches += norms * 12.0;
-    if (has_attn && m.positions == PositionKind::rope) {
+    if (has_attn && m.positions == PositionKind::rope && hf) {
+        // rotate_half: 10a forward, 8a backward, 5 and 4 launches a tensor, against 2a and 1.
+        e.fwd_bytes += (q + kv) * (10.0 - 2.0) * a;
+        e.bwd_bytes += (q + kv) * (8.0 - 2.0) * a;
+        e.fwd_launches += 2.0 * (5.0 - 1.0);
+        e.bwd_launches += 2.0 * (4.0 - 1.0);
+    } else if (has_attn && m.positions == PositionKind::rope) {
         // RoPE through complex64 (2a + 16 a way) against the fused rotation (2a).
         const double rope = (q + kv) * (2.0 * a + 16.0);
         e.fwd_bytes += rope - (q + kv) * 2.0 * a;

@@ -1,11 +1,14 @@
 #pragma once
-// torchtitan's uncompiled block as its model code runs it: the elementwise chains PyTorch
-// launches one op at a time where torch.compile (and Megatron's fused kernels, which
-// layer_traffic prices) read and write each tensor once, and what op-level selective activation
-// checkpointing recomputes. Sources: torchtitan @9dec370 (TT) torchtitan/models/norms.py RMSNorm,
-// torchtitan/models/llama/model.py apply_rotary_emb / repeat_kv / FeedForward,
-// torchtitan/parallelisms/parallelize_llama.py _save_list; PyTorch autograd formulas
-// (tools/autograd/derivatives.yaml) for the backward of each op.
+// A block as uncompiled PyTorch model code runs it: the elementwise chains PyTorch launches one
+// op at a time where torch.compile (and Megatron's fused kernels, which layer_traffic prices)
+// read and write each tensor once, and what op-level selective activation checkpointing
+// recomputes. Two model codes: torchtitan's and Hugging Face transformers' Llama. Sources:
+// torchtitan @9dec370 (TT) torchtitan/models/norms.py RMSNorm, torchtitan/models/llama/model.py
+// apply_rotary_emb / repeat_kv / FeedForward, torchtitan/parallelisms/parallelize_llama.py
+// _save_list; huggingface/transformers src/transformers/models/llama/modeling_llama.py (v4.40,
+// the HF Llama of 2024: LlamaRMSNorm, rotate_half / apply_rotary_pos_emb, LlamaMLP, the
+// flash_attention_2 path); PyTorch autograd formulas (tools/autograd/derivatives.yaml) for the
+// backward of each op.
 
 #include "core/job.hpp"
 #include "core/model.hpp"
@@ -13,10 +16,10 @@
 
 namespace cleave {
 
-/// Bytes and launches of one layer, one micro-batch, one GPU that torchtitan's block moves
-/// beyond the fused kernels layer_traffic prices: repeat_kv's copies (compiled too), and
-/// uncompiled the eager chains. Zero for other stacks, for MLA and for a hybrid block's other
-/// kinds (their code is not derived here).
+/// Bytes and launches of one layer, one micro-batch, one GPU that torchtitan's or HF
+/// transformers' block moves beyond the fused kernels layer_traffic prices: torchtitan's
+/// repeat_kv copies (compiled too), and uncompiled the eager chains. Zero for other stacks, for
+/// MLA and for a hybrid block's other kinds (their code is not derived here).
 struct EagerTraffic {
     double fwd_bytes = 0.0;
     double bwd_bytes = 0.0;
@@ -24,8 +27,9 @@ struct EagerTraffic {
     double bwd_launches = 0.0;
 };
 
-/// torchtitan with its blocks not compiled (SoftwareStack::torch_compile false).
-[[nodiscard]] bool torchtitan_eager(const JobSpec& job);
+/// The layers run as uncompiled PyTorch model code: torchtitan with its blocks not compiled
+/// (SoftwareStack::torch_compile false), or HF transformers' modeling code (ModelCode).
+[[nodiscard]] bool eager_chains(const JobSpec& job);
 
 /// Per token and GPU, a = 2-byte activations, fp32 = 4 B; widths per token on the GPU: h (the
 /// norm region, SP-split), q = heads x head_dim / tp, kv = kv_heads x head_dim / tp, f = the MLP's
@@ -46,13 +50,15 @@ struct EagerTraffic {
 /// - SwiGLU `w2(silu(w1 x) * w3 x)`: silu (2a) and the product (3a) = 5a per inner element, 2
 ///   launches; backward the product's two gradients (6a) and silu's (3a) = 9a, 3 launches;
 ///   fused: 3a and 5a, 1 launch each.
+/// HF transformers' Llama: LlamaRMSNorm and LlamaMLP are the same chains; no repeat_kv (its
+/// flash_attention_2 path hands flash-attn the kv heads as they are, GQA native); RoPE
+/// `q * cos + rotate_half(q) * sin`, rotate_half = cat(-x2, x1), on q and on k: neg of half (a),
+/// cat (2a), the two products (2a each), the sum (3a) = 10a per element, 5 launches; backward
+/// the products' gradients (2a each), the neg's (a) and the two paths summed into q's gradient
+/// (3a) = 8a, 4 launches; fused 2a and 1 each way.
 /// `moe`: the FFN block is routed experts (their activation is not derived here; the norm is).
-[[nodiscard]] EagerTraffic torchtitan_eager_traffic(const ModelSpec& m,
-                                                    const JobSpec& job,
-                                                    const Plan& p,
-                                                    bool has_attn,
-                                                    bool has_ffn,
-                                                    bool moe);
+[[nodiscard]] EagerTraffic eager_traffic(
+    const ModelSpec& m, const JobSpec& job, const Plan& p, bool has_attn, bool has_ffn, bool moe);
 
 /// Whether op-level SAC (TT parallelize_llama.py _save_list: every other aten.mm, SDPA's output
 /// saved; all else recomputed) prices the selective recompute of this layer: the stack's

@@ -34,6 +34,8 @@ const char* to_string(RejectReason r) {
         return "schedule";
     case RejectReason::zero_pipeline:
         return "zero_pipeline";
+    case RejectReason::stack:
+        return "stack";
     case RejectReason::tp_cross_node:
         return "tp_cross_node";
     case RejectReason::heuristic:
@@ -426,6 +428,9 @@ private:
         if (!keeps_all({Rule::tp_heads, Rule::tp_kv_heads, Rule::tp_ffn, Rule::tp_mamba, Rule::tp_gdn}, p)) {
             return RejectReason::tp_split;
         }
+        if (!keeps(Rule::model_code, m_, job_, p)) {
+            return RejectReason::stack;
+        }
         if (splits(p.pp, 1).empty()) {
             return RejectReason::layers;
         }
@@ -479,6 +484,8 @@ private:
                 }
                 if (over(ep, o_.max_ep)) {
                     reject(RejectReason::limit, p);
+                } else if (!keeps(Rule::model_code, m_, job_, p)) {
+                    reject(RejectReason::stack, p);
                 } else if (!keeps(Rule::ep_experts, m_, job_, p)) {
                     reject(RejectReason::experts, p);
                 } else {
@@ -630,6 +637,11 @@ private:
             p.offload_layers = f.offload_layers;
             if (full && !keeps(Rule::recompute_layers, m_, job_, p)) {
                 continue;  // the user's block does not fit this stage
+            }
+            if (!keeps(Rule::model_code, m_, job_, p)) {
+                p.zero = 0;
+                reject(RejectReason::stack, p, zero_max + 1);  // HF: no selective recompute
+                continue;
             }
             for (int sp = 0; sp <= (p.tp > 1 ? 1 : 0); ++sp) {
                 p.sp = sp == 1;

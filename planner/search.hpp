@@ -29,15 +29,16 @@ enum class Objective {
 /// Why a (partial) plan was rejected. Structural reasons are counted where the prune happens
 /// (one per factorization, per virtual-stage count, ...); priced reasons once per plan.
 enum class RejectReason : uint8_t {
-    limit,          // tp/pp/cp/ep above a user limit (SearchOptions::max_*)
-    tp_split,       // tp does not divide heads, kv_heads, ffn_hidden or the Mamba-2 heads / groups
-    layers,         // pp does not divide the layers
-    batch,          // dp does not divide the global batch
-    seq,            // 2*cp (ring attention) or tp*cp (sequence parallelism) does not divide seq
-    experts,        // ep does not divide the experts
-    interleave,     // interleaved schedule: fewer micro-batches than pp (Megatron)
-    schedule,       // dualpipe(v): odd pp, too few micro-batches, an uneven V (Rule::dualpipe_shape)
+    limit,       // tp/pp/cp/ep above a user limit (SearchOptions::max_*)
+    tp_split,    // tp does not divide heads, kv_heads, ffn_hidden or the Mamba-2 heads / groups
+    layers,      // pp does not divide the layers
+    batch,       // dp does not divide the global batch
+    seq,         // 2*cp (ring attention) or tp*cp (sequence parallelism) does not divide seq
+    experts,     // ep does not divide the experts
+    interleave,  // interleaved schedule: fewer micro-batches than pp (Megatron)
+    schedule,    // dualpipe(v): odd pp, too few micro-batches, an uneven V (Rule::dualpipe_shape)
     zero_pipeline,  // ZeRO-2/3 with pp > 1 (neither Megatron nor DeepSpeed can)
+    stack,          // the stack's model code cannot split that way (Rule::model_code)
     tp_cross_node,  // TP group leaves the node while SearchOptions::allow_tp_cross_node is off
     heuristic,      // skipped by SearchOptions::heuristics (only when asked)
     memory,         // priced: the peak stage does not fit in usable memory

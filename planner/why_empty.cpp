@@ -228,6 +228,11 @@ bool owned(Rule r, Parts s, const Probe& pr) {
         return fixed(Part::recompute_layers) || fixed(Part::recompute_method);
     case Rule::muon_sharding:
         return fixed(Part::zero) && pr.plan.zero > 1;
+    case Rule::model_code:
+        return (fixed(Part::tp) && pr.plan.tp > 1) || (fixed(Part::pp) && pr.plan.pp > 1) ||
+               (fixed(Part::cp) && pr.plan.cp > 1) || (fixed(Part::ep) && pr.plan.ep > 1) ||
+               (fixed(Part::recompute) && pr.plan.recompute == Recompute::selective) ||
+               fixed(Part::recompute_method) || fixed(Part::recompute_layers);
     case Rule::stage_layers:
     case Rule::stage_split:
     case Rule::vpp_chunks:

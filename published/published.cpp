@@ -616,7 +616,7 @@ void lora_of(const Reader& r, JobSpec& job, std::string& notes) {
 /// (shared/validation/README.md; the rows' configs are config_*.sh of that implementation), so
 /// megatron-core; a cell naming DeepSpeed is the HF accelerate + DeepSpeed reference port.
 std::string mlperf_stack_for_framework(const std::string& fw) {
-    return contains(lower_of(fw), "deepspeed") ? "deepspeed-zero3-2021" : "megatron-core";
+    return contains(lower_of(fw), "deepspeed") ? "deepspeed-zero3" : "megatron-core";
 }
 
 PublishedCase case_of(const Reader& r) {
@@ -836,7 +836,10 @@ PublishedCase case_of(const Reader& r) {
 
 std::string stack_for_framework(const std::string& fw) {
     if (contains(fw, "DeepSpeed") || contains(fw, "Deepspeed")) {
-        return "deepspeed-zero3-2021";
+        // Megatron-LM's 2021 model code over DeepSpeed (SC21), or HF accelerate + DeepSpeed
+        // 0.6+ on transformers' model code (the MLPerf Juniper LoRA rows: "NGC PyTorch
+        // Release 24.01 Deepspeed").
+        return contains(fw, "Megatron") ? "deepspeed-zero3-2021" : "deepspeed-zero3";
     }
     if (contains(fw, "torchtitan")) {
         return "torchtitan-fsdp2";

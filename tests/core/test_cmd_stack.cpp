@@ -1,5 +1,6 @@
 // `cleave stack`, --stack, explain JSON `stack` and the exports' stack flags, in process.
 #include "cli/app.hpp"
+#include "core/plan.hpp"
 #include "tests/cli_run.hpp"
 
 #include <sstream>
@@ -53,7 +54,7 @@ std::vector<std::string> plan_args(const std::string& stack, const std::string& 
 }  // namespace
 
 TEST_SUITE("core") {
-    TEST_CASE("cmd stack: list names the five shipped stacks, megatron-core the default") {
+    TEST_CASE("cmd stack: list names the six shipped stacks, megatron-core the default") {
         const Run r = cleave_cli({"stack", "list", "--format", "json"});
         REQUIRE(r.code == 0);
         const auto j = nlohmann::json::parse(r.out);
@@ -62,7 +63,8 @@ TEST_SUITE("core") {
             names.push_back(s["name"]);
             CHECK(s["default"].get<bool>() == (s["name"] == "megatron-core"));
         }
-        CHECK(names == std::vector<std::string>{"deepspeed-zero3-2021",
+        CHECK(names == std::vector<std::string>{"deepspeed-zero3",
+                                                "deepspeed-zero3-2021",
                                                 "llm-foundry-fsdp",
                                                 "megatron-2021",
                                                 "megatron-core",
@@ -72,6 +74,64 @@ TEST_SUITE("core") {
         const auto s = nlohmann::json::parse(show.out);
         CHECK(s["export"]["torch_compile"] == true);
         CHECK(s["data_parallel"]["fsdp_prefetch"] == true);
+        CHECK(s["model_code"] == "framework");
+        // HF accelerate over DeepSpeed 0.6+: transformers' model code, backward gathers
+        // prefetched (DeepSpeed PR #1453), flash-attn 2.
+        const Run ds = cleave_cli({"stack", "show", "deepspeed-zero3", "--format", "json"});
+        REQUIRE(ds.code == 0);
+        const auto d = nlohmann::json::parse(ds.out);
+        CHECK(d["model_code"] == "hf-transformers");
+        CHECK(d["framework"] == "deepspeed");
+        CHECK(d["data_parallel"]["fsdp_prefetch"] == true);
+        CHECK(d["attention"]["impl"] == "fused");
+        // Its model code splits the data only and checkpoints whole layers (Rule::model_code):
+        // the planner searches dp x ZeRO x {none, full}, and a fixed --tp is refused, exit 2.
+        const Run pl = cleave_cli({"plan",
+                                   data("examples/llama-2-7b.toml"),
+                                   "dgx-h100",
+                                   "--gpus",
+                                   "8",
+                                   "--gbs",
+                                   "8",
+                                   "--seq",
+                                   "4096",
+                                   "--stack",
+                                   "deepspeed-zero3",
+                                   "--top",
+                                   "50",
+                                   "--format",
+                                   "json"});
+        REQUIRE(pl.code == 0);
+        const auto pj = nlohmann::json::parse(pl.out);
+        REQUIRE(!pj["plans"].empty());
+        for (const auto& p : pj["plans"]) {
+            CHECK(p["plan"]["tp"] == 1);
+            CHECK(p["plan"]["pp"] == 1);
+            CHECK(p["plan"]["cp"] == 1);
+            CHECK(p["plan"]["recompute"] != "selective");
+        }
+        CHECK(pj["rejected"]["stack"].get<int64_t>() > 0);
+        const Run split = cleave_cli({"explain",
+                                      data("examples/llama-2-7b.toml"),
+                                      "dgx-h100",
+                                      "--gpus",
+                                      "8",
+                                      "--gbs",
+                                      "8",
+                                      "--seq",
+                                      "4096",
+                                      "--stack",
+                                      "deepspeed-zero3",
+                                      "--tp",
+                                      "2"});
+        CHECK(split.code == 2);
+        CHECK(split.err.find("splits the data only") != std::string::npos);
+        // The rule table is indexed by the enum: its last entries in order.
+        CHECK(std::string(cleave::rule_info(cleave::Rule::muon_sharding).name) == "muon_sharding");
+        CHECK(std::string(cleave::rule_info(cleave::Rule::model_code).name) == "model_code");
+        const Run old = cleave_cli({"stack", "show", "deepspeed-zero3-2021", "--format", "json"});
+        REQUIRE(old.code == 0);
+        CHECK(nlohmann::json::parse(old.out)["data_parallel"]["fsdp_prefetch"] == false);
         // megatron-core's TP overlap and the userbuffers presets it is priced with.
         const Run core = cleave_cli({"stack", "show", "megatron-core", "--format", "json"});
         REQUIRE(core.code == 0);

@@ -35,7 +35,8 @@ Plan one() {
 TEST_SUITE("costmodel") {
     TEST_CASE("eager: torchtitan's uncompiled chains beyond the fused kernels, by hand") {
         const ModelSpec m = test::gqa_1024();
-        const EagerTraffic e = torchtitan_eager_traffic(m, job_on("torchtitan-fsdp2", false), one(), true, true, false);
+        const EagerTraffic e =
+            eager_traffic(m, job_on("torchtitan-fsdp2", false), one(), true, true, false);
         // 1024 tokens, a = 2. repeat_kv: 2a (kv + q) = 4 x 1,280 per token = 5,242,880 B each way.
         // Norms: 2 x 1,048,576 elements, forward (4a + 28) - 2a = 32 B extra: 67,108,864;
         //   backward (8a + 68) - 3a = 78 B: 163,577,856.
@@ -49,17 +50,42 @@ TEST_SUITE("costmodel") {
         CHECK(e.bwd_launches == 32.0);
 
         // Compiled: only repeat_kv's copies stay (SDPA's expanded inputs are materialised).
-        const EagerTraffic c = torchtitan_eager_traffic(m, job_on("torchtitan-fsdp2", true), one(), true, true, false);
+        const EagerTraffic c =
+            eager_traffic(m, job_on("torchtitan-fsdp2", true), one(), true, true, false);
         CHECK(c.fwd_bytes == doctest::Approx(5242880.0));
         CHECK(c.bwd_bytes == doctest::Approx(5242880.0));
         CHECK(c.fwd_launches == 2.0);
         // Megatron's fused kernels: nothing.
-        const EagerTraffic mg = torchtitan_eager_traffic(m, job_on("megatron-core", false), one(), true, true, false);
+        const EagerTraffic mg =
+            eager_traffic(m, job_on("megatron-core", false), one(), true, true, false);
         CHECK(mg.fwd_bytes == 0.0);
         CHECK(mg.bwd_launches == 0.0);
         // An MoE layer's routed FFN: its norm is eager, the experts' activation is not derived.
-        const EagerTraffic moe = torchtitan_eager_traffic(m, job_on("torchtitan-fsdp2", false), one(), false, true, true);
+        const EagerTraffic moe =
+            eager_traffic(m, job_on("torchtitan-fsdp2", false), one(), false, true, true);
         CHECK(moe.fwd_bytes == doctest::Approx(67108864.0 / 2.0));
+    }
+
+    TEST_CASE("eager: HF transformers' Llama under deepspeed-zero3, by hand") {
+        const ModelSpec m = test::gqa_1024();
+        const JobSpec hf = job_on("deepspeed-zero3", false);
+        CHECK(hf.stack.model_code == ModelCode::hf_transformers);
+        CHECK(eager_chains(hf));
+        const EagerTraffic e = eager_traffic(m, hf, one(), true, true, false);
+        // 1024 tokens, a = 2. No repeat_kv (flash-attn 2 takes the kv heads as they are).
+        // Norms as torchtitan's: 67,108,864 forward, 163,577,856 backward.
+        // RoPE by rotate_half: (q + kv) 1,310,720 elements, (10 - 2) a = 16 B forward:
+        //   20,971,520; (8 - 2) a = 12 B backward: 15,728,640.
+        // SwiGLU as torchtitan's: 16,777,216 forward, 33,554,432 backward.
+        CHECK(e.fwd_bytes == doctest::Approx(67108864.0 + 20971520.0 + 16777216.0));
+        CHECK(e.bwd_bytes == doctest::Approx(163577856.0 + 15728640.0 + 33554432.0));
+        // Launches beyond the fused: norms 2 x 7 / 2 x 12, RoPE 2 x 4 / 2 x 3, SwiGLU 1 / 2.
+        CHECK(e.fwd_launches == 23.0);
+        CHECK(e.bwd_launches == 32.0);
+        // The 2021 DeepSpeed stack ran Megatron-LM's model code: nothing.
+        const JobSpec old = job_on("deepspeed-zero3-2021", false);
+        CHECK_FALSE(eager_chains(old));
+        CHECK(eager_traffic(m, old, one(), true, true, false).fwd_bytes == 0.0);
     }
 
     TEST_CASE("eager: op-level SAC runs the 2nd, 4th and 6th matmul again") {

@@ -404,8 +404,9 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
         // (only an MLPerf row maps it, as NVIDIA's NeMo implementation in that container).
         CHECK(stack_for_framework("NVIDIA NEMO") == "megatron-core");
         CHECK(stack_for_framework("NGC Pytorch 24.09, NVIDIA Nemo 24.09") == "megatron-core");
-        CHECK(stack_for_framework("NGC PyTorch Release 24.01 Deepspeed N1") ==
-              "deepspeed-zero3-2021");
+        // HF accelerate + DeepSpeed on transformers' model code (the Juniper rows), not the
+        // 2021 Megatron-LM + DeepSpeed stack.
+        CHECK(stack_for_framework("NGC PyTorch Release 24.01 Deepspeed N1") == "deepspeed-zero3");
         CHECK(stack_for_framework("PyTorch NVIDIA Release 24.04").empty());
         std::ifstream in(std::string(CLEAVE_TEST_DATA_DIR) + "/tests/data/public_runs_mlperf.csv");
         REQUIRE(in.good());
@@ -441,7 +442,7 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
             CHECK(c.job.lora_dim == 16);
             CHECK(c.job.lora_alpha == 32.0);
             CHECK(c.job.lora_targets == (lora_target::linear_qkv | lora_target::linear_proj));
-            CHECK((c.stack == "megatron-core" || c.stack == "deepspeed-zero3-2021"));
+            CHECK((c.stack == "megatron-core" || c.stack == "deepspeed-zero3"));
             if (!clusters.count(c.profile)) {
                 clusters.emplace(c.profile, load_cluster(c.profile));
             }
@@ -459,14 +460,18 @@ TEST_CASE("peft: the adapters' own TP collectives under SP") {
         MESSAGE("MLPerf LoRA rows: MAPE " << e.mape_pct << " %, signed " << signed_mean
                                           << " %, worst " << e.worst_pct << " % (row "
                                           << e.worst_row << "), " << misfits << " misfit");
-        // Measured: 49 rows MAPE 9.00 %, signed -7.34 % (47 rows 9.02 %, -7.28 % before rows
+        // Measured: 49 rows MAPE 9.30 %, signed -9.04 %. Juniper's two DeepSpeed rows (5088,
+        // 5089) on the stack that ran them (deepspeed-zero3: transformers' code, flash-attn 2,
+        // gathers prefetched both ways) are -40.8 / -24.4 %; on deepspeed-zero3-2021 (Megatron's
+        // 2021 code, materialised attention, backward gathers stalled: not what ran) they were
+        // -16.3 / +34.6 %, the 49 rows 9.00 %, -7.34 % (47 rows 9.02 %, -7.28 % before rows
         // 5109 / 5110 took their submitter's layout); before the launch gaps 9.54 %, -7.99 % with
         // the frozen column-parallel linears' input-gradient reduce-scatters exposed (compute.cpp
         // add_tp; 12.56 %, -11.09 % before; priced as pre-training: 17 rows, 38.2 %, +37.1 %).
         // Issue 48 asks 10 % and +-5 %; the H100 FP8 gap is the kernel issue's (docs/costmodel.md
         // section 9). Held against regressions.
         CHECK(e.mape_pct < 10.0);
-        CHECK(signed_mean > -9.0);
+        CHECK(signed_mean > -9.5);
         CHECK(signed_mean < 0.0);
         // Every LoRA layout fits at no headroom: the H200 tp 1 cp 2 rows (5116-5118, 5121) were
         // 2.7 GiB over while the frozen linears kept their inputs (memory.cpp).
