@@ -6,6 +6,32 @@
 
 namespace cleave {
 
+namespace {
+
+/// transformers' Llama module names of Megatron-Bridge's LoRA targets (modeling_llama.py:
+/// q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj).
+std::string hf_lora_modules(uint8_t targets) {
+    std::string out = "[";
+    const auto add = [&out](const char* names) {
+        out += (out.size() > 1 ? ", " : "") + std::string(names);
+    };
+    if ((targets & lora_target::linear_qkv) != 0) {
+        add("\"q_proj\", \"k_proj\", \"v_proj\"");
+    }
+    if ((targets & lora_target::linear_proj) != 0) {
+        add("\"o_proj\"");
+    }
+    if ((targets & lora_target::linear_fc1) != 0) {
+        add("\"gate_proj\", \"up_proj\"");
+    }
+    if ((targets & lora_target::linear_fc2) != 0) {
+        add("\"down_proj\"");
+    }
+    return out + "]";
+}
+
+}  // namespace
+
 void write_deepspeed(std::ostream& os,
                      std::ostream& err,
                      const JobSpec& job,
@@ -16,6 +42,7 @@ void write_deepspeed(std::ostream& os,
                           "setting (use --format megatron or bridge)");
     }
     const Plan& p = best.plan;
+    const bool hf = job.stack.model_code == ModelCode::hf_transformers;
     nlohmann::json ds = {
         {"train_batch_size", job.global_batch},
         {"train_micro_batch_size_per_gpu", p.mbs},
@@ -33,10 +60,28 @@ void write_deepspeed(std::ostream& os,
     } else if (job.compute != Dtype::fp32) {
         ds["bf16"] = {{"enabled", true}};
     }
-    if (p.recompute != Recompute::none) {
+    if (p.recompute != Recompute::none && !hf) {
         ds["activation_checkpointing"] = {{"partition_activations", p.tp > 1},
                                           {"contiguous_memory_optimization", false},
                                           {"cpu_checkpointing", false}};
+    }
+    if (hf) {
+        // accelerate / the HF Trainer wrap transformers' model, not a PipelineModule
+        // (Rule::model_code keeps pp 1), and checkpoint through the Trainer's flag.
+        ds.erase("pipeline");
+        os << ds.dump(2) << "\n";
+        err << "cleave plan: note: plan " << to_string(p) << "; pass this file to accelerate "
+            << "(deepspeed_config_file) or the HF Trainer (--deepspeed)";
+        if (p.recompute == Recompute::full) {
+            err << "; --gradient_checkpointing True (whole decoder layers)";
+        }
+        if (job.peft != Peft::none) {
+            err << "; peft LoraConfig(r=" << job.lora_dim << ", lora_alpha=" << job.lora_alpha
+                << ", target_modules=" << hf_lora_modules(job.lora_targets)
+                << (job.peft == Peft::dora ? ", use_dora=True" : "") << ")";
+        }
+        err << "\n";
+        return;
     }
     os << ds.dump(2) << "\n";
     err << "cleave plan: note: plan " << to_string(p) << "; DeepSpeed takes pipeline stages from "

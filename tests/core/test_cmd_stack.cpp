@@ -126,6 +126,41 @@ TEST_SUITE("core") {
                                       "2"});
         CHECK(split.code == 2);
         CHECK(split.err.find("splits the data only") != std::string::npos);
+        // Its export: a ds_config for accelerate / the HF Trainer, no PipelineModule section,
+        // checkpointing and the LoRA adapters in transformers' names (Bridge's linear_qkv ->
+        // q_proj, k_proj, v_proj; linear_proj -> o_proj).
+        const Run ex = cleave_cli({"plan",
+                                   data("examples/llama-2-7b.toml"),
+                                   "dgx-h100",
+                                   "--gpus",
+                                   "8",
+                                   "--gbs",
+                                   "8",
+                                   "--seq",
+                                   "4096",
+                                   "--stack",
+                                   "deepspeed-zero3",
+                                   "--peft",
+                                   "lora",
+                                   "--lora-dim",
+                                   "16",
+                                   "--lora-target-modules",
+                                   "linear_qkv,linear_proj",
+                                   "--recompute",
+                                   "full",
+                                   "--top",
+                                   "1",
+                                   "--format",
+                                   "deepspeed"});
+        REQUIRE(ex.code == 0);
+        const auto dsj = nlohmann::json::parse(ex.out);
+        CHECK_FALSE(dsj.contains("pipeline"));
+        CHECK_FALSE(dsj.contains("activation_checkpointing"));
+        CHECK(dsj["train_batch_size"] == 8);
+        CHECK(has(ex.err, "--gradient_checkpointing True"));
+        CHECK(has(ex.err,
+                  "LoraConfig(r=16, lora_alpha=32, target_modules=[\"q_proj\", "
+                  "\"k_proj\", \"v_proj\", \"o_proj\"])"));
         // The rule table is indexed by the enum: its last entries in order.
         CHECK(std::string(cleave::rule_info(cleave::Rule::muon_sharding).name) == "muon_sharding");
         CHECK(std::string(cleave::rule_info(cleave::Rule::model_code).name) == "model_code");
