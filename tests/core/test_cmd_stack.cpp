@@ -23,6 +23,23 @@ std::string data(const std::string& rel) {
     return std::string(CLEAVE_TEST_DATA_DIR) + "/" + rel;
 }
 
+/// `cleave CMD` on Llama 2 7B, 8 H100s, gbs 8, seq 4096, --stack deepspeed-zero3, then `more`.
+Run hf_7b(const char* cmd, const std::vector<std::string>& more) {
+    std::vector<std::string> args{cmd,
+                                  data("examples/llama-2-7b.toml"),
+                                  "dgx-h100",
+                                  "--gpus",
+                                  "8",
+                                  "--gbs",
+                                  "8",
+                                  "--seq",
+                                  "4096",
+                                  "--stack",
+                                  "deepspeed-zero3"};
+    args.insert(args.end(), more.begin(), more.end());
+    return cleave_cli(std::move(args));
+}
+
 bool has(const std::string& text, const std::string& what) {
     return text.find(what) != std::string::npos;
 }
@@ -86,21 +103,7 @@ TEST_SUITE("core") {
         CHECK(d["attention"]["impl"] == "fused");
         // Its model code splits the data only and checkpoints whole layers (Rule::model_code):
         // the planner searches dp x ZeRO x {none, full}, and a fixed --tp is refused, exit 2.
-        const Run pl = cleave_cli({"plan",
-                                   data("examples/llama-2-7b.toml"),
-                                   "dgx-h100",
-                                   "--gpus",
-                                   "8",
-                                   "--gbs",
-                                   "8",
-                                   "--seq",
-                                   "4096",
-                                   "--stack",
-                                   "deepspeed-zero3",
-                                   "--top",
-                                   "50",
-                                   "--format",
-                                   "json"});
+        const Run pl = hf_7b("plan", {"--top", "50", "--format", "json"});
         REQUIRE(pl.code == 0);
         const auto pj = nlohmann::json::parse(pl.out);
         REQUIRE(!pj["plans"].empty());
@@ -111,47 +114,25 @@ TEST_SUITE("core") {
             CHECK(p["plan"]["recompute"] != "selective");
         }
         CHECK(pj["rejected"]["stack"].get<int64_t>() > 0);
-        const Run split = cleave_cli({"explain",
-                                      data("examples/llama-2-7b.toml"),
-                                      "dgx-h100",
-                                      "--gpus",
-                                      "8",
-                                      "--gbs",
-                                      "8",
-                                      "--seq",
-                                      "4096",
-                                      "--stack",
-                                      "deepspeed-zero3",
-                                      "--tp",
-                                      "2"});
+        const Run split = hf_7b("explain", {"--tp", "2"});
         CHECK(split.code == 2);
         CHECK(split.err.find("splits the data only") != std::string::npos);
         // Its export: a ds_config for accelerate / the HF Trainer, no PipelineModule section,
         // checkpointing and the LoRA adapters in transformers' names (Bridge's linear_qkv ->
         // q_proj, k_proj, v_proj; linear_proj -> o_proj).
-        const Run ex = cleave_cli({"plan",
-                                   data("examples/llama-2-7b.toml"),
-                                   "dgx-h100",
-                                   "--gpus",
-                                   "8",
-                                   "--gbs",
-                                   "8",
-                                   "--seq",
-                                   "4096",
-                                   "--stack",
-                                   "deepspeed-zero3",
-                                   "--peft",
-                                   "lora",
-                                   "--lora-dim",
-                                   "16",
-                                   "--lora-target-modules",
-                                   "linear_qkv,linear_proj",
-                                   "--recompute",
-                                   "full",
-                                   "--top",
-                                   "1",
-                                   "--format",
-                                   "deepspeed"});
+        const Run ex = hf_7b("plan",
+                             {"--peft",
+                              "lora",
+                              "--lora-dim",
+                              "16",
+                              "--lora-target-modules",
+                              "linear_qkv,linear_proj",
+                              "--recompute",
+                              "full",
+                              "--top",
+                              "1",
+                              "--format",
+                              "deepspeed"});
         REQUIRE(ex.code == 0);
         const auto dsj = nlohmann::json::parse(ex.out);
         CHECK_FALSE(dsj.contains("pipeline"));
