@@ -132,6 +132,24 @@ TEST_SUITE("core") {
               "entry (2)"}});
     }
 
+    TEST_CASE("stack: [stack] model_code reaches SoftwareStack, a bad one names line:col") {
+        CHECK(parse_stack_toml(good_stack, "s.toml").model_code == ModelCode::framework);
+        const std::string fw = "framework = \"megatron\"";
+        CHECK(parse_stack_toml(replace(good_stack, fw, fw + "\nmodel_code = \"hf-transformers\""),
+                               "s.toml")
+                  .model_code == ModelCode::hf_transformers);
+        CHECK(std::string(to_string(ModelCode::hf_transformers)) == "hf-transformers");
+        expect_diagnostics(
+            [&] {
+                (void)parse_stack_toml(replace(good_stack, fw, fw + "\nmodel_code = \"hf\""),
+                                       "bad.toml");
+            },
+            {{4,
+              14,
+              "'stack.model_code' must be one of \"framework\", \"hf-transformers\", got "
+              "\"hf\""}});
+    }
+
     TEST_CASE("stack: [memory] loss and loss_chunks reach SoftwareStack, bad ones name line:col") {
         CHECK(parse_stack_toml(good_stack, "s.toml").loss == LossImpl::unset);  // optional
         CHECK(parse_stack_toml(good_stack, "s.toml").loss_chunks == 1);
