@@ -187,6 +187,18 @@ std::vector<Caution> caution_list(const Inputs& in, std::optional<Schedule> sche
             "DualPipe: its overlap is priced as complete; DeepSeek-V3's published step is 29 % "
             "slower (docs/costmodel.md section 9)");
     }
+    // Transformers' model code under accelerate + DeepSpeed: the device work is priced, the
+    // host's (DeepSpeed's hooks per sub-module, PEFT and transformers' Python) is not
+    // (docs/costmodel.md section 3.3).
+    if (in.job.stack.model_code == ModelCode::hf_transformers) {
+        add("transformers' model code under accelerate + DeepSpeed: cleave prices the GPU's work, "
+            "not the host's (DeepSpeed's Python hooks around every sub-module, PEFT and "
+            "transformers' eager ops), which can outlast it; MLPerf v4.0's two Llama 2 70B LoRA "
+            "runs on this stack (public_runs_mlperf.csv rows 5088, 5089) took 24-41 % longer "
+            "than predicted (docs/costmodel.md section 3.3): treat this time as optimistic",
+            "transformers + DeepSpeed: host time not priced; published runs 24-41 % slower than "
+            "predicted (docs/costmodel.md section 3.3)");
+    }
     if (in.model.attention_sinks) {
         add("attention with learnable sinks (GPT-OSS): Transformer Engine runs it without "
             "FlashAttention (cuDNN fused attention only, priced at its head-dim-64 rate on "

@@ -142,6 +142,15 @@ TEST_SUITE("core") {
         CHECK(has(ex.err,
                   "LoraConfig(r=16, lora_alpha=32, target_modules=[\"q_proj\", "
                   "\"k_proj\", \"v_proj\", \"o_proj\"])"));
+        // Explain says the host's time is not priced (the Juniper rows' gap).
+        const Run cau = hf_7b("explain", {"--format", "json"});
+        REQUIRE(cau.code == 0);
+        const auto cj = nlohmann::json::parse(cau.out);
+        bool host = false;
+        for (const auto& c : cj["cautions"]) {
+            host = host || has(c.get<std::string>(), "not the host's");
+        }
+        CHECK(host);
         // The rule table is indexed by the enum: its last entries in order.
         CHECK(std::string(cleave::rule_info(cleave::Rule::muon_sharding).name) == "muon_sharding");
         CHECK(std::string(cleave::rule_info(cleave::Rule::model_code).name) == "model_code");
