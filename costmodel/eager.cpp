@@ -57,19 +57,16 @@ EagerTraffic eager_traffic(
     e.bwd_bytes += norms * h * (8.0 * a + 68.0 - 3.0 * a);
     e.fwd_launches += norms * 7.0;
     e.bwd_launches += norms * 12.0;
-    if (has_attn && m.positions == PositionKind::rope && hf) {
-        // rotate_half: 10a forward, 8a backward, 5 and 4 launches a tensor, against 2a and 1.
-        e.fwd_bytes += (q + kv) * (10.0 - 2.0) * a;
-        e.bwd_bytes += (q + kv) * (8.0 - 2.0) * a;
-        e.fwd_launches += 2.0 * (5.0 - 1.0);
-        e.bwd_launches += 2.0 * (4.0 - 1.0);
-    } else if (has_attn && m.positions == PositionKind::rope) {
-        // RoPE through complex64 (2a + 16 a way) against the fused rotation (2a).
-        const double rope = (q + kv) * (2.0 * a + 16.0);
-        e.fwd_bytes += rope - (q + kv) * 2.0 * a;
-        e.bwd_bytes += rope - (q + kv) * 2.0 * a;
-        e.fwd_launches += 4.0;
-        e.bwd_launches += 4.0;
+    if (has_attn && m.positions == PositionKind::rope) {
+        // Against the fused rotation's 2a and 1 launch a tensor (q and k) each way: HF's
+        // rotate_half 10a forward / 8a backward in 5 / 4 launches, torchtitan's complex64
+        // 2a + 16 in 3 each way.
+        const double fwd = hf ? 10.0 * a : 2.0 * a + 16.0;
+        const double bwd = hf ? 8.0 * a : 2.0 * a + 16.0;
+        e.fwd_bytes += (q + kv) * (fwd - 2.0 * a);
+        e.bwd_bytes += (q + kv) * (bwd - 2.0 * a);
+        e.fwd_launches += 2.0 * ((hf ? 5.0 : 3.0) - 1.0);
+        e.bwd_launches += 2.0 * ((hf ? 4.0 : 3.0) - 1.0);
     }
     if (has_ffn && swiglu && !moe) {
         // silu and the gate's product apart: 5a forward, 9a backward, against 3a and 5a.

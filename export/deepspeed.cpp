@@ -69,9 +69,12 @@ void write_deepspeed(std::ostream& os,
         // accelerate / the HF Trainer wrap transformers' model, not a PipelineModule
         // (Rule::model_code keeps pp 1), and checkpoint through the Trainer's flag.
         ds.erase("pipeline");
-        os << ds.dump(2) << "\n";
-        err << "cleave plan: note: plan " << to_string(p) << "; pass this file to accelerate "
-            << "(deepspeed_config_file) or the HF Trainer (--deepspeed)";
+    }
+    os << ds.dump(2) << "\n";
+    err << "cleave plan: note: plan " << to_string(p);
+    if (hf) {
+        err << "; pass this file to accelerate (deepspeed_config_file) or the HF Trainer "
+            << "(--deepspeed)";
         if (p.recompute == Recompute::full) {
             err << "; --gradient_checkpointing True (whole decoder layers)";
         }
@@ -83,9 +86,7 @@ void write_deepspeed(std::ostream& os,
         err << "\n";
         return;
     }
-    os << ds.dump(2) << "\n";
-    err << "cleave plan: note: plan " << to_string(p) << "; DeepSpeed takes pipeline stages from "
-        << "PipelineModule(num_stages=" << p.pp << ")";
+    err << "; DeepSpeed takes pipeline stages from PipelineModule(num_stages=" << p.pp << ")";
     if (p.tp > 1 || p.cp > 1 || p.sp) {
         err << "; tp=" << p.tp << ", cp=" << p.cp << (p.sp ? ", sequence parallel" : "")
             << " need Megatron-DeepSpeed's model-parallel arguments";

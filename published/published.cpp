@@ -610,14 +610,12 @@ void lora_of(const Reader& r, JobSpec& job, std::string& notes) {
              "), base frozen; ";
 }
 
-/// The stack of a published MLPerf Training row whose framework cell names none cleave ships
-/// ("PyTorch NVIDIA Release 24.04", "NVIDIA NEMO", "CUDA 12.3"): every NVIDIA-GPU submission
-/// runs NVIDIA's NeMo / Megatron-Core implementation in the NGC container the cell names
-/// (shared/validation/README.md; the rows' configs are config_*.sh of that implementation), so
-/// megatron-core; a cell naming DeepSpeed is the HF accelerate + DeepSpeed reference port.
-std::string mlperf_stack_for_framework(const std::string& fw) {
-    return contains(lower_of(fw), "deepspeed") ? "deepspeed-zero3" : "megatron-core";
-}
+/// A published MLPerf Training row whose framework cell names no stack cleave ships ("PyTorch
+/// NVIDIA Release 24.04", "NVIDIA NEMO", "CUDA 12.3") runs megatron-core: every NVIDIA-GPU
+/// submission runs NVIDIA's NeMo / Megatron-Core implementation in the NGC container the cell
+/// names (shared/validation/README.md; the rows' configs are config_*.sh of that implementation).
+/// A cell naming DeepSpeed is stack_for_framework's.
+constexpr const char* mlperf_default_stack = "megatron-core";
 
 PublishedCase case_of(const Reader& r) {
     PublishedCase c;
@@ -652,7 +650,7 @@ PublishedCase case_of(const Reader& r) {
     const bool mlperf = c.source_key.rfind("MLPERF", 0) == 0;
     std::string stack = stack_for_framework(r.str("framework"));
     if (stack.empty() && mlperf) {
-        stack = mlperf_stack_for_framework(r.str("framework"));
+        stack = mlperf_default_stack;
     }
     c.plan = plan_of(r, stack == "megatron-2021" || stack == "deepspeed-zero3-2021", notes);
     if (c.model.moe.enabled() && c.source_key.rfind("MBRIDGE", 0) == 0) {
@@ -792,10 +790,8 @@ PublishedCase case_of(const Reader& r) {
     }
     notes += "stack " + c.stack + " (framework '" + fw + "'" +
              (mlperf && stack_for_framework(fw).empty()
-                  ? std::string(mlperf_stack_for_framework(fw) == "megatron-core"
-                                    ? ": MLPerf's NVIDIA-GPU submissions run NVIDIA's NeMo / "
-                                      "Megatron-Core implementation in that NGC container"
-                                    : ": the HF accelerate + DeepSpeed reference port")
+                  ? std::string(": MLPerf's NVIDIA-GPU submissions run NVIDIA's NeMo / "
+                                "Megatron-Core implementation in that NGC container")
                   : std::string()) +
              "); ";
     c.release = release_of_framework(fw);
@@ -835,7 +831,7 @@ PublishedCase case_of(const Reader& r) {
 }  // namespace
 
 std::string stack_for_framework(const std::string& fw) {
-    if (contains(fw, "DeepSpeed") || contains(fw, "Deepspeed")) {
+    if (contains(lower_of(fw), "deepspeed")) {
         // Megatron-LM's 2021 model code over DeepSpeed (SC21), or HF accelerate + DeepSpeed
         // 0.6+ on transformers' model code (the MLPerf Juniper LoRA rows: "NGC PyTorch
         // Release 24.01 Deepspeed").
